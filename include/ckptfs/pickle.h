@@ -1,0 +1,165 @@
+/* A symbolic pickle VM and a protocol-2 emitter.
+ *
+ * pk_parse() runs pickle opcodes (protocols 0-5) over untrusted bytes and
+ * builds a tree of nodes.  It never imports or calls anything: GLOBAL,
+ * STACK_GLOBAL, REDUCE, NEWOBJ(_EX) and BUILD are recorded symbolically.
+ * A few shapes are recognised and given a richer view:
+ *   - collections.OrderedDict() (REDUCE of the class with an empty tuple)
+ *     becomes a PK_DICT whose `cls` is the OrderedDict GLOBAL node; a later
+ *     BUILD on it (state_dict's `_metadata` attribute) lands in `state`;
+ *   - torch._utils._rebuild_tensor_v2 / _v3 calls whose first argument is a
+ *     persistent id ('storage', cls, key, location, numel) become PK_TENSOR
+ *     nodes: still the original call (cls = function, args = argument tuple)
+ *     plus a struct pk_tensor summary;
+ *   - such persistent ids become PK_STORAGE nodes (args = the pid tuple)
+ *     that point at one struct pk_storage per distinct key in the document.
+ *
+ * The tree is a DAG: an object that the pickle referenced twice (BINGET)
+ * is one node with two parents, and the emitter writes it once and then
+ * BINGETs it, like CPython's pickler.  Nodes are immutable after parsing;
+ * new trees (composites) are built from new nodes that point into one or
+ * several parsed documents, which must outlive them.
+ *
+ * pk_emit() writes protocol 2 with only the opcodes torch.load(weights_only=True)
+ * accepts (BINFLOAT for floats, which torch >= 2.0 accepts), so the output is
+ * weights-only loadable whenever the source tree used only allowed globals.
+ */
+#ifndef CKPTFS_PICKLE_H
+#define CKPTFS_PICKLE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ckptfs/buf.h"
+#include "ckptfs/dtype.h"
+#include "ckptfs/error.h"
+
+enum pk_kind {
+	PK_NONE,
+	PK_BOOL,
+	PK_INT,       /* fits int64: v.i */
+	PK_LONG,      /* larger integer: v.str holds two's complement little-endian bytes */
+	PK_FLOAT,     /* v.f */
+	PK_STR,       /* unicode text, v.str (UTF-8, not NUL-terminated in the source but terminated here) */
+	PK_BYTES,     /* bytes / bytearray payload, v.str */
+	PK_TUPLE,     /* items[0..n) */
+	PK_LIST,      /* items[0..n) */
+	PK_DICT,      /* items alternate key, value: n = 2 * entries; cls = OrderedDict GLOBAL or NULL */
+	PK_SET,       /* items */
+	PK_FROZENSET, /* items */
+	PK_GLOBAL,    /* v.global.module / v.global.name */
+	PK_CALL,      /* REDUCE: cls = callable node, args = argument node */
+	PK_NEWOBJ,    /* NEWOBJ / NEWOBJ_EX: cls = class node, args = tuple, kwargs = dict or NULL */
+	PK_PERSID,    /* persistent id that is not a storage: args = the pid node */
+	PK_STORAGE,   /* persistent id ('storage', cls, key, location, numel): v.storage, args = pid tuple */
+	PK_TENSOR,    /* _rebuild_tensor_v2/_v3 call: cls, args as PK_CALL, plus v.tensor */
+};
+
+/* Flags on PK_CALL / PK_NEWOBJ nodes that received APPEND(S) or SETITEM(S). */
+#define PK_F_LISTITEMS 0x1  /* items are appended values */
+#define PK_F_DICTITEMS 0x2  /* items alternate key, value */
+
+struct pk_node;
+
+struct pk_storage {
+	enum ck_dtype dtype;        /* from the storage class; CK_DT_UNTYPED for UntypedStorage */
+	char *key;                  /* archive record is "data/<key>" */
+	char *location;             /* "cpu", "cuda:0", ... */
+	uint64_t numel;             /* elements of the whole storage (bytes when untyped) */
+	struct pk_node *cls;        /* storage class GLOBAL node as written in the source */
+	size_t index;               /* first-seen order within its document, from 0 */
+	void *user;                 /* free for callers */
+};
+
+struct pk_tensor {
+	struct pk_storage *storage;
+	int version;                /* 2 or 3 */
+	enum ck_dtype dtype;        /* element type (v3: its dtype argument) */
+	uint64_t offset;            /* storage offset in elements */
+	int ndim;
+	uint64_t shape[CK_MAX_DIMS];
+	int64_t stride[CK_MAX_DIMS];
+	int requires_grad;
+};
+
+struct pk_node {
+	enum pk_kind kind;
+	uint32_t flags;
+	union {
+		int b;
+		int64_t i;
+		double f;
+		struct { char *s; size_t len; } str;
+		struct { char *module; char *name; } global;
+		struct pk_storage *storage;
+		struct pk_tensor *tensor;
+	} v;
+	struct pk_node *cls;
+	struct pk_node *args;
+	struct pk_node *kwargs;
+	struct pk_node **items;
+	size_t n;
+	size_t cap;
+	struct pk_node *state;      /* BUILD argument or NULL */
+};
+
+struct pk_limits {
+	size_t max_depth;   /* nesting of containers while parsing and emitting (default 1000) */
+	size_t max_nodes;   /* nodes a document may create (default 50,000,000) */
+	size_t max_memo;    /* highest memo index (default 100,000,000) */
+};
+
+struct pk_doc;
+
+/* Parses a pickle.  lim may be NULL for defaults.  On failure returns
+ * -EINVAL (malformed / limit hit) or -ENOMEM and fills err. */
+int pk_parse(const uint8_t *data, size_t len, const struct pk_limits *lim,
+	     struct pk_doc **out, struct ck_error *err);
+/* An empty document to allocate new nodes in (for composites). */
+struct pk_doc *pk_doc_new(void);
+void pk_doc_free(struct pk_doc *doc);
+struct pk_node *pk_doc_root(const struct pk_doc *doc);
+int pk_doc_protocol(const struct pk_doc *doc);
+size_t pk_doc_nstorages(const struct pk_doc *doc);
+struct pk_storage *pk_doc_storage(const struct pk_doc *doc, size_t i);
+/* Every distinct (module, name) GLOBAL the document referenced, in first-use order. */
+size_t pk_doc_nglobals(const struct pk_doc *doc);
+const struct pk_node *pk_doc_global(const struct pk_doc *doc, size_t i);
+/* True for globals no checkpoint loader should ever call (os.system, eval,
+ * subprocess.*, builtins.exec/eval/getattr/__import__, posix/nt/sys ...). */
+int pk_global_is_dangerous(const char *module, const char *name);
+
+/* Node constructors for building new trees; nodes live until doc is freed.
+ * They return NULL on allocation failure. */
+struct pk_node *pk_new(struct pk_doc *doc, enum pk_kind kind);
+struct pk_node *pk_new_str(struct pk_doc *doc, const char *s, size_t len);
+struct pk_node *pk_new_int(struct pk_doc *doc, int64_t v);
+/* A shallow copy of `src` (same children) in doc, to be modified. */
+struct pk_node *pk_clone(struct pk_doc *doc, const struct pk_node *src);
+/* Appends to items (0 or -ENOMEM). */
+int pk_append(struct pk_doc *doc, struct pk_node *seq, struct pk_node *item);
+int pk_dict_set(struct pk_doc *doc, struct pk_node *dict, struct pk_node *key, struct pk_node *value);
+
+/* Dict helpers.  Keys compare by value for NONE/BOOL/INT/LONG/FLOAT/STR/BYTES/TUPLE. */
+int pk_key_equal(const struct pk_node *a, const struct pk_node *b);
+struct pk_node *pk_dict_get(const struct pk_node *dict, const struct pk_node *key);
+struct pk_node *pk_dict_get_str(const struct pk_node *dict, const char *key);
+/* The tensor a node stands for: a PK_TENSOR, or a
+ * torch._utils._rebuild_parameter(_with_state) call wrapping one.  NULL otherwise. */
+const struct pk_tensor *pk_as_tensor(const struct pk_node *node);
+/* Formats a scalar key for tensor paths: STR as is, INT in decimal, else a short repr.
+ * Writes at most size bytes (NUL-terminated); returns 0 or -ENOSPC. */
+int pk_key_to_path(const struct pk_node *key, char *out, size_t size);
+
+struct pk_emit_opts {
+	/* Key written for each storage; NULL callback (or NULL result) keeps storage->key.
+	 * The returned string must stay valid until pk_emit returns. */
+	const char *(*storage_key)(void *ctx, const struct pk_storage *st);
+	void *ctx;
+	size_t max_depth;  /* 0 = default (1000) */
+};
+
+/* Appends a protocol-2 pickle of root (PROTO 2 ... STOP) to out. */
+int pk_emit(const struct pk_node *root, const struct pk_emit_opts *opts,
+	    struct ck_buf *out, struct ck_error *err);
+
+#endif

@@ -1,0 +1,111 @@
+/* The checkpoint store: a directory with an LMDB index of imported
+ * checkpoint files.  Imported files stay where they are; the index records
+ * their identity (device, inode, size, mtime) so a file changed behind the
+ * store's back is detected and refused, never served.
+ *
+ * On disk (docs/format.md):
+ *   STORE/ckptfs-store      marker + format version (text)
+ *   STORE/index/            LMDB environment (data.mdb, lock.mdb)
+ *   STORE/layers.conf       optional user layer rules (see layers.h)
+ */
+#ifndef CKPTFS_STORE_H
+#define CKPTFS_STORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+#include "ckptfs/dtype.h"
+#include "ckptfs/error.h"
+#include "ckptfs/layers.h"
+
+enum ck_file_kind {
+	CK_FILE_OTHER = 0,        /* served as it is (json, txt, tokenizer...) */
+	CK_FILE_TORCH,            /* torch.save zip */
+	CK_FILE_SAFETENSORS,
+	CK_FILE_SAFETENSORS_INDEX,/* *.safetensors.index.json: regenerated for composites */
+	CK_FILE_BAD,              /* looked like a checkpoint but failed to parse; error recorded, not served */
+};
+
+struct ck_store;
+
+struct ck_ckpt_info {
+	uint64_t id;
+	char *series;
+	char *name;          /* directory or file name in the series: "checkpoint-300", "model_000500.pt" */
+	int64_t step;
+	int is_file;         /* the checkpoint is a single file, not a directory */
+	char *src_path;      /* where it was imported from */
+};
+
+struct ck_file_info {
+	uint64_t id;
+	uint64_t ckpt_id;
+	char *relpath;       /* path inside the checkpoint dir ("model.safetensors", "global_step10/x.pt"); "" for a file checkpoint */
+	enum ck_file_kind kind;
+	char *src_path;      /* absolute path of the physical file */
+	uint64_t dev, ino, size;
+	int64_t mtime_ns;
+	uint32_t ntensors;
+	char *error;         /* CK_FILE_BAD: why */
+};
+
+struct ck_storage_info {   /* a byte range of the physical file holding tensor data */
+	char *key;             /* torch: storage key ("0"); safetensors: tensor name */
+	uint64_t offset, length;
+	uint64_t hash_lo, hash_hi;  /* XXH3-128 of the bytes */
+};
+
+struct ck_tensor_info {
+	char *name;            /* logical name: "model.layers.3.mlp.up_proj.weight", "state.17.exp_avg" */
+	char *layer;           /* "layers.3", "embed", "head", "norm", "optimizer", "other" */
+	enum ck_dtype dtype;
+	int ndim;
+	uint64_t shape[CK_MAX_DIMS];
+	char *storage_key;     /* which ck_storage_info holds it */
+	uint64_t storage_offset;  /* in elements */
+};
+
+struct ck_import_opts {
+	const char *series;        /* series name; default: basename of the imported dir */
+	const char *step_pattern;  /* POSIX ERE whose first group is the step; default: built-in patterns */
+	int verbose;
+};
+
+/* Called once per file the import looked at.  status 0 = indexed, -errno = refused (msg says why). */
+typedef void (*ck_import_report_fn)(void *ctx, const char *path, int status, const char *msg);
+
+int ck_store_init(const char *dir, struct ck_error *err);
+int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct ck_error *err);
+void ck_store_close(struct ck_store *st);
+const char *ck_store_path(const struct ck_store *st);
+const struct ck_layer_rules *ck_store_layer_rules(const struct ck_store *st);
+
+/* Indexes a directory in place: either a run dir holding checkpoints
+ * (checkpoint-N/, global_stepN/, model_N.pt ...) or one checkpoint dir.
+ * Returns the number of checkpoints indexed or -errno. */
+int ck_store_import(struct ck_store *st, const char *src, const struct ck_import_opts *opts,
+		    ck_import_report_fn report, void *ctx, struct ck_error *err);
+
+/* Listing.  Arrays are allocated; free with the matching *_free. */
+int ck_store_list_series(struct ck_store *st, char ***names, size_t *n);
+void ck_strv_free(char **v, size_t n);
+/* Checkpoints of a series in ascending step order. */
+int ck_store_list_checkpoints(struct ck_store *st, const char *series, struct ck_ckpt_info **out, size_t *n);
+void ck_ckpt_info_free(struct ck_ckpt_info *v, size_t n);
+int ck_store_list_files(struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n);
+void ck_file_info_free(struct ck_file_info *v, size_t n);
+int ck_store_list_storages(struct ck_store *st, uint64_t file_id, struct ck_storage_info **out, size_t *n);
+void ck_storage_info_free(struct ck_storage_info *v, size_t n);
+int ck_store_list_tensors(struct ck_store *st, uint64_t file_id, struct ck_tensor_info **out, size_t *n);
+void ck_tensor_info_free(struct ck_tensor_info *v, size_t n);
+
+/* Re-stats the physical file: 0 if it is the file that was imported,
+ * -ESTALE (with err naming the file and what changed) otherwise. */
+int ck_file_check(const struct ck_file_info *f, struct ck_error *err);
+
+/* Step number in a checkpoint name, by pattern (NULL = built-ins:
+ * checkpoint-N, global_stepN, iter_NNNNNNN, step_N, stepN, *_NNNN.pt/.pth/.bin/.safetensors, dcp_N).
+ * Returns 0 and sets *step, or -ENOENT. */
+int ck_series_step(const char *name, const char *pattern, int64_t *step);
+
+#endif

@@ -1,0 +1,69 @@
+/* The torch.save container: a ZIP archive of stored entries under one root
+ * folder (FORMATS.md section 1).  Reader and writer are pure: the reader
+ * pulls bytes through a callback, the writer pushes pieces to one, so the
+ * same code serves real files, FUSE virtual files and tests.
+ */
+#ifndef CKPTFS_TORCHZIP_H
+#define CKPTFS_TORCHZIP_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ckptfs/error.h"
+
+/* Reads exactly len bytes at off into buf; returns 0 or -errno (-EIO for short reads). */
+typedef int (*tz_pread_fn)(void *ctx, void *buf, size_t len, uint64_t off);
+
+struct tz_entry {
+	char *name;            /* record name with the "<root>/" prefix removed ("data.pkl", "data/0") */
+	uint64_t lho;          /* local header offset */
+	uint64_t data_offset;  /* first byte of the stored data */
+	uint64_t size;         /* stored == uncompressed size */
+	uint32_t crc32;        /* as recorded in the central directory */
+	uint16_t method;       /* 0 = stored (the only method ckptfs serves zero-copy) */
+};
+
+struct tz_archive {
+	char *root;            /* "archive", "model", ... */
+	size_t n;
+	struct tz_entry *entries;  /* central directory order */
+	uint64_t file_size;
+};
+
+/* Magic checks on the first bytes of a file. */
+int tz_is_zip(const uint8_t *head, size_t len);           /* "PK\3\4" */
+/* Legacy (pre-1.6) torch.save: pickle protocol header followed by the magic
+ * number 0x1950a86a20f9469cfc6c, or a tar file. */
+int tz_is_legacy_torch(const uint8_t *head, size_t len);
+
+/* Parses the end of central directory (zip64 included), the central
+ * directory and every local header.  Validates what miniz validates plus
+ * bounds: entries inside the file, no overlaps with the directory, names
+ * under one root.  Fails with -EINVAL and err on anything malformed. */
+int tz_read(tz_pread_fn pread, void *ctx, uint64_t file_size,
+	    struct tz_archive *out, struct ck_error *err);
+void tz_archive_free(struct tz_archive *ar);
+/* Entry by record name (without root), or NULL. */
+const struct tz_entry *tz_find(const struct tz_archive *ar, const char *name);
+
+/* Writer.  Records are laid out exactly as PyTorch's miniz writer does:
+ * local header with the 'FB' padding extra so data starts at a multiple of
+ * `align`, stored data, a data descriptor for non-empty records, then the
+ * central directory, zip64 EOCD + locator and EOCD. */
+struct tz_record {
+	const char *name;      /* without the root: "data.pkl", "data/0", "version" */
+	uint64_t size;
+	uint32_t crc32;        /* CRC-32 of the data (known up front) */
+};
+
+/* Called in file order.  record == -1: bytes[0..len) are container bytes
+ * to write verbatim.  record >= 0: the len bytes of recs[record] go here
+ * (bytes is NULL).  Returns 0 or -errno to abort. */
+typedef int (*tz_emit_fn)(void *ctx, long record, const void *bytes, uint64_t len);
+
+int tz_write(const char *root, const struct tz_record *recs, size_t n,
+	     unsigned align, tz_emit_fn emit, void *ctx);
+
+/* CRC-32 (zlib polynomial), incremental: crc = ck_crc32(crc, p, n), start at 0. */
+uint32_t ck_crc32(uint32_t crc, const void *p, size_t n);
+
+#endif
