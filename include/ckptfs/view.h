@@ -17,6 +17,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 #include "ckptfs/buf.h"
+#include "ckptfs/dtype.h"
 #include "ckptfs/error.h"
 
 struct ck_view;
@@ -63,6 +64,26 @@ int ck_view_getattr(struct ck_view *v, const struct ck_vnode *n, struct ck_vattr
 int ck_view_getxattr(struct ck_view *v, const struct ck_vnode *n, const char *name, struct ck_buf *out);
 /* NUL-separated attribute names. */
 int ck_view_listxattr(struct ck_view *v, const struct ck_vnode *n, struct ck_buf *out);
+
+/* Node by slash-separated path relative to the root ("run1/checkpoint-300/model.pt"). */
+int ck_view_resolve(struct ck_view *v, const char *path, const struct ck_vnode **out);
+
+/* Provenance of every logical tensor of a composite file (for `ckptctl show`). */
+struct ck_vtensor {
+	const char *name;        /* logical name: "model.layers.3.mlp.up_proj.weight", "state.17.exp_avg" */
+	const char *layer;
+	enum ck_dtype dtype;
+	int ndim;
+	const uint64_t *shape;
+	const char *src_ckpt;    /* checkpoint the bytes come from: "checkpoint-10" */
+	int64_t src_step;
+	const char *src_path;    /* physical file */
+	uint64_t src_offset;     /* byte range of the storage in that file */
+	uint64_t nbytes;
+};
+typedef int (*ck_vtensor_fn)(void *ctx, const struct ck_vtensor *t);
+/* Calls fn for each tensor in file order; stops early if fn returns non-zero (that value is returned). */
+int ck_view_tensors(struct ck_view *v, const struct ck_vnode *n, ck_vtensor_fn fn, void *ctx);
 
 /* Open file contents: resolves the composite (or reuses the cached one) and
  * checks that every physical file it uses is unchanged.  Reference counted. */
