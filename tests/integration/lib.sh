@@ -1,0 +1,69 @@
+# Shared helpers for the integration tests (sourced, POSIX sh).
+#
+# Each test: `. "$CKPT_SRCDIR/tests/integration/lib.sh"`, then need_fuse /
+# need_torch (exit 77 = skip when absent), ck_tmpdir, ck_mount STORE MNT [opts].
+# Mounts and daemons started through these helpers are cleaned up on exit.
+
+set -eu
+: "${CKPT_BUILDDIR:=$(pwd)}"
+: "${CKPT_SRCDIR:=$CKPT_BUILDDIR}"
+: "${CKPT_SHARED:=$CKPT_SRCDIR/../shared}"
+: "${TORCH_PYTHON:=/usr/bin/python3}"
+CKPTFS="$CKPT_BUILDDIR/ckptfs"
+CKPTCTL="$CKPT_BUILDDIR/ckptctl"
+export CKPT_BUILDDIR CKPT_SRCDIR CKPT_SHARED TORCH_PYTHON CKPTFS CKPTCTL
+
+_ck_mounts=""
+_ck_tmp=""
+
+ck_cleanup() {
+	for m in $_ck_mounts; do
+		if grep -q " $m fuse" /proc/mounts 2>/dev/null; then
+			fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true
+		fi
+	done
+	[ -n "$_ck_tmp" ] && rm -rf "$_ck_tmp"
+	return 0
+}
+trap ck_cleanup EXIT INT TERM
+
+skip() { echo "SKIP: $*"; exit 77; }
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+need_fuse() {
+	[ -c /dev/fuse ] || skip "no /dev/fuse"
+	command -v fusermount3 >/dev/null 2>&1 || skip "no fusermount3"
+}
+
+need_torch() {
+	"$TORCH_PYTHON" -c 'import torch' 2>/dev/null || skip "$TORCH_PYTHON cannot import torch"
+}
+
+# Creates a scratch directory removed on exit; prints its path.
+ck_tmpdir() {
+	if [ -z "$_ck_tmp" ]; then
+		_ck_tmp=$(mktemp -d "${TMPDIR:-/tmp}/ckptfs-test.XXXXXX")
+	fi
+	echo "$_ck_tmp"
+}
+
+is_mounted() { grep -q " $1 fuse" /proc/mounts; }
+
+# ck_mount STORE MNT [ckptfs args...]: ckptfs returns once the mount is live.
+ck_mount() {
+	store=$1 mnt=$2
+	shift 2
+	mkdir -p "$mnt"
+	_ck_mounts="$_ck_mounts $mnt"
+	"$CKPTFS" "$store" "$mnt" "$@" || fail "ckptfs $store $mnt $* exited $?"
+	is_mounted "$mnt" || fail "ckptfs returned but $mnt is not mounted"
+}
+
+# ck_umount MNT: unmounts and waits for the daemon to go away.
+ck_umount() {
+	fusermount3 -u "$1" || fail "fusermount3 -u $1 failed"
+	i=0
+	while is_mounted "$1" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
+	is_mounted "$1" && fail "$1 still mounted"
+	return 0
+}
