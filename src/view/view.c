@@ -1,1 +1,601 @@
-/* placeholder: implemented in progress */
+/* The namespace of a mounted store: root -> series -> checkpoints -> files.
+ *
+ * Built once from the index when the view opens (cheap: names and file
+ * records only).  A checkpoint directory shows the union of the relative
+ * paths of its own files and of every earlier checkpoint of its series;
+ * each file node keeps its versions newest first, and its composite is
+ * built on first use (composite.c) and cached.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+
+#include "ckptfs/log.h"
+#include "view_internal.h"
+
+/* --- building ------------------------------------------------------------- */
+
+static struct ck_vnode *node_new(struct ck_view *v, struct ck_vnode *parent, const char *name,
+				 size_t namelen, int is_dir)
+{
+	struct ck_vnode *n;
+
+	if (v->nnodes == v->capnodes) {
+		size_t cap = v->capnodes ? v->capnodes * 2 : 256;
+		struct ck_vnode **p = realloc(v->nodes, cap * sizeof(*p));
+
+		if (!p)
+			return NULL;
+		v->nodes = p;
+		v->capnodes = cap;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n)
+		return NULL;
+	n->name = strndup(name, namelen);
+	if (!n->name) {
+		free(n);
+		return NULL;
+	}
+	n->is_dir = is_dir;
+	n->parent = parent;
+	n->ino = v->nnodes + 1;
+	n->mtime_ns = v->open_time_ns;
+	v->nodes[v->nnodes++] = n;
+	if (parent) {
+		if (parent->nchildren == parent->capchildren) {
+			size_t cap = parent->capchildren ? parent->capchildren * 2 : 8;
+			struct ck_vnode **c = realloc(parent->children, cap * sizeof(*c));
+
+			if (!c)
+				return NULL;  /* n stays owned by v->nodes */
+			parent->children = c;
+			parent->capchildren = cap;
+		}
+		parent->children[parent->nchildren++] = n;
+	}
+	return n;
+}
+
+static struct ck_vnode *child_named(struct ck_vnode *dir, const char *name, size_t len)
+{
+	for (size_t i = 0; i < dir->nchildren; i++)
+		if (!strncmp(dir->children[i]->name, name, len) && !dir->children[i]->name[len])
+			return dir->children[i];
+	return NULL;
+}
+
+static int add_version(struct ck_vnode *n, struct phys_file *pf)
+{
+	struct file_version *fv = realloc(n->versions, (n->nversions + 1) * sizeof(*fv));
+
+	if (!fv)
+		return -ENOMEM;
+	n->versions = fv;
+	n->versions[n->nversions++].pf = pf;
+	if (n->nversions == 1)
+		n->mtime_ns = pf->info.mtime_ns;
+	return 0;
+}
+
+/* Places pf (a file of an earlier or the same checkpoint) under the
+ * checkpoint directory node at its relative path; the first placement of a
+ * path is the newest version.  A path that is a directory in a newer
+ * checkpoint and a file in an older one (or the reverse) keeps the newer. */
+static int place_file(struct ck_view *v, struct ck_vnode *ckdir, struct view_ckpt *ck, struct phys_file *pf)
+{
+	const char *p = pf->info.relpath;
+	struct ck_vnode *dir = ckdir, *n;
+
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+
+		if (!len) {
+			if (!slash)
+				return 0;
+			p = slash + 1;
+			continue;
+		}
+		n = child_named(dir, p, len);
+		if (!slash) {
+			if (!n) {
+				n = node_new(v, dir, p, len, 0);
+				if (!n)
+					return -ENOMEM;
+				n->ckpt = ck;
+				n->relpath = pf->info.relpath;
+			} else if (n->is_dir) {
+				return 0;
+			}
+			if (pf->info.mtime_ns > ckdir->mtime_ns || ckdir->mtime_ns == v->open_time_ns)
+				ckdir->mtime_ns = pf->info.mtime_ns;
+			return add_version(n, pf);
+		}
+		if (!n) {
+			n = node_new(v, dir, p, len, 1);
+			if (!n)
+				return -ENOMEM;
+			n->ckpt = ck;
+		} else if (!n->is_dir) {
+			return 0;
+		}
+		dir = n;
+		p = slash + 1;
+	}
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+	const struct ck_vnode *x = *(struct ck_vnode *const *)a, *y = *(struct ck_vnode *const *)b;
+
+	return strcmp(x->name, y->name);
+}
+
+struct ckpt_files {
+	struct ck_file_info *files;
+	size_t n;
+	struct phys_file **pfs;
+};
+
+static int load_series(struct ck_view *v, struct ck_vnode *root, struct view_series *s)
+{
+	struct ck_ckpt_info *infos = NULL;
+	struct ckpt_files *cf = NULL;
+	struct ck_vnode *sdir;
+	size_t n = 0;
+	int rc;
+
+	rc = ck_store_list_checkpoints(v->store, s->name, &infos, &n);
+	if (rc)
+		return rc;
+	s->ckpts = calloc(n ? n : 1, sizeof(*s->ckpts));
+	cf = calloc(n ? n : 1, sizeof(*cf));
+	sdir = node_new(v, root, s->name, strlen(s->name), 1);
+	if (!s->ckpts || !cf || !sdir) {
+		free(cf);
+		ck_ckpt_info_free(infos, n);
+		return -ENOMEM;
+	}
+	/* The view keeps the info structs (and their strings) for its lifetime. */
+	for (size_t i = 0; i < n; i++) {
+		s->ckpts[i].info = infos[i];
+		s->ckpts[i].series = s;
+		s->ckpts[i].index = i;
+	}
+	s->nckpts = n;
+	free(infos);   /* the array only: its strings moved into s->ckpts */
+	for (size_t i = 0; i < n && !rc; i++) {
+		rc = ck_store_list_files(v->store, s->ckpts[i].info.id, &cf[i].files, &cf[i].n);
+		if (rc)
+			break;
+		cf[i].pfs = calloc(cf[i].n ? cf[i].n : 1, sizeof(*cf[i].pfs));
+		if (!cf[i].pfs) {
+			rc = -ENOMEM;
+			break;
+		}
+		for (size_t j = 0; j < cf[i].n; j++) {
+			struct phys_file *pf = calloc(1, sizeof(*pf)), **all;
+
+			all = pf ? realloc(v->phys, (v->nphys + 1) * sizeof(*all)) : NULL;
+			if (!all) {
+				free(pf);
+				rc = -ENOMEM;
+				break;
+			}
+			v->phys = all;
+			pf->info = cf[i].files[j];
+			pf->ckpt = &s->ckpts[i];
+			pf->fd = -1;
+			v->phys[v->nphys++] = pf;
+			cf[i].pfs[j] = pf;
+		}
+	}
+	/* Checkpoint nodes: own files first (newest version), then earlier ones. */
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct view_ckpt *ck = &s->ckpts[i];
+		struct ck_vnode *cn = node_new(v, sdir, ck->info.name, strlen(ck->info.name), !ck->info.is_file);
+
+		if (!cn) {
+			rc = -ENOMEM;
+			break;
+		}
+		cn->ckpt = ck;
+		for (size_t j = i + 1; j-- > 0 && !rc;) {
+			if (s->ckpts[j].info.is_file != ck->info.is_file)
+				continue;
+			for (size_t k = 0; k < cf[j].n && !rc; k++) {
+				if (ck->info.is_file) {
+					if (!cf[j].pfs[k]->info.relpath[0])
+						rc = add_version(cn, cf[j].pfs[k]);
+				} else {
+					rc = place_file(v, cn, ck, cf[j].pfs[k]);
+				}
+			}
+		}
+		if (cn->nversions)
+			cn->relpath = "";
+	}
+	for (size_t i = 0; i < n; i++) {
+		free(cf[i].files);  /* strings now belong to the phys_files */
+		free(cf[i].pfs);
+	}
+	free(cf);
+	return rc;
+}
+
+static void view_free_nodes(struct ck_view *v)
+{
+	for (size_t i = 0; i < v->nnodes; i++) {
+		struct ck_vnode *n = v->nodes[i];
+
+		if (n->vfile)
+			ck_vfile_put(n->vfile);
+		free(n->children);
+		free(n->versions);
+		free(n->name);
+		free(n);
+	}
+	free(v->nodes);
+}
+
+int ck_view_open(const char *store_dir, const struct ck_view_opts *opts, struct ck_view **out,
+		 struct ck_error *err)
+{
+	struct ck_view *v = calloc(1, sizeof(*v));
+	pthread_mutexattr_t ma;
+	struct timespec ts;
+	struct ck_vnode *root;
+	char **names = NULL;
+	size_t nnames = 0;
+	int rc;
+
+	if (!v)
+		return -ENOMEM;
+	pthread_mutex_init(&v->lock, NULL);
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&v->build_lock, &ma);
+	pthread_mutexattr_destroy(&ma);
+	if (opts)
+		v->opts = *opts;
+	else
+		v->opts.verify = CK_VERIFY_FIRST;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	v->open_time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	rc = ck_store_open(store_dir, 1, &v->store, err);
+	if (rc)
+		goto fail;
+	root = node_new(v, NULL, "", 0, 1);
+	if (!root) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = ck_store_list_series(v->store, &names, &nnames);
+	if (rc) {
+		ck_fail(err, -rc, "%s: cannot list series: %s", store_dir, strerror(-rc));
+		goto fail;
+	}
+	v->series = calloc(nnames ? nnames : 1, sizeof(*v->series));
+	if (!v->series) {
+		ck_strv_free(names, nnames);
+		rc = -ENOMEM;
+		goto fail;
+	}
+	for (size_t i = 0; i < nnames; i++) {
+		v->series[i].name = names[i];
+		names[i] = NULL;
+	}
+	v->nseries = nnames;
+	free(names);
+	for (size_t i = 0; i < v->nseries && !rc; i++)
+		rc = load_series(v, root, &v->series[i]);
+	if (rc) {
+		ck_fail(err, -rc, "%s: cannot load the index: %s", store_dir, strerror(-rc));
+		goto fail;
+	}
+	for (size_t i = 0; i < v->nnodes; i++)
+		if (v->nodes[i]->nchildren > 1)
+			qsort(v->nodes[i]->children, v->nodes[i]->nchildren, sizeof(struct ck_vnode *), name_cmp);
+	*out = v;
+	return 0;
+fail:
+	ck_view_close(v);
+	return rc;
+}
+
+void ck_view_close(struct ck_view *v)
+{
+	if (!v)
+		return;
+	view_free_nodes(v);
+	for (size_t i = 0; i < v->nphys; i++) {
+		struct phys_file *pf = v->phys[i];
+
+		/* The strings came from ck_store_list_files(); the array was freed at load. */
+		free(pf->info.relpath);
+		free(pf->info.src_path);
+		free(pf->info.error);
+		phys_free(pf);
+	}
+	free(v->phys);
+	for (size_t i = 0; i < v->nseries; i++) {
+		for (size_t j = 0; j < v->series[i].nckpts; j++) {
+			struct ck_ckpt_info *ci = &v->series[i].ckpts[j].info;
+
+			free(ci->series);
+			free(ci->name);
+			free(ci->src_path);
+		}
+		free(v->series[i].ckpts);
+		free(v->series[i].name);
+	}
+	free(v->series);
+	ck_store_close(v->store);
+	pthread_mutex_destroy(&v->lock);
+	pthread_mutex_destroy(&v->build_lock);
+	free(v);
+}
+
+/* --- lookup ---------------------------------------------------------------- */
+
+const struct ck_vnode *ck_view_root(struct ck_view *v)
+{
+	return v->nodes[0];
+}
+
+const struct ck_vnode *ck_view_node(struct ck_view *v, uint64_t ino)
+{
+	return ino >= 1 && ino <= v->nnodes ? v->nodes[ino - 1] : NULL;
+}
+
+const char *ck_vnode_name(const struct ck_vnode *n)
+{
+	return n->name;
+}
+
+int ck_view_lookup(struct ck_view *v, const struct ck_vnode *dir, const char *name,
+		   const struct ck_vnode **out)
+{
+	size_t lo = 0, hi;
+
+	(void)v;
+	if (!dir->is_dir)
+		return -ENOTDIR;
+	if (!strcmp(name, ".")) {
+		*out = dir;
+		return 0;
+	}
+	if (!strcmp(name, "..")) {
+		*out = dir->parent ? dir->parent : dir;
+		return 0;
+	}
+	hi = dir->nchildren;
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+		int c = strcmp(name, dir->children[mid]->name);
+
+		if (!c) {
+			*out = dir->children[mid];
+			return 0;
+		}
+		if (c < 0)
+			hi = mid;
+		else
+			lo = mid + 1;
+	}
+	return -ENOENT;
+}
+
+int ck_view_child(struct ck_view *v, const struct ck_vnode *dir, size_t i, const struct ck_vnode **out)
+{
+	(void)v;
+	if (!dir->is_dir)
+		return -ENOTDIR;
+	if (i >= dir->nchildren)
+		return -ENOENT;
+	*out = dir->children[i];
+	return 0;
+}
+
+int ck_view_resolve(struct ck_view *v, const char *path, const struct ck_vnode **out)
+{
+	const struct ck_vnode *n = ck_view_root(v);
+	char name[4096];
+
+	while (*path) {
+		const char *slash = strchr(path, '/');
+		size_t len = slash ? (size_t)(slash - path) : strlen(path);
+		int rc;
+
+		if (len >= sizeof(name))
+			return -ENAMETOOLONG;
+		if (len) {
+			memcpy(name, path, len);
+			name[len] = 0;
+			rc = ck_view_lookup(v, n, name, &n);
+			if (rc)
+				return rc;
+		}
+		path += len + (slash ? 1 : 0);
+	}
+	*out = n;
+	return 0;
+}
+
+/* --- file contents ---------------------------------------------------------- */
+
+/* The node's composite, built once.  A failed build is not cached: the
+ * next open tries again (the cause may have been fixed). */
+int view_node_vfile(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out)
+{
+	int rc = 0;
+
+	if (n->is_dir || !n->nversions)
+		return -EISDIR;
+	pthread_mutex_lock(&v->build_lock);
+	if (!n->vfile) {
+		rc = composite_build(v, n, &n->vfile);
+		n->build_error = rc;
+	}
+	if (!rc) {
+		atomic_fetch_add(&n->vfile->refs, 1);
+		*out = n->vfile;
+	}
+	pthread_mutex_unlock(&v->build_lock);
+	return rc;
+}
+
+int ck_view_open_file(struct ck_view *v, const struct ck_vnode *cn, struct ck_vfile **out)
+{
+	struct ck_vnode *n = (struct ck_vnode *)cn;
+	struct ck_vfile *f;
+	int rc;
+
+	rc = view_node_vfile(v, n, &f);
+	if (rc)
+		return rc;
+	/* Re-check every physical file on each open: an imported file changed
+	 * since import must not be served (cheap: one stat per file). */
+	for (size_t i = 0; i < f->nsrcs; i++) {
+		rc = phys_check(v, f->srcs[i]);
+		if (rc) {
+			ck_vfile_put(f);
+			return -EIO;
+		}
+	}
+	*out = f;
+	return 0;
+}
+
+int ck_view_getattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_vattr *out)
+{
+	struct ck_vnode *n = (struct ck_vnode *)cn;
+	struct ck_vfile *f;
+
+	memset(out, 0, sizeof(*out));
+	out->ino = n->ino;
+	out->mtime_ns = n->mtime_ns;
+	if (n->is_dir) {
+		uint32_t subdirs = 0;
+
+		for (size_t i = 0; i < n->nchildren; i++)
+			subdirs += n->children[i]->is_dir;
+		out->mode = S_IFDIR | 0555;
+		out->nlink = 2 + subdirs;
+		return 0;
+	}
+	out->mode = S_IFREG | 0444;
+	out->nlink = 1;
+	if (!view_node_vfile(v, n, &f)) {
+		out->size = f->size;
+		ck_vfile_put(f);
+	} else {
+		/* Stat still works for a file that cannot be served; open reports why. */
+		out->size = n->versions[0].pf->info.size;
+	}
+	return 0;
+}
+
+/* --- provenance ------------------------------------------------------------- */
+
+int ck_view_tensors(struct ck_view *v, const struct ck_vnode *cn, ck_vtensor_fn fn, void *ctx)
+{
+	struct ck_vnode *n = (struct ck_vnode *)cn;
+	const struct ck_layer_rules *rules = ck_store_layer_rules(v->store);
+	struct ck_vfile *f;
+	char layer[128];
+	int rc;
+
+	rc = view_node_vfile(v, n, &f);
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < f->ntensors && !rc; i++) {
+		const struct vtensor_src *t = &f->tensors[i];
+		struct ck_vtensor vt;
+
+		if (!rules || ck_layer_of(rules, t->name, layer, sizeof(layer)))
+			strcpy(layer, "other");
+		vt.name = t->name;
+		vt.layer = layer;
+		vt.dtype = t->dtype;
+		vt.ndim = t->ndim;
+		vt.shape = t->shape;
+		vt.src_ckpt = t->pf->ckpt->info.name;
+		vt.src_step = t->pf->ckpt->info.step;
+		vt.src_path = t->pf->info.src_path;
+		vt.src_offset = t->offset;
+		vt.nbytes = t->nbytes;
+		rc = fn(ctx, &vt);
+	}
+	ck_vfile_put(f);
+	return rc;
+}
+
+static const char *const xattr_names[] = {
+	"user.ckptfs.sources", "user.ckptfs.step", "user.ckptfs.checkpoint", "user.ckptfs.kind",
+	"user.ckptfs.error",
+};
+
+static const char *kind_name(enum ck_file_kind k)
+{
+	switch (k) {
+	case CK_FILE_TORCH: return "torch";
+	case CK_FILE_SAFETENSORS: return "safetensors";
+	case CK_FILE_SAFETENSORS_INDEX: return "safetensors-index";
+	case CK_FILE_BAD: return "bad";
+	default: return "file";
+	}
+}
+
+int ck_view_getxattr(struct ck_view *v, const struct ck_vnode *cn, const char *name, struct ck_buf *out)
+{
+	struct ck_vnode *n = (struct ck_vnode *)cn;
+
+	if (!n->ckpt)
+		return -ENODATA;
+	if (!strcmp(name, "user.ckptfs.step"))
+		return ck_buf_printf(out, "%lld", (long long)n->ckpt->info.step);
+	if (!strcmp(name, "user.ckptfs.checkpoint"))
+		return ck_buf_printf(out, "%s/%s", n->ckpt->series->name, n->ckpt->info.name);
+	if (n->is_dir || !n->nversions)
+		return -ENODATA;
+	if (!strcmp(name, "user.ckptfs.kind"))
+		return ck_buf_puts(out, kind_name(n->versions[0].pf->info.kind));
+	if (!strcmp(name, "user.ckptfs.error")) {
+		struct ck_vfile *f;
+		int rc;
+
+		if (n->versions[0].pf->info.kind == CK_FILE_BAD)
+			return ck_buf_puts(out, n->versions[0].pf->info.error ? n->versions[0].pf->info.error
+									     : "refused at import");
+		rc = view_node_vfile(v, n, &f);
+		if (!rc) {
+			ck_vfile_put(f);
+			return -ENODATA;
+		}
+		return ck_buf_printf(out, "cannot be served: %s (see the daemon log)", strerror(-rc));
+	}
+	if (!strcmp(name, "user.ckptfs.sources"))
+		return provenance_json(v, n, out);
+	return -ENODATA;
+}
+
+int ck_view_listxattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_buf *out)
+{
+	size_t count = cn->ckpt ? (cn->is_dir ? 2 : sizeof(xattr_names) / sizeof(xattr_names[0])) : 0;
+	int rc = 0;
+
+	(void)v;
+	/* step and checkpoint for directories, everything for files */
+	for (size_t i = 0; i < sizeof(xattr_names) / sizeof(xattr_names[0]) && count && !rc; i++) {
+		if (cn->is_dir && i != 1 && i != 2)
+			continue;
+		rc = ck_buf_put(out, xattr_names[i], strlen(xattr_names[i]) + 1);
+	}
+	return rc;
+}

@@ -1,0 +1,287 @@
+/* Physical files of the store as the view uses them: one shared fd each,
+ * identity checks, lazily parsed content and first-read hash verification. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ckptfs/log.h"
+#include "view_internal.h"
+
+int phys_open_fd(struct ck_view *v, struct phys_file *pf)
+{
+	int fd, rc = 0;
+
+	pthread_mutex_lock(&v->lock);
+	if (pf->fd < 0) {
+		fd = open(pf->info.src_path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0) {
+			rc = -errno;
+			ck_err("%s: cannot open: %s", pf->info.src_path, strerror(errno));
+		} else {
+			pf->fd = fd;
+		}
+	}
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+/* Identity check on every open: a file changed behind the store's back is
+ * refused, never served. */
+int phys_check(struct ck_view *v, struct phys_file *pf)
+{
+	struct ck_error err;
+	int rc;
+
+	(void)v;
+	rc = ck_file_check(&pf->info, &err);
+	if (rc) {
+		ck_err("%s/%s: refusing to serve: %s", pf->ckpt->info.name,
+		       pf->info.relpath[0] ? pf->info.relpath : pf->ckpt->info.name, err.msg);
+		return rc;
+	}
+	return 0;
+}
+
+static int range_cmp(const void *a, const void *b)
+{
+	const struct phys_range *x = a, *y = b;
+
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+int phys_load_ranges(struct ck_view *v, struct phys_file *pf)
+{
+	struct ck_storage_info *si = NULL;
+	size_t n = 0;
+	int rc = 0;
+
+	pthread_mutex_lock(&v->lock);
+	if (pf->ranges_loaded)
+		goto out;
+	rc = ck_store_list_storages(v->store, pf->info.id, &si, &n);
+	if (rc)
+		goto out;
+	if (n) {
+		pf->ranges = calloc(n, sizeof(*pf->ranges));
+		if (!pf->ranges) {
+			rc = -ENOMEM;
+			goto out;
+		}
+	}
+	for (size_t i = 0; i < n; i++) {
+		struct phys_range *r = &pf->ranges[i];
+
+		r->offset = si[i].offset;
+		r->length = si[i].length;
+		r->hash_lo = si[i].hash_lo;
+		r->hash_hi = si[i].hash_hi;
+		r->key = si[i].key;
+		si[i].key = NULL;
+		atomic_init(&r->state, 0);
+	}
+	pf->nranges = n;
+	qsort(pf->ranges, n, sizeof(*pf->ranges), range_cmp);
+	pf->ranges_loaded = 1;
+out:
+	pthread_mutex_unlock(&v->lock);
+	ck_storage_info_free(si, n);
+	return rc;
+}
+
+struct phys_range *phys_find_range(struct phys_file *pf, const char *key)
+{
+	for (size_t i = 0; i < pf->nranges; i++)
+		if (!strcmp(pf->ranges[i].key, key))
+			return &pf->ranges[i];
+	return NULL;
+}
+
+int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t got = pread(pf->fd, p, len, (off_t)off);
+
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (got == 0)
+			return -EIO;
+		p += got;
+		len -= (size_t)got;
+		off += (uint64_t)got;
+	}
+	return 0;
+}
+
+static int tz_pread_phys(void *ctx, void *buf, size_t len, uint64_t off)
+{
+	return phys_read(ctx, buf, len, off);
+}
+
+static int parse_torch(struct phys_file *pf, struct ck_error *err)
+{
+	const struct tz_entry *pkl;
+	uint8_t *bytes;
+	int rc;
+
+	rc = tz_read(tz_pread_phys, pf, pf->info.size, &pf->ar, err);
+	if (rc)
+		return rc;
+	pkl = tz_find(&pf->ar, "data.pkl");
+	if (!pkl)
+		return ck_fail(err, EINVAL, "no data.pkl record");
+	if (pkl->size > (1ULL << 32))
+		return ck_fail(err, EFBIG, "data.pkl of %llu bytes", (unsigned long long)pkl->size);
+	bytes = malloc(pkl->size ? pkl->size : 1);
+	if (!bytes)
+		return -ENOMEM;
+	rc = phys_read(pf, bytes, pkl->size, pkl->data_offset);
+	if (rc) {
+		free(bytes);
+		return ck_fail(err, -rc, "reading data.pkl: %s", strerror(-rc));
+	}
+	rc = pk_parse(bytes, pkl->size, NULL, &pf->doc, err);
+	free(bytes);
+	if (rc)
+		return rc;
+	/* Composites mix trees of several files: each storage remembers its file. */
+	for (size_t i = 0; i < pk_doc_nstorages(pf->doc); i++)
+		pk_doc_storage(pf->doc, i)->user = pf;
+	return 0;
+}
+
+static int parse_safetensors(struct phys_file *pf, struct ck_error *err)
+{
+	uint8_t prefix[8];
+	uint64_t n;
+	char *hdr;
+	int rc;
+
+	if (pf->info.size < 8)
+		return ck_fail(err, EINVAL, "shorter than 8 bytes");
+	rc = phys_read(pf, prefix, 8, 0);
+	if (rc)
+		return ck_fail(err, -rc, "read: %s", strerror(-rc));
+	rc = st_header_len(prefix, pf->info.size, &n, err);
+	if (rc)
+		return rc;
+	hdr = malloc(n + 1);
+	if (!hdr)
+		return -ENOMEM;
+	rc = phys_read(pf, hdr, n, 8);
+	if (!rc)
+		rc = st_parse(hdr, n, pf->info.size, &pf->st, err);
+	free(hdr);
+	return rc;
+}
+
+/* Parses the container and the state tree once per file (cached for the
+ * life of the view; trees are immutable and shared by composites). */
+int phys_parse(struct ck_view *v, struct phys_file *pf)
+{
+	struct ck_error err = { "" };
+	int rc;
+
+	rc = phys_open_fd(v, pf);
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&v->lock);
+	if (pf->parsed) {
+		rc = pf->parsed < 0 ? pf->parsed : 0;
+		goto out;
+	}
+	switch (pf->info.kind) {
+	case CK_FILE_TORCH:
+		rc = parse_torch(pf, &err);
+		break;
+	case CK_FILE_SAFETENSORS:
+		rc = parse_safetensors(pf, &err);
+		break;
+	default:
+		rc = 0;
+		break;
+	}
+	if (rc) {
+		ck_err("%s: cannot parse: %s", pf->info.src_path, err.msg);
+		rc = -EIO;
+	}
+	pf->parsed = rc ? rc : 1;
+out:
+	pthread_mutex_unlock(&v->lock);
+	return rc;
+}
+
+/* Hashes a range once and compares with the hash recorded at import.
+ * Concurrent first readers may both hash; the result is the same. */
+int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r)
+{
+	enum { CHUNK = 1 << 20 };
+	XXH3_state_t *st;
+	XXH128_hash_t h;
+	uint8_t *buf;
+	uint64_t done = 0;
+	int state = atomic_load(&r->state), rc = 0;
+
+	(void)v;
+	if (state)
+		return state > 0 ? 0 : -EIO;
+	buf = malloc(CHUNK);
+	st = XXH3_createState();
+	if (!buf || !st) {
+		free(buf);
+		XXH3_freeState(st);
+		return -ENOMEM;
+	}
+	XXH3_128bits_reset(st);
+	while (done < r->length) {
+		size_t len = r->length - done < CHUNK ? (size_t)(r->length - done) : CHUNK;
+
+		rc = phys_read(pf, buf, len, r->offset + done);
+		if (rc)
+			break;
+		XXH3_128bits_update(st, buf, len);
+		done += len;
+	}
+	h = XXH3_128bits_digest(st);
+	XXH3_freeState(st);
+	free(buf);
+	if (rc) {
+		ck_err("%s/%s: tensor '%s': read of %s failed: %s", pf->ckpt->info.name,
+		       pf->info.relpath, r->key, pf->info.src_path, strerror(-rc));
+		return -EIO;
+	}
+	if (h.low64 != r->hash_lo || h.high64 != r->hash_hi) {
+		ck_err("%s/%s: tensor '%s': content hash mismatch in %s at offset %llu (%llu bytes): "
+		       "the file changed or is damaged; refusing to serve it",
+		       pf->ckpt->info.name, pf->info.relpath, r->key, pf->info.src_path,
+		       (unsigned long long)r->offset, (unsigned long long)r->length);
+		atomic_store(&r->state, -1);
+		return -EIO;
+	}
+	atomic_store(&r->state, 1);
+	return 0;
+}
+
+void phys_free(struct phys_file *pf)
+{
+	if (!pf)
+		return;
+	if (pf->fd >= 0)
+		close(pf->fd);
+	for (size_t i = 0; i < pf->nranges; i++)
+		free(pf->ranges[i].key);
+	free(pf->ranges);
+	tz_archive_free(&pf->ar);
+	pk_doc_free(pf->doc);
+	st_file_free(&pf->st);
+	free(pf);   /* pf->info's strings belong to the view's file lists */
+}
