@@ -71,8 +71,10 @@ struct ck_import_opts {
 	int verbose;
 };
 
-/* Called once per file the import looked at.  status 0 = indexed, -errno = refused (msg says why). */
+/* Called once per file the import looked at.  status 0 = indexed, -errno = refused (msg says why),
+ * CK_IMPORT_SKIPPED = an entry of a run dir that is not a checkpoint (no step in its name). */
 typedef void (*ck_import_report_fn)(void *ctx, const char *path, int status, const char *msg);
+#define CK_IMPORT_SKIPPED 1
 
 int ck_store_init(const char *dir, struct ck_error *err);
 int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct ck_error *err);
@@ -98,6 +100,13 @@ int ck_store_list_storages(struct ck_store *st, uint64_t file_id, struct ck_stor
 void ck_storage_info_free(struct ck_storage_info *v, size_t n);
 int ck_store_list_tensors(struct ck_store *st, uint64_t file_id, struct ck_tensor_info **out, size_t *n);
 void ck_tensor_info_free(struct ck_tensor_info *v, size_t n);
+/* One checkpoint by series and name: 0, -ENOENT, or -errno.  Free with ck_ckpt_info_free(out, 1). */
+int ck_store_find_checkpoint(struct ck_store *st, const char *series, const char *name, struct ck_ckpt_info *out);
+/* The step pattern stored for a series by `import --pattern` (NULL when it uses the built-ins).
+ * 0 and *pattern (caller frees), or -ENOENT if there is no such series. */
+int ck_store_series_pattern(struct ck_store *st, const char *series, char **pattern);
+/* "other", "torch", "safetensors", "safetensors-index", "bad". */
+const char *ck_file_kind_name(enum ck_file_kind kind);
 
 /* Re-stats the physical file: 0 if it is the file that was imported,
  * -ESTALE (with err naming the file and what changed) otherwise. */
@@ -107,5 +116,7 @@ int ck_file_check(const struct ck_file_info *f, struct ck_error *err);
  * checkpoint-N, global_stepN, iter_NNNNNNN, step_N, stepN, *_NNNN.pt/.pth/.bin/.safetensors, dcp_N).
  * Returns 0 and sets *step, or -ENOENT. */
 int ck_series_step(const char *name, const char *pattern, int64_t *step);
+/* Checks a user step pattern: compiles as a POSIX ERE and has a group.  0 or -EINVAL with err. */
+int ck_series_pattern_check(const char *pattern, struct ck_error *err);
 
 #endif

@@ -1,1 +1,283 @@
-/* placeholder: implemented in progress */
+/* Creating and opening a store: the marker file, the LMDB environment and
+ * its named databases, and the layer rules in effect. */
+#include "config.h"
+
+#include <errno.h>
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "index.h"
+
+static char *path_join(const char *dir, const char *name)
+{
+	size_t n = strlen(dir) + strlen(name) + 2;
+	char *p = malloc(n);
+
+	if (p)
+		snprintf(p, n, "%s/%s", dir, name);
+	return p;
+}
+
+/* 1 if dir has no entries besides . and .., 0 if it has, -errno on error. */
+static int dir_is_empty(const char *dir)
+{
+	struct dirent *de;
+	DIR *d = opendir(dir);
+	int empty = 1;
+
+	if (!d)
+		return -errno;
+	while ((de = readdir(d)) != NULL) {
+		if (strcmp(de->d_name, ".") && strcmp(de->d_name, "..")) {
+			empty = 0;
+			break;
+		}
+	}
+	closedir(d);
+	return empty;
+}
+
+static int write_marker(const char *dir, struct ck_error *err)
+{
+	char *tmp = path_join(dir, CK_STORE_MARKER_FILE ".tmp");
+	char *dst = path_join(dir, CK_STORE_MARKER_FILE);
+	int fd = -1, rc = 0;
+	size_t n = strlen(CK_STORE_MARKER);
+
+	if (!tmp || !dst) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	/* Written last and renamed into place: a half-made store is never taken for one. */
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0 || write(fd, CK_STORE_MARKER, n) != (ssize_t)n || fsync(fd) < 0) {
+		rc = ck_fail(err, errno ? errno : EIO, "%s: %s", tmp, strerror(errno ? errno : EIO));
+		goto out;
+	}
+	if (close(fd) < 0) {
+		fd = -1;
+		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	fd = -1;
+	if (rename(tmp, dst) < 0)
+		rc = ck_fail(err, errno, "%s: %s", dst, strerror(errno));
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0 && tmp)
+		unlink(tmp);
+	free(tmp);
+	free(dst);
+	return rc;
+}
+
+static int check_marker(const char *dir, struct ck_error *err)
+{
+	char *path = path_join(dir, CK_STORE_MARKER_FILE);
+	char buf[64];
+	size_t n = 0;
+	FILE *f;
+
+	if (!path)
+		return ck_fail(err, ENOMEM, "out of memory");
+	f = fopen(path, "re");
+	if (!f) {
+		int e = errno;
+
+		free(path);
+		if (e == ENOENT)
+			return ck_fail(err, ENOENT, "%s: not a ckptfs store (no %s; run `ckptctl init`)",
+				       dir, CK_STORE_MARKER_FILE);
+		return ck_fail(err, e, "%s/%s: %s", dir, CK_STORE_MARKER_FILE, strerror(e));
+	}
+	n = fread(buf, 1, sizeof(buf) - 1, f);
+	fclose(f);
+	buf[n] = '\0';
+	if (strncmp(buf, "ckptfs-store ", 13) != 0) {
+		ck_fail(err, EINVAL, "%s: not a ckptfs store marker", path);
+		free(path);
+		return -EINVAL;
+	}
+	if (strcmp(buf, CK_STORE_MARKER) != 0) {
+		ck_fail(err, EPROTONOSUPPORT, "%s: unsupported store format '%.*s' (this ckptfs reads %.*s)",
+			path, (int)strcspn(buf, "\n"), buf, (int)strlen(CK_STORE_MARKER) - 1, CK_STORE_MARKER);
+		free(path);
+		return -EPROTONOSUPPORT;
+	}
+	free(path);
+	return 0;
+}
+
+static int open_env(struct ck_store *st, int create, struct ck_error *err)
+{
+	char *idx = path_join(st->path, CK_STORE_INDEX_DIR);
+	unsigned int flags = MDB_NOTLS | (st->readonly ? MDB_RDONLY : 0);
+	unsigned int dbflags = create ? MDB_CREATE : 0;
+	MDB_txn *txn = NULL;
+	int rc;
+
+	if (!idx)
+		return ck_fail(err, ENOMEM, "out of memory");
+	rc = mdb_env_create(&st->env);
+	if (rc == 0)
+		rc = mdb_env_set_maxdbs(st->env, 8);
+	if (rc == 0)
+		rc = mdb_env_set_mapsize(st->env, CK_STORE_MAPSIZE);
+	if (rc == 0)
+		rc = mdb_env_open(st->env, idx, flags, 0644);
+	if (rc == 0)
+		rc = mdb_txn_begin(st->env, NULL, create ? 0 : MDB_RDONLY, &txn);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, CK_DB_META, dbflags, &st->meta);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, CK_DB_SERIES, dbflags, &st->series);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, CK_DB_CKPTS, dbflags, &st->ckpts);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, CK_DB_FILES, dbflags, &st->files);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, CK_DB_STORAGES, dbflags, &st->storages);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, CK_DB_TENSORS, dbflags, &st->tensors);
+	if (rc == 0 && create) {
+		MDB_val k = { 6, "format" }, v = { 1, "1" };
+
+		rc = mdb_put(txn, st->meta, &k, &v, 0);
+	} else if (rc == 0) {
+		MDB_val k = { 6, "format" }, v;
+
+		rc = mdb_get(txn, st->meta, &k, &v);
+		if (rc == 0 && (v.mv_size != 1 || *(const char *)v.mv_data != '1')) {
+			mdb_txn_abort(txn);
+			free(idx);
+			return ck_fail(err, EPROTONOSUPPORT, "%s: unsupported index format", st->path);
+		}
+	}
+	if (rc == 0) {
+		rc = mdb_txn_commit(txn);
+		txn = NULL;
+	}
+	if (txn)
+		mdb_txn_abort(txn);
+	if (rc != 0) {
+		int e = -ck_mdb_errno(rc);
+
+		if (rc == MDB_NOTFOUND)
+			ck_fail(err, EIO, "%s: index lacks its databases (not made by `ckptctl init`?)", idx);
+		else
+			ck_fail(err, e, "%s: %s", idx, mdb_strerror(rc));
+		free(idx);
+		return -e;
+	}
+	free(idx);
+	return 0;
+}
+
+int ck_store_init(const char *dir, struct ck_error *err)
+{
+	struct ck_store st = { 0 };
+	char *idx = NULL, *marker = NULL;
+	struct stat sb;
+	int rc;
+
+	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+		return ck_fail(err, errno, "%s: %s", dir, strerror(errno));
+	marker = path_join(dir, CK_STORE_MARKER_FILE);
+	idx = path_join(dir, CK_STORE_INDEX_DIR);
+	if (!marker || !idx) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	if (stat(marker, &sb) == 0) {
+		rc = ck_fail(err, EEXIST, "%s: already a ckptfs store", dir);
+		goto out;
+	}
+	rc = dir_is_empty(dir);
+	if (rc < 0) {
+		rc = ck_fail(err, -rc, "%s: %s", dir, strerror(-rc));
+		goto out;
+	}
+	if (rc == 0) {
+		rc = ck_fail(err, ENOTEMPTY, "%s: directory is not empty (a store starts in an empty or new directory)",
+			     dir);
+		goto out;
+	}
+	if (mkdir(idx, 0755) < 0) {
+		rc = ck_fail(err, errno, "%s: %s", idx, strerror(errno));
+		goto out;
+	}
+	st.path = (char *)dir;
+	rc = open_env(&st, 1, err);
+	if (st.env)
+		mdb_env_close(st.env);
+	if (rc == 0)
+		rc = write_marker(dir, err);
+out:
+	free(marker);
+	free(idx);
+	return rc;
+}
+
+int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct ck_error *err)
+{
+	struct ck_store *st;
+	char *layers;
+	int rc;
+
+	rc = check_marker(dir, err);
+	if (rc < 0)
+		return rc;
+	st = calloc(1, sizeof(*st));
+	if (!st)
+		return ck_fail(err, ENOMEM, "out of memory");
+	st->readonly = readonly;
+	st->path = strdup(dir);
+	if (!st->path) {
+		free(st);
+		return ck_fail(err, ENOMEM, "out of memory");
+	}
+	rc = open_env(st, 0, err);
+	if (rc < 0)
+		goto fail;
+	layers = path_join(dir, CK_STORE_LAYERS_FILE);
+	if (!layers) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	rc = ck_layer_rules_load(layers, &st->rules, err);
+	free(layers);
+	if (rc < 0)
+		goto fail;
+	*out = st;
+	return 0;
+fail:
+	ck_store_close(st);
+	return rc;
+}
+
+void ck_store_close(struct ck_store *st)
+{
+	if (!st)
+		return;
+	if (st->env)
+		mdb_env_close(st->env);
+	ck_layer_rules_free(st->rules);
+	free(st->path);
+	free(st);
+}
+
+const char *ck_store_path(const struct ck_store *st)
+{
+	return st->path;
+}
+
+const struct ck_layer_rules *ck_store_layer_rules(const struct ck_store *st)
+{
+	return st->rules;
+}

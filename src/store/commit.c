@@ -1,0 +1,219 @@
+/* Committing one imported checkpoint: a single LMDB write transaction
+ * replaces whatever an earlier import recorded for the same (series, name),
+ * so readers see either the old checkpoint or the new one, never a mix.
+ * Files whose identity did not change keep their ids. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "commit.h"
+#include "index.h"
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int next_id(MDB_txn *txn, struct ck_store *st, uint64_t *id)
+{
+	MDB_val k = { 7, "next_id" }, v;
+	uint8_t le[8];
+	uint64_t next = 1;
+	int rc, i;
+
+	rc = mdb_get(txn, st->meta, &k, &v);
+	if (rc == 0 && v.mv_size == 8)
+		next = ck_le64(v.mv_data);
+	else if (rc != MDB_NOTFOUND && rc != 0)
+		return ck_mdb_errno(rc);
+	*id = next;
+	next++;
+	for (i = 0; i < 8; i++)
+		le[i] = (uint8_t)(next >> (8 * i));
+	v.mv_size = 8;
+	v.mv_data = le;
+	return ck_mdb_errno(mdb_put(txn, st->meta, &k, &v, 0));
+}
+
+/* Deletes every record of dbi whose key starts with prefix. */
+static int delete_prefix(MDB_txn *txn, MDB_dbi dbi, const void *prefix, size_t plen)
+{
+	MDB_cursor *cur;
+	MDB_val k = { plen, (void *)prefix }, v;
+	int rc;
+
+	rc = mdb_cursor_open(txn, dbi, &cur);
+	if (rc != 0)
+		return ck_mdb_errno(rc);
+	for (;;) {
+		k.mv_size = plen;
+		k.mv_data = (void *)prefix;
+		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
+		if (rc != 0 || k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)
+			break;
+		rc = mdb_cursor_del(cur, 0);
+		if (rc != 0)
+			break;
+	}
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND || rc == 0 ? 0 : ck_mdb_errno(rc);
+}
+
+static int put(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t klen, const struct ck_buf *val)
+{
+	MDB_val k = { klen, (void *)key }, v = { val->len, val->data };
+
+	return ck_mdb_errno(mdb_put(txn, dbi, &k, &v, 0));
+}
+
+static int put_series(MDB_txn *txn, struct ck_store *st, const char *series, const char *pattern)
+{
+	MDB_val k = { strlen(series), (void *)series }, v;
+	struct ck_buf b = CK_BUF_INIT;
+	int rc;
+
+	rc = mdb_get(txn, st->series, &k, &v);
+	if (rc == 0 && !pattern)
+		return 0;           /* keep the series and its stored pattern */
+	if (rc != 0 && rc != MDB_NOTFOUND)
+		return ck_mdb_errno(rc);
+	rc = ck_rec_put_series(&b, pattern, now_ns());
+	if (rc == 0)
+		rc = put(txn, st->series, series, strlen(series), &b);
+	ck_buf_free(&b);
+	return rc;
+}
+
+static int same_file(const struct ck_file_info *a, const struct ck_file_info *b)
+{
+	return strcmp(a->relpath, b->relpath) == 0 && a->dev == b->dev && a->ino == b->ino &&
+	       a->size == b->size && a->mtime_ns == b->mtime_ns && a->kind == b->kind;
+}
+
+/* Removes the old checkpoint's records; new files that are the same
+ * physical file as an old one take over its id. */
+static int drop_old(MDB_txn *txn, struct ck_store *st, const struct ck_ckpt_info *old,
+		    struct ck_ingest *files, size_t n)
+{
+	struct ck_file_info *of = NULL;
+	struct ck_buf key = CK_BUF_INIT;
+	uint8_t id[8];
+	size_t nof = 0, i, j;
+	MDB_val k;
+	int rc;
+
+	rc = ck_txn_list_files(txn, st, old->id, &of, &nof);
+	for (i = 0; i < nof && rc == 0; i++) {
+		for (j = 0; j < n; j++) {
+			if (!files[j].info.id && same_file(&of[i], &files[j].info)) {
+				files[j].info.id = of[i].id;
+				break;
+			}
+		}
+		ck_key_id(id, of[i].id);
+		rc = delete_prefix(txn, st->storages, id, 8);
+		if (rc == 0)
+			rc = delete_prefix(txn, st->tensors, id, 8);
+	}
+	ck_file_info_free(of, nof);
+	if (rc < 0)
+		return rc;
+	ck_key_id(id, old->id);
+	rc = delete_prefix(txn, st->files, id, 8);
+	if (rc < 0)
+		return rc;
+	if (ck_key_ckpt(&key, old->series, old->step, old->name) < 0)
+		return -ENOMEM;
+	k.mv_size = key.len;
+	k.mv_data = key.data;
+	rc = mdb_del(txn, st->ckpts, &k, NULL);
+	ck_buf_free(&key);
+	return rc == MDB_NOTFOUND ? 0 : ck_mdb_errno(rc);
+}
+
+static int put_file(MDB_txn *txn, struct ck_store *st, struct ck_ingest *f, struct ck_buf *key, struct ck_buf *val)
+{
+	uint8_t ik[12];
+	size_t i;
+	int rc;
+
+	val->len = 0;
+	rc = ck_key_file(key, f->info.ckpt_id, f->info.relpath);
+	if (rc == 0)
+		rc = ck_rec_put_file(val, &f->info, (uint32_t)f->nst);
+	if (rc == 0)
+		rc = put(txn, st->files, key->data, key->len, val);
+	for (i = 0; i < f->nst && rc == 0; i++) {
+		ck_key_id_index(ik, f->info.id, (uint32_t)i);
+		val->len = 0;
+		rc = ck_rec_put_storage(val, &f->st[i]);
+		if (rc == 0)
+			rc = put(txn, st->storages, ik, sizeof(ik), val);
+	}
+	for (i = 0; i < f->nt && rc == 0; i++) {
+		ck_key_id_index(ik, f->info.id, (uint32_t)i);
+		val->len = 0;
+		rc = ck_rec_put_tensor(val, &f->t[i]);
+		if (rc == 0)
+			rc = put(txn, st->tensors, ik, sizeof(ik), val);
+	}
+	return rc;
+}
+
+int ck_commit_checkpoint(struct ck_store *st, const char *pattern, struct ck_ckpt_info *ck,
+			 struct ck_ingest *files, size_t n, struct ck_error *err)
+{
+	struct ck_ckpt_info old;
+	struct ck_buf key = CK_BUF_INIT, val = CK_BUF_INIT;
+	MDB_txn *txn;
+	size_t i;
+	int rc;
+
+	if (st->readonly)
+		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
+	rc = ck_mdb_errno(mdb_txn_begin(st->env, NULL, 0, &txn));
+	if (rc < 0)
+		return ck_fail(err, -rc, "%s: cannot start an index transaction: %s", st->path, strerror(-rc));
+	rc = put_series(txn, st, ck->series, pattern);
+	if (rc == 0) {
+		rc = ck_txn_find_checkpoint(txn, st, ck->series, ck->name, &old);
+		if (rc == 0) {
+			ck->id = old.id;
+			rc = drop_old(txn, st, &old, files, n);
+			ck_ckpt_info_clear(&old);
+		} else if (rc == -ENOENT) {
+			rc = next_id(txn, st, &ck->id);
+		}
+	}
+	for (i = 0; i < n && rc == 0; i++) {
+		files[i].info.ckpt_id = ck->id;
+		if (!files[i].info.id)
+			rc = next_id(txn, st, &files[i].info.id);
+		if (rc == 0)
+			rc = put_file(txn, st, &files[i], &key, &val);
+	}
+	if (rc == 0) {
+		val.len = 0;
+		rc = ck_key_ckpt(&key, ck->series, ck->step, ck->name);
+		if (rc == 0)
+			rc = ck_rec_put_ckpt(&val, ck, now_ns());
+		if (rc == 0)
+			rc = put(txn, st->ckpts, key.data, key.len, &val);
+	}
+	if (rc == 0)
+		rc = ck_mdb_errno(mdb_txn_commit(txn));
+	else
+		mdb_txn_abort(txn);
+	ck_buf_free(&key);
+	ck_buf_free(&val);
+	if (rc < 0)
+		return ck_fail(err, -rc, "%s: cannot record %s/%s in the index: %s", st->path, ck->series, ck->name,
+			       rc == -ENOSPC ? "index full" : strerror(-rc));
+	return 0;
+}

@@ -1,0 +1,38 @@
+/* Identity of a physical file: the store serves an imported file only while
+ * it is still the file that was hashed at import (same device, inode, size
+ * and modification time).  A trainer overwriting a checkpoint in place, or
+ * rsync replacing it, changes at least one of them. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckptfs/store.h"
+
+static int64_t mtime_ns(const struct stat *sb)
+{
+	return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
+}
+
+int ck_file_check(const struct ck_file_info *f, struct ck_error *err)
+{
+	struct stat sb;
+
+	if (stat(f->src_path, &sb) < 0)
+		return ck_fail(err, ESTALE, "%s: changed since import (%s)", f->src_path, strerror(errno));
+	if (!S_ISREG(sb.st_mode))
+		return ck_fail(err, ESTALE, "%s: changed since import (no longer a regular file)", f->src_path);
+	if ((uint64_t)sb.st_size != f->size)
+		return ck_fail(err, ESTALE, "%s: changed since import (size %" PRIu64 " → %" PRIu64 ")",
+			       f->src_path, f->size, (uint64_t)sb.st_size);
+	if ((uint64_t)sb.st_dev != f->dev || (uint64_t)sb.st_ino != f->ino)
+		return ck_fail(err, ESTALE, "%s: changed since import (replaced: inode %" PRIu64 " → %" PRIu64 ")",
+			       f->src_path, f->ino, (uint64_t)sb.st_ino);
+	if (mtime_ns(&sb) != f->mtime_ns)
+		return ck_fail(err, ESTALE, "%s: changed since import (modified: mtime %" PRId64 " → %" PRId64 " ns)",
+			       f->src_path, f->mtime_ns, mtime_ns(&sb));
+	return 0;
+}

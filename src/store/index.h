@@ -1,0 +1,82 @@
+/* Private to src/store: the open store and the LMDB record codec.
+ * The schema is described in docs/format.md; keep the two in step. */
+#ifndef CKPTFS_STORE_INDEX_H
+#define CKPTFS_STORE_INDEX_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <lmdb.h>
+
+#include "ckptfs/buf.h"
+#include "ckptfs/store.h"
+
+#define CK_STORE_MARKER "ckptfs-store 1\n"
+#define CK_STORE_MARKER_FILE "ckptfs-store"
+#define CK_STORE_INDEX_DIR "index"
+#define CK_STORE_LAYERS_FILE "layers.conf"
+#define CK_STORE_MAPSIZE (64ULL << 30)   /* sparse: LMDB only reserves address space */
+#define CK_STORE_FORMAT 1                /* version byte of every record */
+
+/* Named databases. */
+#define CK_DB_META     "meta"
+#define CK_DB_SERIES   "series"
+#define CK_DB_CKPTS    "ckpts"
+#define CK_DB_FILES    "files"
+#define CK_DB_STORAGES "storages"
+#define CK_DB_TENSORS  "tensors"
+
+struct ck_store {
+	char *path;
+	int readonly;
+	MDB_env *env;
+	MDB_dbi meta, series, ckpts, files, storages, tensors;
+	struct ck_layer_rules *rules;
+};
+
+/* LMDB status (0, MDB_* or errno) to -errno. */
+int ck_mdb_errno(int rc);
+
+/* Keys (big-endian numbers so that byte order is numeric order):
+ *   ckpts:    series NUL step(u64, sign bit flipped) name
+ *   files:    ckpt_id(u64) relpath
+ *   storages: file_id(u64) index(u32)
+ *   tensors:  file_id(u64) index(u32) */
+int ck_key_ckpt(struct ck_buf *k, const char *series, int64_t step, const char *name);
+int ck_key_ckpt_prefix(struct ck_buf *k, const char *series);
+int ck_key_file(struct ck_buf *k, uint64_t ckpt_id, const char *relpath);
+void ck_key_id(uint8_t out[8], uint64_t id);
+void ck_key_id_index(uint8_t out[12], uint64_t id, uint32_t index);
+uint64_t ck_key_get_id(const uint8_t *p);
+
+/* Values: a fixed little-endian header starting with the format byte, then
+ * the variable-length strings it announces.  Encoders append to b;
+ * decoders return 0, -EIO for a record they cannot read, or -ENOMEM. */
+int ck_rec_put_series(struct ck_buf *b, const char *pattern, int64_t created_ns);
+int ck_rec_get_series(const MDB_val *v, char **pattern);
+
+int ck_rec_put_ckpt(struct ck_buf *b, const struct ck_ckpt_info *c, int64_t imported_ns);
+int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, struct ck_ckpt_info *out);
+
+int ck_rec_put_file(struct ck_buf *b, const struct ck_file_info *f, uint32_t nstorages);
+int ck_rec_get_file(const MDB_val *k, const MDB_val *v, struct ck_file_info *out);
+
+int ck_rec_put_storage(struct ck_buf *b, const struct ck_storage_info *s);
+int ck_rec_get_storage(const MDB_val *v, struct ck_storage_info *out);
+
+int ck_rec_put_tensor(struct ck_buf *b, const struct ck_tensor_info *t);
+int ck_rec_get_tensor(const MDB_val *v, struct ck_tensor_info *out);
+
+/* Frees the strings of one info (not the struct itself). */
+void ck_ckpt_info_clear(struct ck_ckpt_info *c);
+void ck_file_info_clear(struct ck_file_info *f);
+void ck_storage_info_clear(struct ck_storage_info *s);
+void ck_tensor_info_clear(struct ck_tensor_info *t);
+
+/* Store-internal listing inside an open transaction. */
+int ck_txn_find_checkpoint(MDB_txn *txn, struct ck_store *st, const char *series, const char *name,
+			   struct ck_ckpt_info *out);
+int ck_txn_list_files(MDB_txn *txn, struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n);
+int ck_txn_list_storages(MDB_txn *txn, struct ck_store *st, uint64_t file_id,
+			 struct ck_storage_info **out, size_t *n);
+
+#endif

@@ -1,0 +1,83 @@
+/* Private to src/store: ingesting one physical file, i.e. classifying it,
+ * parsing it, verifying it and hashing its tensor bytes into the records
+ * that an import commits.  Nothing here touches LMDB. */
+#ifndef CKPTFS_STORE_INGEST_H
+#define CKPTFS_STORE_INGEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckptfs/layers.h"
+#include "ckptfs/pickle.h"
+#include "ckptfs/store.h"
+
+/* Largest data.pkl / index.json read into memory. */
+#define CK_INGEST_MAX_PICKLE (1ULL << 30)
+#define CK_INGEST_MAX_JSON (64ULL << 20)
+
+struct ck_ingest {
+	struct ck_file_info info;     /* id and ckpt_id are set at commit */
+	struct ck_storage_info *st;
+	size_t nst, capst;
+	struct ck_tensor_info *t;
+	size_t nt, capt;
+};
+
+/* What the previous import recorded for the same path: when the file is
+ * unchanged its hashes are reused instead of reading it all again. */
+struct ck_ingest_prev {
+	const struct ck_file_info *file;
+	const struct ck_storage_info *st;
+	size_t nst;
+};
+
+/* State shared by the per-format ingesters for one file. */
+struct ck_ingest_io {
+	int fd;
+	uint64_t size;
+	const char *name;             /* basename, for classification */
+	const struct ck_layer_rules *rules;
+	const struct ck_ingest_prev *prev;   /* NULL unless the file is unchanged */
+	uint8_t *buf;                 /* read buffer */
+	size_t bufsize;
+};
+
+/* Fills out for the file at path (relpath inside its checkpoint).  Returns 0
+ * (the file is indexed, possibly as CK_FILE_BAD with info.error set) or
+ * -ENOMEM.  prev may be NULL. */
+int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_rules *rules,
+		   const struct ck_ingest_prev *prev, struct ck_ingest *out);
+void ck_ingest_clear(struct ck_ingest *in);
+
+/* Per format; same return convention as ck_ingest_file. */
+int ck_ingest_torch(struct ck_ingest_io *io, struct ck_ingest *in);
+int ck_ingest_safetensors(struct ck_ingest_io *io, struct ck_ingest *in);
+int ck_ingest_safetensors_index(struct ck_ingest_io *io, struct ck_ingest *in);
+
+/* Helpers for the ingesters. */
+/* Marks the file BAD with a reason (drops storages and tensors); returns 0,
+ * or -ENOMEM if even the message cannot be kept. */
+int ck_ingest_bad(struct ck_ingest *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int ck_ingest_add_storage(struct ck_ingest *in, const char *key, uint64_t offset, uint64_t length);
+int ck_ingest_add_tensor(struct ck_ingest *in, const char *name, const char *layer, enum ck_dtype dtype,
+			 int ndim, const uint64_t *shape, const char *storage_key, uint64_t storage_offset);
+/* Copies the previous import's hash of each storage (same key, offset and
+ * length).  1 if every storage got one, 0 if the file must be hashed. */
+int ck_ingest_reuse_hashes(const struct ck_ingest_io *io, struct ck_ingest *in);
+/* Reads [off, off+len) once: CRC-32 of all of it into *crc (if crc is
+ * non-NULL) and XXH3-128 of its first hash_len bytes into *lo and *hi (if lo is
+ * non-NULL).  0 or -errno (-EIO for a short file). */
+int ck_ingest_read(struct ck_ingest_io *io, uint64_t off, uint64_t len, uint64_t hash_len,
+		   uint32_t *crc, uint64_t *lo, uint64_t *hi);
+/* Reads len bytes at off into a new buffer (caller frees).  0 or -errno. */
+int ck_ingest_slurp(struct ck_ingest_io *io, uint64_t off, uint64_t len, uint8_t **out);
+
+/* Optimizer state_dicts whose param_groups carry param_names: maps the
+ * tensor path "<prefix>state.<N>.<...>" to the FQN of parameter N. */
+struct ck_optim_names;
+int ck_optim_names_scan(const struct pk_node *root, struct ck_optim_names **out);
+/* The parameter name for a tensor path, or NULL.  Valid while the document lives. */
+const char *ck_optim_names_lookup(const struct ck_optim_names *o, const char *path);
+void ck_optim_names_free(struct ck_optim_names *o);
+
+#endif
