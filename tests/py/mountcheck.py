@@ -1,0 +1,64 @@
+"""Checks on what a ckptfs mount serves, shared by the integration tests."""
+
+import errno
+import os
+import re
+
+
+def sole_checkpoint(mnt_series):
+    """The one checkpoint directory of a series imported from a plain dir."""
+    entries = sorted(os.listdir(mnt_series))
+    if len(entries) != 1 or not os.path.isdir(os.path.join(mnt_series, entries[0])):
+        raise AssertionError("%s: expected one checkpoint directory, found %s" % (mnt_series, entries))
+    return os.path.join(mnt_series, entries[0])
+
+
+def read_all(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def assert_not_served(mnt_path, physical_path=None):
+    """A refused file is either absent from the mount or unreadable; whatever
+    bytes a failing read returned first must be the physical file's own.
+    Returns how it was refused, for the log."""
+    name = os.path.basename(mnt_path)
+    if name not in os.listdir(os.path.dirname(mnt_path)):
+        try:
+            os.stat(mnt_path)
+        except FileNotFoundError:
+            return "absent"
+        raise AssertionError("%s: not listed, yet stat() finds it" % mnt_path)
+    got = bytearray()
+    try:
+        with open(mnt_path, "rb", buffering=0) as f:
+            while True:
+                chunk = f.read(1 << 20)
+                if not chunk:
+                    break
+                got += chunk
+    except OSError as e:
+        if physical_path is not None:
+            with open(physical_path, "rb") as f:
+                original = f.read()
+            if bytes(got) != original[:len(got)]:
+                raise AssertionError("%s: %d bytes served before the error are not the file's"
+                                     % (mnt_path, len(got)))
+        return "listed, read fails with %s" % errno.errorcode.get(e.errno, e.errno)
+    raise AssertionError("%s: a refused file was served (%d bytes read without error)"
+                         % (mnt_path, len(got)))
+
+
+def assert_reported(stderr_text, name, reason=None):
+    """stderr of `ckptctl import` names the file, with a reason on the same line."""
+    lines = [l for l in stderr_text.splitlines() if name in l]
+    if not lines:
+        raise AssertionError("import did not report %s; stderr was:\n%s" % (name, stderr_text))
+    # The reason is whatever the line says besides the path and the program name.
+    def rest(line):
+        return re.sub(r"\S*%s\S*|ckptctl|refused|error|warning" % re.escape(name), "", line, flags=re.I)
+    if not any(re.search(r"[A-Za-z]{4}", rest(l)) for l in lines):
+        raise AssertionError("import reported %s without a reason: %r" % (name, lines))
+    if reason and not any(re.search(reason, l, re.I) for l in lines):
+        raise AssertionError("import reported %s, but not as %r: %r" % (name, reason, lines))
+    return lines[0].strip()
