@@ -27,7 +27,16 @@ ck_cleanup() {
 }
 trap ck_cleanup EXIT INT TERM
 
-skip() { echo "SKIP: $*"; exit 77; }
+# A skip is a failure where everything must run (CI sets CKPT_REQUIRE_ALL=1):
+# there a missing FUSE or torch is a broken machine, not a reason to pass.
+skip() {
+	if [ "${CKPT_REQUIRE_ALL:-0}" = 1 ]; then
+		echo "FAIL: would skip, but CKPT_REQUIRE_ALL=1: $*" >&2
+		exit 1
+	fi
+	echo "SKIP: $*"
+	exit 77
+}
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
 need_fuse() {
@@ -65,5 +74,27 @@ ck_umount() {
 	i=0
 	while is_mounted "$1" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
 	is_mounted "$1" && fail "$1 still mounted"
+	return 0
+}
+
+# ck_py SCRIPT ARGS...: runs tests/py/SCRIPT with the torch Python (no .pyc
+# files in the source tree, which may be read-only in a VPATH build).
+ck_py() {
+	_cp_script=$1
+	shift
+	PYTHONDONTWRITEBYTECODE=1 "$TORCH_PYTHON" "$CKPT_SRCDIR/tests/py/$_cp_script" "$@"
+}
+
+# ck_import STORE DIR WANT_RC [import options...]: runs `ckptctl import`,
+# keeps its stderr in STORE.<basename of DIR>.err (also shown in the log),
+# and fails unless it exits WANT_RC (0 all indexed, 2 some files refused).
+ck_import() {
+	_ci_store=$1 _ci_dir=$2 _ci_want=$3
+	shift 3
+	_ci_rc=0
+	_ci_err="$_ci_store.$(basename "$_ci_dir").err"
+	"$CKPTCTL" import "$_ci_store" "$_ci_dir" "$@" 2>"$_ci_err" || _ci_rc=$?
+	sed 's/^/  import: /' "$_ci_err"
+	[ "$_ci_rc" = "$_ci_want" ] || fail "ckptctl import $_ci_dir exited $_ci_rc, expected $_ci_want"
 	return 0
 }
