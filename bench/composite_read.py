@@ -1,0 +1,313 @@
+"""Read-path benchmark of ckptfs composites (run by bench/composite_read.sh).
+
+Builds a series of two torch.save checkpoints of a Llama-shaped fp32 state
+dict: step 1 full, step 2 only the odd layers.  Its composite at step 2
+(even layers from step 1, odd from step 2) is read through the mount and
+compared, in the same run, with the same data read without FUSE:
+
+  torch.load     mount vs a plain local copy of the merged checkpoint
+  sequential     dd bs=1M of the composite file vs pread of the same byte
+                 ranges from the backing files (from `ckptctl show --json`)
+                 -- first (cold: page cache dropped when root) and repeat
+  start-up       ckptfs start until the composite is listed and stat()ed,
+                 for this checkpoint and for one of 10,000 small tensors
+  memory         the daemon's peak RSS (VmHWM) after reading composites of
+                 --gib and of each --rss-gib size
+
+Prints one line per measurement and a results table (markdown) at the end.
+Numbers are medians of --runs runs.  Needs ckptfs/ckptctl built, FUSE, and
+Debian's torch (python3-torch).  Not a test: nothing here asserts speed.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOP = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(TOP, "tests", "py"))
+
+import offline_merge  # noqa: E402
+
+MIB = 1 << 20
+CKPTFS = os.environ.get("CKPTFS", os.path.join(TOP, "ckptfs"))
+CKPTCTL = os.environ.get("CKPTCTL", os.path.join(TOP, "ckptctl"))
+
+
+def log(msg):
+    print(msg, flush=True)
+
+
+# --- data -------------------------------------------------------------------
+
+def layer_shapes(d=1024, ffn=2816):
+    return {
+        "input_layernorm.weight": (d,), "post_attention_layernorm.weight": (d,),
+        "self_attn.q_proj.weight": (d, d), "self_attn.k_proj.weight": (d, d),
+        "self_attn.v_proj.weight": (d, d), "self_attn.o_proj.weight": (d, d),
+        "mlp.gate_proj.weight": (ffn, d), "mlp.up_proj.weight": (ffn, d),
+        "mlp.down_proj.weight": (d, ffn),
+    }
+
+
+def layer_state(i, step, shapes):
+    g = torch.Generator().manual_seed(i * 1000 + step)
+    return {"model.layers.%d.%s" % (i, k): torch.randn(s, generator=g) for k, s in shapes.items()}
+
+
+def make_series(run, gib, shapes=None, nlayers=None):
+    """run/checkpoint-1 (all layers) and run/checkpoint-2 (odd layers only).
+    Returns the size in bytes of the composite's tensor data."""
+    shapes = shapes or layer_shapes()
+    per_layer = sum(4 * torch.Size(s).numel() for s in shapes.values())
+    nlayers = nlayers or max(2, round(gib * (1 << 30) / per_layer))
+    for step in (1, 2):
+        sd = {}
+        for i in range(nlayers):
+            if step == 1 or i % 2:
+                sd.update(layer_state(i, step, shapes))
+        path = os.path.join(run, "checkpoint-%d" % step, "model.pt")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        torch.save(sd, path)
+        del sd
+    return nlayers * per_layer, nlayers * len(shapes)
+
+
+# --- system -----------------------------------------------------------------
+
+def drop_caches():
+    """True if the page cache could be dropped (root), so a read is cold."""
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def timed(fn, *args):
+    t = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - t
+
+
+def dd(path):
+    subprocess.run(["dd", "if=" + path, "of=/dev/null", "bs=1M"], check=True,
+                   stderr=subprocess.DEVNULL)
+
+
+def pread_ranges(ranges):
+    fds = {}
+    try:
+        for path, off, n in ranges:
+            fd = fds.get(path)
+            if fd is None:
+                fd = fds[path] = os.open(path, os.O_RDONLY)
+            end = off + n
+            while off < end:
+                got = len(os.pread(fd, min(MIB, end - off), off))
+                if not got:
+                    raise IOError("short read in %s" % path)
+                off += got
+    finally:
+        for fd in fds.values():
+            os.close(fd)
+
+
+def torch_load(path):
+    torch.load(path, map_location="cpu")
+
+
+def vm_hwm_kib(pid):
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1])
+    return -1
+
+
+class Mount:
+    """ckptfs STORE MNT -o ro,pidfile=...; measures the time to a listed composite."""
+
+    def __init__(self, store, mnt, probe):
+        os.makedirs(mnt, exist_ok=True)
+        self.mnt, self.pidfile = mnt, mnt + ".pid"
+        t = time.perf_counter()
+        subprocess.run([CKPTFS, store, mnt, "-o", "ro,pidfile=" + self.pidfile], check=True)
+        os.listdir(os.path.dirname(os.path.join(mnt, probe)))
+        os.stat(os.path.join(mnt, probe))
+        self.startup = time.perf_counter() - t
+        with open(self.pidfile) as f:
+            self.pid = int(f.read().split()[0])
+
+    def hwm_mib(self):
+        return vm_hwm_kib(self.pid) / 1024
+
+    def close(self):
+        subprocess.run(["fusermount3", "-u", self.mnt], check=True)
+        for _ in range(100):
+            if not os.path.exists("/proc/%d" % self.pid):
+                break
+            time.sleep(0.05)
+
+
+def import_store(store, run):
+    shutil.rmtree(store, ignore_errors=True)
+    subprocess.run([CKPTCTL, "init", store], check=True)
+    t = time.perf_counter()
+    subprocess.run([CKPTCTL, "import", store, run], check=True)
+    return time.perf_counter() - t
+
+
+def backing_ranges(store, series, ckpt, name):
+    """(path, offset, nbytes) of every tensor of a composite, per `ckptctl show --json`."""
+    out = subprocess.run([CKPTCTL, "show", store, "%s/%s" % (series, ckpt), name, "--json"],
+                         check=True, capture_output=True, text=True).stdout
+    doc = json.loads(out)
+    recs = doc["tensors"] if isinstance(doc, dict) else doc
+    ranges, seen = [], set()
+    for r in recs:
+        key = (r.get("src_path") or r.get("path"), r.get("src_offset", r.get("offset")),
+               r.get("nbytes"))
+        if None in key:
+            return None
+        if key not in seen:     # tensors sharing a storage share its bytes
+            seen.add(key)
+            ranges.append(key)
+    return ranges
+
+
+# --- the benchmark ----------------------------------------------------------
+
+def median_of(runs, fn, *args, cold=False):
+    times = []
+    for _ in range(runs):
+        if cold:
+            drop_caches()
+        times.append(timed(fn, *args))
+    return statistics.median(times)
+
+
+def bench_read(work, gib, runs, results):
+    run, store, mnt = (os.path.join(work, n) for n in ("big", "store-big", "mnt-big"))
+    log("building a %.1f GiB composite (two checkpoints, alternating layers)..." % gib)
+    nbytes, ntensors = make_series(run, gib)
+    plain = os.path.join(work, "plain", "model.pt")
+    offline_merge.merge_checkpoints([os.path.join(run, "checkpoint-1"),
+                                     os.path.join(run, "checkpoint-2")], os.path.dirname(plain))
+    log("  %d tensors, %.0f MiB of tensor data" % (ntensors, nbytes / MIB))
+    t_import = import_store(store, run)
+    results.append(("import %.1f GiB series (2 checkpoints)" % gib, "%.2f s" % t_import, ""))
+
+    cold = drop_caches()
+    m = Mount(store, mnt, "big/checkpoint-2/model.pt")
+    composite = os.path.join(mnt, "big", "checkpoint-2", "model.pt")
+    try:
+        size = os.stat(composite).st_size
+        results.append(("ckptfs start -> composite listed (%d tensors)" % ntensors,
+                        "%.0f ms" % (m.startup * 1000), "cold" if cold else "warm cache"))
+        ranges = backing_ranges(store, "big", "checkpoint-2", "model.pt")
+
+        for label, is_cold in (("first (cold)", True), ("repeat (warm)", False)):
+            if is_cold and not cold:
+                label = "first (page cache NOT dropped: not root)"
+            t_mnt = median_of(runs, dd, composite, cold=is_cold)
+            row = [("sequential read %s, mount" % label, "%.0f MB/s" % (size / t_mnt / 1e6), "")]
+            if ranges:
+                t_raw = median_of(runs, pread_ranges, ranges, cold=is_cold)
+                speed_mnt, speed_raw = size / t_mnt, nbytes / t_raw
+                row.append(("sequential read %s, backing files" % label,
+                            "%.0f MB/s" % (speed_raw / 1e6),
+                            "mount = %.0f %% of backing" % (100 * speed_mnt / speed_raw)))
+            results.extend(row)
+            for r in row:
+                log("  %-60s %s %s" % r)
+
+        for label, is_cold in (("cold", True), ("warm", False)):
+            t_mnt = median_of(runs, torch_load, composite, cold=is_cold)
+            t_plain = median_of(runs, torch_load, plain, cold=is_cold)
+            rows = [("torch.load %s, mount" % label, "%.2f s" % t_mnt, ""),
+                    ("torch.load %s, plain local copy" % label, "%.2f s" % t_plain,
+                     "mount = %.0f %% of plain speed" % (100 * t_plain / t_mnt))]
+            results.extend(rows)
+            for r in rows:
+                log("  %-60s %s %s" % r)
+        results.append(("daemon peak RSS after reading a %.1f GiB composite" % gib,
+                        "%.0f MiB" % m.hwm_mib(), ""))
+    finally:
+        m.close()
+    for d in (run, store, os.path.dirname(plain)):
+        shutil.rmtree(d)
+
+
+def bench_many_tensors(work, ntensors, results):
+    run, store, mnt = (os.path.join(work, n) for n in ("many", "store-many", "mnt-many"))
+    log("building a series of %d small tensors..." % ntensors)
+    shapes = {"t%d.weight" % k: (64,) for k in range(10)}
+    make_series(run, 0, shapes=shapes, nlayers=ntensors // len(shapes))
+    t_import = import_store(store, run)
+    drop_caches()
+    m = Mount(store, mnt, "many/checkpoint-2/model.pt")
+    try:
+        t_load = timed(torch_load, os.path.join(mnt, "many", "checkpoint-2", "model.pt"))
+        results.extend([
+            ("import %d-tensor series" % ntensors, "%.2f s" % t_import, ""),
+            ("ckptfs start -> composite listed (%d tensors)" % ntensors,
+             "%.0f ms" % (m.startup * 1000), ""),
+            ("torch.load of the %d-tensor composite" % ntensors, "%.2f s" % t_load, ""),
+            ("daemon peak RSS, %d-tensor composite" % ntensors, "%.0f MiB" % m.hwm_mib(), ""),
+        ])
+    finally:
+        m.close()
+    shutil.rmtree(run)
+    shutil.rmtree(store)
+
+
+def bench_rss(work, gib, results):
+    run, store, mnt = (os.path.join(work, n) for n in ("rss", "store-rss", "mnt-rss"))
+    log("building a %.1f GiB composite for the memory measurement..." % gib)
+    make_series(run, gib)
+    import_store(store, run)
+    m = Mount(store, mnt, "rss/checkpoint-2/model.pt")
+    try:
+        start = m.hwm_mib()
+        dd(os.path.join(mnt, "rss", "checkpoint-2", "model.pt"))
+        results.append(("daemon peak RSS, %.1f GiB composite read through" % gib,
+                        "%.0f MiB" % m.hwm_mib(), "%.0f MiB after start-up" % start))
+    finally:
+        m.close()
+    shutil.rmtree(run)
+    shutil.rmtree(store)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", required=True, help="scratch directory (needs ~3x --gib free)")
+    ap.add_argument("--gib", type=float, default=1.0)
+    ap.add_argument("--rss-gib", default="4", help="comma-separated composite sizes")
+    ap.add_argument("--tensors", type=int, default=10000)
+    ap.add_argument("--runs", type=int, default=3)
+    a = ap.parse_args()
+    torch.set_num_threads(1)
+    os.makedirs(a.dir, exist_ok=True)
+    results = []
+    bench_read(a.dir, a.gib, a.runs, results)
+    bench_many_tensors(a.dir, a.tensors, results)
+    for g in (float(x) for x in a.rss_gib.split(",") if x):
+        bench_rss(a.dir, g, results)
+
+    print("\n| measurement | result | note |\n|---|---|---|")
+    for r in results:
+        print("| %s | %s | %s |" % r)
+
+
+if __name__ == "__main__":
+    main()
