@@ -100,8 +100,8 @@ int ck_store_list_storages(struct ck_store *st, uint64_t file_id, struct ck_stor
 void ck_storage_info_free(struct ck_storage_info *v, size_t n);
 int ck_store_list_tensors(struct ck_store *st, uint64_t file_id, struct ck_tensor_info **out, size_t *n);
 void ck_tensor_info_free(struct ck_tensor_info *v, size_t n);
-/* One checkpoint by series and name: 0, -ENOENT, or -errno.  Free with ck_ckpt_info_free(out, 1). */
-int ck_store_find_checkpoint(struct ck_store *st, const char *series, const char *name, struct ck_ckpt_info *out);
+/* One checkpoint by series and name: 0, -ENOENT, or -errno.  Free with ck_ckpt_info_free(*out, 1). */
+int ck_store_find_checkpoint(struct ck_store *st, const char *series, const char *name, struct ck_ckpt_info **out);
 /* The step pattern stored for a series by `import --pattern` (NULL when it uses the built-ins).
  * 0 and *pattern (caller frees), or -ENOENT if there is no such series. */
 int ck_store_series_pattern(struct ck_store *st, const char *series, char **pattern);

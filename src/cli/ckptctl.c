@@ -1,1 +1,87 @@
-int main(void) { return 0; }
+/* ckptctl: the operator's tool for ckptfs stores.
+ *
+ *   ckptctl init STORE
+ *   ckptctl import STORE DIR [--series NAME] [--pattern REGEX]
+ *   ckptctl ls STORE [SERIES[/CKPT]] [--json]
+ *   ckptctl show STORE SERIES/CKPT FILE [--json]
+ *   ckptctl layers STORE [--add REGEX TEMPLATE | NAME...]
+ */
+#include "config.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ckptfs/log.h"
+#include "cli.h"
+
+static const struct cli_cmd *const commands[] = {
+	&cli_cmd_init, &cli_cmd_import, &cli_cmd_ls, &cli_cmd_show, &cli_cmd_layers, &cli_cmd_verify,
+};
+
+#define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
+
+static void usage(FILE *out)
+{
+	size_t i;
+
+	fprintf(out, "usage: ckptctl [-h|--help] [-V|--version] COMMAND [ARGS...]\n\n"
+		     "Manage ckptfs checkpoint stores.\n\nCommands:\n");
+	for (i = 0; i < NCOMMANDS; i++) {
+		if (!commands[i]->hidden)
+			fprintf(out, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
+	}
+	fprintf(out, "\nRun 'ckptctl COMMAND --help' for a command's options; see ckptctl(1).\n");
+}
+
+static const struct cli_cmd *find(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < NCOMMANDS; i++) {
+		if (strcmp(commands[i]->name, name) == 0)
+			return commands[i];
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	const struct cli_cmd *cmd;
+
+	ck_log_init("ckptctl", 0, CK_LOG_WARN);
+	if (argc < 2) {
+		usage(stderr);
+		return CLI_USAGE;
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		usage(stdout);
+		return CLI_OK;
+	}
+	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
+		printf("ckptctl (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
+		return CLI_OK;
+	}
+	if (!strcmp(argv[1], "help")) {
+		if (argc < 3) {
+			usage(stdout);
+			return CLI_OK;
+		}
+		cmd = find(argv[2]);
+		if (!cmd) {
+			cli_error("unknown command '%s'; try 'ckptctl --help'", argv[2]);
+			return CLI_USAGE;
+		}
+		cli_print_help(cmd);
+		return CLI_OK;
+	}
+	if (argv[1][0] == '-') {
+		cli_error("unknown option '%s'; try 'ckptctl --help'", argv[1]);
+		return CLI_USAGE;
+	}
+	cmd = find(argv[1]);
+	if (!cmd) {
+		cli_error("unknown command '%s'; try 'ckptctl --help'", argv[1]);
+		return CLI_USAGE;
+	}
+	return cmd->run(cmd, argc - 1, argv + 1);
+}

@@ -324,7 +324,7 @@ static void previous_free(struct previous *pv)
 
 static int previous_load(struct ck_store *st, const char *series, const char *name, struct previous *pv)
 {
-	struct ck_ckpt_info c;
+	struct ck_ckpt_info *c;
 	size_t i;
 	int rc;
 
@@ -334,8 +334,8 @@ static int previous_load(struct ck_store *st, const char *series, const char *na
 		return 0;
 	if (rc < 0)
 		return rc;
-	rc = ck_store_list_files(st, c.id, &pv->files, &pv->n);
-	ck_ckpt_info_clear(&c);
+	rc = ck_store_list_files(st, c->id, &pv->files, &pv->n);
+	ck_ckpt_info_free(c, 1);
 	if (rc < 0)
 		return rc;
 	pv->st = calloc(pv->n + 1, sizeof(*pv->st));

@@ -262,7 +262,7 @@ static int read_head(struct ck_ingest_io *io, uint8_t *head, size_t *n)
 static int classify_and_parse(struct ck_ingest_io *io, struct ck_ingest *in)
 {
 	uint8_t head[HEAD_LEN];
-	size_t n;
+	size_t n = 0;
 	int rc;
 
 	rc = read_head(io, head, &n);

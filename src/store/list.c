@@ -261,16 +261,26 @@ int ck_txn_find_checkpoint(MDB_txn *txn, struct ck_store *st, const char *series
 	return rc;
 }
 
-int ck_store_find_checkpoint(struct ck_store *st, const char *series, const char *name, struct ck_ckpt_info *out)
+int ck_store_find_checkpoint(struct ck_store *st, const char *series, const char *name, struct ck_ckpt_info **out)
 {
+	struct ck_ckpt_info *c = calloc(1, sizeof(*c));
 	MDB_txn *txn;
-	int rc = begin_read(st, &txn);
+	int rc;
 
-	if (rc < 0)
+	*out = NULL;
+	if (!c)
+		return -ENOMEM;
+	rc = begin_read(st, &txn);
+	if (rc == 0) {
+		rc = ck_txn_find_checkpoint(txn, st, series, name, c);
+		mdb_txn_abort(txn);
+	}
+	if (rc < 0) {
+		free(c);
 		return rc;
-	rc = ck_txn_find_checkpoint(txn, st, series, name, out);
-	mdb_txn_abort(txn);
-	return rc;
+	}
+	*out = c;
+	return 0;
 }
 
 int ck_store_series_pattern(struct ck_store *st, const char *series, char **pattern)
