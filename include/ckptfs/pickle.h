@@ -57,6 +57,8 @@ enum pk_kind {
 /* Flags on PK_CALL / PK_NEWOBJ nodes that received APPEND(S) or SETITEM(S). */
 #define PK_F_LISTITEMS 0x1  /* items are appended values */
 #define PK_F_DICTITEMS 0x2  /* items alternate key, value */
+/* Flag on PK_BYTES: a bytearray (BYTEARRAY8), emitted as bytearray(bytes). */
+#define PK_F_BYTEARRAY 0x4
 
 struct pk_node;
 
@@ -111,14 +113,36 @@ struct pk_limits {
 struct pk_doc;
 
 /* Parses a pickle.  lim may be NULL for defaults.  On failure returns
- * -EINVAL (malformed / limit hit) or -ENOMEM and fills err. */
+ * -EINVAL (malformed / limit hit) or -ENOMEM and fills err with
+ * "pickle: <OPCODE> at offset <n>: <reason>".  Parsing stops at STOP, as
+ * pickle.load() does: bytes after it are not looked at (pk_doc_length).
+ *
+ * What the tree promises:
+ *   - no path of nodes is longer than max_depth containers (cycles, which a
+ *     pickle can make through the memo, are not followed twice);
+ *   - dicts (and sets) hold each key once, compared by value as Python
+ *     does for str/bytes/int/bool/float/None/tuple keys (equal int and
+ *     float keys are one key; a big int never equals a float here);
+ *   - a PK_TENSOR's view (offset, shape, stride) lies inside its storage
+ *     (numel * element size), and every size fits in uint64; a rebuild
+ *     call that does not satisfy this stays a plain PK_CALL;
+ *   - storage keys are 1..128 printable ASCII bytes without '/', '\\', or
+ *     spaces (otherwise the persistent id stays a PK_PERSID);
+ *   - GLOBAL module and name strings contain no NUL byte.
+ * Text opcodes that name a Python 2 str (STRING, BINSTRING...) give PK_STR
+ * when the bytes are UTF-8 (torch.load decodes them so) and PK_BYTES
+ * otherwise.  INST and OBJ become PK_CALL (cls, args).  EXT1/2/4 and
+ * out-of-band buffers (NEXT_BUFFER, READONLY_BUFFER) are refused. */
 int pk_parse(const uint8_t *data, size_t len, const struct pk_limits *lim,
 	     struct pk_doc **out, struct ck_error *err);
 /* An empty document to allocate new nodes in (for composites). */
 struct pk_doc *pk_doc_new(void);
 void pk_doc_free(struct pk_doc *doc);
 struct pk_node *pk_doc_root(const struct pk_doc *doc);
+/* The version of the PROTO opcode, 0 when the pickle has none. */
 int pk_doc_protocol(const struct pk_doc *doc);
+/* Bytes parsed, up to and including STOP (pickles can be concatenated). */
+size_t pk_doc_length(const struct pk_doc *doc);
 size_t pk_doc_nstorages(const struct pk_doc *doc);
 struct pk_storage *pk_doc_storage(const struct pk_doc *doc, size_t i);
 /* Every distinct (module, name) GLOBAL the document referenced, in first-use order. */
@@ -129,11 +153,16 @@ const struct pk_node *pk_doc_global(const struct pk_doc *doc, size_t i);
 int pk_global_is_dangerous(const char *module, const char *name);
 
 /* Node constructors for building new trees; nodes live until doc is freed.
- * They return NULL on allocation failure. */
+ * They return NULL on allocation failure.  Every node handed to these
+ * functions, to pk_dict_get or to pk_emit must come from a constructor or
+ * pk_parse (nodes carry private bookkeeping in front of them).  Change dict
+ * items through pk_dict_set (it keeps the key index valid; pk_append on a
+ * dict is fine but makes the next lookup slower). */
 struct pk_node *pk_new(struct pk_doc *doc, enum pk_kind kind);
 struct pk_node *pk_new_str(struct pk_doc *doc, const char *s, size_t len);
 struct pk_node *pk_new_int(struct pk_doc *doc, int64_t v);
-/* A shallow copy of `src` (same children) in doc, to be modified. */
+/* A shallow copy of `src` (same children) in doc, to be modified.  The
+ * items array is copied; strings and v.tensor / v.storage are shared. */
 struct pk_node *pk_clone(struct pk_doc *doc, const struct pk_node *src);
 /* Appends to items (0 or -ENOMEM). */
 int pk_append(struct pk_doc *doc, struct pk_node *seq, struct pk_node *item);
