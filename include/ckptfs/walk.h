@@ -34,5 +34,7 @@ typedef int (*ck_walk_fn)(void *ctx, const char *path, const struct pk_node *nod
  * Returns 0, fn's non-zero return value if fn stopped the walk, or
  * -ENOMEM / -ELOOP / -E2BIG / -ENAMETOOLONG. */
 int ck_walk_tensors(const struct pk_node *root, ck_walk_fn fn, void *ctx);
+/* The same with another bound than CK_WALK_MAX_VISITS on visited nodes. */
+int ck_walk_tensors_max(const struct pk_node *root, size_t max_visits, ck_walk_fn fn, void *ctx);
 
 #endif

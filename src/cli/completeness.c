@@ -64,7 +64,8 @@ static void keyset_sort_unique(struct keyset *k)
 {
 	size_t i, j = 0;
 
-	qsort(k->v, k->n, sizeof(*k->v), cmp);
+	if (k->n > 1)
+		qsort(k->v, k->n, sizeof(*k->v), cmp);
 	for (i = 0; i < k->n; i++) {
 		if (j && strcmp(k->v[j - 1], k->v[i]) == 0)
 			free(k->v[i]);

@@ -19,7 +19,7 @@ struct frame {
 struct walker {
 	struct frame stack[CK_WALK_MAX_DEPTH];
 	size_t depth;
-	size_t visits;
+	size_t visits, max_visits;
 	struct ck_buf path;          /* NUL-terminated after every change */
 	char seg[CK_WALK_MAX_KEY];
 	ck_walk_fn fn;
@@ -64,7 +64,7 @@ static int visit(struct walker *w, const struct pk_node *n)
 
 	if (!n)
 		return 0;
-	if (++w->visits > CK_WALK_MAX_VISITS)
+	if (++w->visits > w->max_visits)
 		return -E2BIG;
 	t = pk_as_tensor(n);
 	if (t)
@@ -115,6 +115,11 @@ static const struct pk_node *next_child(struct walker *w, int *rc)
 
 int ck_walk_tensors(const struct pk_node *root, ck_walk_fn fn, void *ctx)
 {
+	return ck_walk_tensors_max(root, CK_WALK_MAX_VISITS, fn, ctx);
+}
+
+int ck_walk_tensors_max(const struct pk_node *root, size_t max_visits, ck_walk_fn fn, void *ctx)
+{
 	struct walker *w;
 	int rc;
 
@@ -123,6 +128,7 @@ int ck_walk_tensors(const struct pk_node *root, ck_walk_fn fn, void *ctx)
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
+	w->max_visits = max_visits;
 	w->fn = fn;
 	w->ctx = ctx;
 	rc = path_set(w, 0, "");

@@ -227,8 +227,10 @@ static int plan_build(const char *src, const char *series_opt, const char *patte
 	if (rc == 0)
 		rc = check_series_name(p->series, err);
 	if (rc == 0) {
-		qsort(p->v, p->n, sizeof(*p->v), cmp_plan);
-		qsort(p->skipped, p->nskipped, sizeof(*p->skipped), cmp_str);
+		if (p->n > 1)
+			qsort(p->v, p->n, sizeof(*p->v), cmp_plan);
+		if (p->nskipped > 1)
+			qsort(p->skipped, p->nskipped, sizeof(*p->skipped), cmp_str);
 	}
 out:
 	free(copy1);
@@ -398,7 +400,8 @@ static int import_checkpoint(const struct import_ctx *ic, const char *series, co
 		rc = collect(ic, e->path, "", 0, &fl);
 	if (rc < 0)
 		goto out_list;
-	qsort(fl.rel, fl.n, sizeof(*fl.rel), cmp_str);
+	if (fl.n > 1)
+		qsort(fl.rel, fl.n, sizeof(*fl.rel), cmp_str);
 	rc = previous_load(ic->st, series, e->name, &pv);
 	if (rc < 0) {
 		ck_fail(ic->err, -rc, "%s: cannot read the index: %s", ck_store_path(ic->st), strerror(-rc));
