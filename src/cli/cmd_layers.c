@@ -66,7 +66,7 @@ static int add_rule(const char *store, const char *regex, const char *tmpl)
 		return CLI_ERROR;
 	}
 	printf("added to %s: %s\t%s\n", path, regex, tmpl);
-	printf("(layers of already imported tensors change when they are imported again)\n");
+	printf("note: the index records layers at import; import again to update those of imported tensors\n");
 	free(path);
 	return CLI_OK;
 }
