@@ -143,6 +143,11 @@ int ck_ingest_add_tensor(struct ck_ingest *in, const char *name, const char *lay
 	return 0;
 }
 
+static int same_storage(const struct ck_storage_info *a, const struct ck_storage_info *b)
+{
+	return a->offset == b->offset && a->length == b->length && strcmp(a->key, b->key) == 0;
+}
+
 int ck_ingest_reuse_hashes(const struct ck_ingest_io *io, struct ck_ingest *in)
 {
 	const struct ck_ingest_prev *p = io->prev;
@@ -153,10 +158,11 @@ int ck_ingest_reuse_hashes(const struct ck_ingest_io *io, struct ck_ingest *in)
 	for (i = 0; i < in->nst; i++) {
 		struct ck_storage_info *s = &in->st[i];
 
-		for (j = 0; j < p->nst; j++) {
-			if (strcmp(p->st[j].key, s->key) == 0 && p->st[j].offset == s->offset &&
-			    p->st[j].length == s->length)
-				break;
+		/* An unchanged file lists its storages in the same order as before. */
+		j = i;
+		if (j >= p->nst || !same_storage(&p->st[j], s)) {
+			for (j = 0; j < p->nst && !same_storage(&p->st[j], s); j++)
+				;
 		}
 		if (j == p->nst)
 			return 0;

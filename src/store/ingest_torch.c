@@ -139,7 +139,7 @@ static int add_storages(struct torch_ctx *tc, const struct pk_doc *doc, int *ref
 	return 0;
 }
 
-static int cmp_offset(const void *a, const void *b)
+static int cmp_entry_offset(const void *a, const void *b)
 {
 	const struct tz_entry *x = *(const struct tz_entry *const *)a;
 	const struct tz_entry *y = *(const struct tz_entry *const *)b;
@@ -147,33 +147,53 @@ static int cmp_offset(const void *a, const void *b)
 	return x->data_offset < y->data_offset ? -1 : x->data_offset > y->data_offset;
 }
 
-/* Reads every record once in file order: CRC check, storage hashes. */
+static int cmp_storage_offset(const void *a, const void *b)
+{
+	const struct ck_storage_info *x = *(const struct ck_storage_info *const *)a;
+	const struct ck_storage_info *y = *(const struct ck_storage_info *const *)b;
+
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+/* Reads every record once in file order: CRC check, storage hashes.
+ * Records and storages are both walked in offset order, so matching a
+ * record to its storage costs nothing even with 100k storages. */
 static int verify_and_hash(struct torch_ctx *tc)
 {
 	const struct tz_archive *ar = tc->ar;
 	const struct tz_entry **order;
-	size_t i, j;
+	struct ck_storage_info **st;
+	size_t i, j = 0, nst = tc->in->nst;
 	int rc = 0;
 
 	order = malloc((ar->n ? ar->n : 1) * sizeof(*order));
-	if (!order)
+	st = malloc((nst ? nst : 1) * sizeof(*st));
+	if (!order || !st) {
+		free(order);
+		free(st);
 		return -ENOMEM;
+	}
 	for (i = 0; i < ar->n; i++)
 		order[i] = &ar->entries[i];
-	qsort(order, ar->n, sizeof(*order), cmp_offset);
+	for (i = 0; i < nst; i++)
+		st[i] = &tc->in->st[i];
+	if (ar->n > 1)
+		qsort(order, ar->n, sizeof(*order), cmp_entry_offset);
+	if (nst > 1)
+		qsort(st, nst, sizeof(*st), cmp_storage_offset);
 	for (i = 0; i < ar->n && rc == 0; i++) {
 		const struct tz_entry *e = order[i];
 		struct ck_storage_info *s = NULL;
 		uint32_t crc;
 
-		for (j = 0; j < tc->in->nst; j++) {
-			if (tc->in->st[j].offset == e->data_offset) {
-				s = &tc->in->st[j];
-				break;
-			}
-		}
+		while (j < nst && st[j]->offset < e->data_offset)
+			j++;
+		if (j < nst && st[j]->offset == e->data_offset)
+			s = st[j];
 		rc = ck_ingest_read(tc->io, e->data_offset, e->size, s ? s->length : 0, &crc,
 				    s ? &s->hash_lo : NULL, s ? &s->hash_hi : NULL);
+		if (rc == -ENOMEM)
+			break;
 		if (rc < 0) {
 			rc = ck_ingest_bad(tc->in, "%s: read error: %s", e->name, strerror(-rc));
 			break;
@@ -187,6 +207,7 @@ static int verify_and_hash(struct torch_ctx *tc)
 		}
 	}
 	free(order);
+	free(st);
 	return rc;
 }
 

@@ -527,6 +527,16 @@ static void reimport_and_changes(struct ck_store *st, const char *store)
 	SETUP(ck_store_find_checkpoint(st, "run1", "checkpoint-10", &after) == 0);
 	CHECK(after->id == before->id, "checkpoint id changed on re-import");
 	CHECK(file_id(st, "run1", "checkpoint-10", "model.pt", NULL) == model_id, "unchanged file got a new id");
+	{
+		struct ck_file_info again = { 0 };
+
+		/* The hashes an unchanged file kept still describe its bytes. */
+		again.id = file_id(st, "run1", "checkpoint-10", "model.pt", &again);
+		check_hashes(st, &again);
+		free(again.relpath);
+		free(again.src_path);
+		free(again.error);
+	}
 	ck_ckpt_info_free(before, 1);
 	ck_ckpt_info_free(after, 1);
 
