@@ -82,6 +82,26 @@ static char *make_path(const char *ckpt, const char *file)
 	return p;
 }
 
+/* 0 if the mount can serve the file; else prints why (the reason import
+ * recorded for a refused file) and returns -1. */
+static int cannot_serve(struct ck_view *v, const struct ck_vnode *node, const char *path)
+{
+	struct ck_buf why = CK_BUF_INIT;
+	struct ck_vfile *f;
+	int rc = ck_view_open_file(v, node, &f);
+
+	if (rc == 0) {
+		ck_vfile_put(f);
+		return 0;
+	}
+	if (ck_view_getxattr(v, node, "user.ckptfs.error", &why) == 0 && why.len)
+		cli_error("show: %s: cannot be served: %.*s", path, (int)why.len, (const char *)why.data);
+	else
+		cli_error("show: %s: cannot be served: %s", path, strerror(-rc));
+	ck_buf_free(&why);
+	return -1;
+}
+
 static int show(struct ck_view *v, const char *path, struct show_args *a)
 {
 	const struct ck_vnode *node;
@@ -98,6 +118,10 @@ static int show(struct ck_view *v, const char *path, struct show_args *a)
 		cli_error("show: %s: is a directory (name a file: ckptctl ls STORE SERIES/CKPT lists them)", path);
 		return CLI_ERROR;
 	}
+	if (rc == 0)
+		rc = cannot_serve(v, node, path);
+	if (rc)
+		return CLI_ERROR;
 	if (a->json) {
 		jw_begin_obj(&a->w);
 		jw_key(&a->w, "path");
@@ -107,7 +131,7 @@ static int show(struct ck_view *v, const char *path, struct show_args *a)
 	} else {
 		printf("%-48s %-9s %-18s %-12s %8s  %s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "STEP", "FROM");
 	}
-	rc = rc < 0 ? rc : ck_view_tensors(v, node, on_tensor, a);
+	rc = ck_view_tensors(v, node, on_tensor, a);
 	if (rc < 0) {
 		ck_buf_free(&a->w.b);
 		cli_error("show: %s: %s", path, strerror(-rc));

@@ -131,6 +131,13 @@ static int open_env(struct ck_store *st, int create, struct ck_error *err)
 		rc = mdb_env_set_mapsize(st->env, CK_STORE_MAPSIZE);
 	if (rc == 0)
 		rc = mdb_env_open(st->env, idx, flags, 0644);
+	if (rc == 0) {
+		int dead;
+
+		/* Free reader slots of processes that died (kill -9 of a daemon):
+		 * a stale slot pins old pages and makes the index grow. */
+		mdb_reader_check(st->env, &dead);
+	}
 	if (rc == 0)
 		rc = mdb_txn_begin(st->env, NULL, create ? 0 : MDB_RDONLY, &txn);
 	if (rc == 0)
