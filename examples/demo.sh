@@ -61,12 +61,14 @@ ls -l "$work/run/checkpoint-20" | sed 1d
 echo "in the mount, checkpoint-20 has:"
 ls -l "$mnt/run/checkpoint-20" | sed 1d
 echo "where optimizer.pt's pieces come from (getfattr -n user.ckptfs.sources):"
-getfattr -n user.ckptfs.sources --only-values "$mnt/run/checkpoint-20/optimizer.pt" |
+getfattr --absolute-names -n user.ckptfs.sources --only-values "$mnt/run/checkpoint-20/optimizer.pt" |
 	$py -c 'import json, sys
 d = json.load(sys.stdin)
 for s in d.get("sources", []):
     print("  %-14s %4s tensors  %s" % (s.get("checkpoint"), s.get("tensors", "?"), s.get("path")))'
-run ./ckptctl show "$work/store" run/checkpoint-20 model.safetensors | head -n 8
+echo "where some of model.safetensors' tensors come from:"
+echo "$ ./ckptctl show $work/store run/checkpoint-20 model.safetensors | grep ..."
+./ckptctl show "$work/store" run/checkpoint-20 model.safetensors | grep -E '^TENSOR|q_proj|lm_head'
 
 say "4. Resume training from the mount, as a trainer would"
 echo "(and, to compare, from a copy merged offline the slow way)"

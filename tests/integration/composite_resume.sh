@@ -31,7 +31,7 @@ for f in model.pt model.safetensors optimizer.pt; do
 	"$CKPTCTL" show "$tmp/store" run/checkpoint-20 "$f" --json >"$tmp/show/$f.json" ||
 		fail "ckptctl show run/checkpoint-20 $f --json exited $?"
 done
-getfattr -n user.ckptfs.sources --only-values "$tmp/mnt/run/checkpoint-20/model.pt" >"$tmp/sources.json" ||
+getfattr --absolute-names -n user.ckptfs.sources --only-values "$tmp/mnt/run/checkpoint-20/model.pt" >"$tmp/sources.json" ||
 	fail "getfattr user.ckptfs.sources failed"
 echo "user.ckptfs.sources of model.pt: $(head -c 300 "$tmp/sources.json")..."
 ck_py composite_check.py provenance "$tmp/run" "$tmp/mnt/run" "$tmp/show"

@@ -93,7 +93,7 @@ def make_torch(d, good):
     files = {
         "truncated_half.pt": good[:len(good) // 2],
         "truncated_tail.pt": good[:-10],
-        "truncated_100.pt": good[:100],
+        "truncated_header.pt": good[:100],
         "empty.pt": b"",
         "wrong_magic.pt": b"XK\x03\x04" + good[4:],
         "flip_tensor_data.pt": flip(good, data_off + 5),
