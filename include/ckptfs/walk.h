@@ -37,4 +37,18 @@ int ck_walk_tensors(const struct pk_node *root, ck_walk_fn fn, void *ctx);
 /* The same with another bound than CK_WALK_MAX_VISITS on visited nodes. */
 int ck_walk_tensors_max(const struct pk_node *root, size_t max_visits, ck_walk_fn fn, void *ctx);
 
+struct ck_walk_opts {
+	size_t max_visits;     /* 0: CK_WALK_MAX_VISITS */
+	/* Called (if non-NULL) for each torch._utils._rebuild_tensor(_v2/_v3) or
+	 * _rebuild_parameter(_with_state) call on the walk's way that
+	 * pk_as_tensor cannot read: malformed arguments, a view outside its
+	 * storage.  The pickle VM leaves those as plain calls; a reader that
+	 * must account for every tensor refuses the file.  Non-zero stops the
+	 * walk and is returned. */
+	int (*unreadable)(void *ctx, const char *path, const struct pk_node *node);
+};
+
+/* ck_walk_tensors with options (opts may be NULL). */
+int ck_walk_tensors_opts(const struct pk_node *root, const struct ck_walk_opts *opts, ck_walk_fn fn, void *ctx);
+
 #endif

@@ -23,12 +23,32 @@ struct walker {
 	struct ck_buf path;          /* NUL-terminated after every change */
 	char seg[CK_WALK_MAX_KEY];
 	ck_walk_fn fn;
+	int (*unreadable)(void *ctx, const char *path, const struct pk_node *node);
 	void *ctx;
 };
 
 static int is_container(const struct pk_node *n)
 {
 	return n->kind == PK_DICT || n->kind == PK_LIST || n->kind == PK_TUPLE;
+}
+
+/* A call of one of torch's tensor rebuild functions (FORMATS.md 1.4). */
+static int is_tensor_call(const struct pk_node *n)
+{
+	static const char *const names[] = {
+		"_rebuild_tensor", "_rebuild_tensor_v2", "_rebuild_tensor_v3",
+		"_rebuild_parameter", "_rebuild_parameter_with_state",
+	};
+	const struct pk_node *g = n->cls;
+	size_t i;
+
+	if (n->kind != PK_CALL || !g || g->kind != PK_GLOBAL || strcmp(g->v.global.module, "torch._utils"))
+		return 0;
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (!strcmp(g->v.global.name, names[i]))
+			return 1;
+	}
+	return 0;
 }
 
 static int on_stack(const struct walker *w, const struct pk_node *n)
@@ -69,6 +89,8 @@ static int visit(struct walker *w, const struct pk_node *n)
 	t = pk_as_tensor(n);
 	if (t)
 		return w->fn(w->ctx, (const char *)w->path.data, n, t);
+	if (w->unreadable && is_tensor_call(n))
+		return w->unreadable(w->ctx, (const char *)w->path.data, n);
 	if (!is_container(n) || on_stack(w, n))
 		return 0;
 	if (w->depth == CK_WALK_MAX_DEPTH)
@@ -115,10 +137,17 @@ static const struct pk_node *next_child(struct walker *w, int *rc)
 
 int ck_walk_tensors(const struct pk_node *root, ck_walk_fn fn, void *ctx)
 {
-	return ck_walk_tensors_max(root, CK_WALK_MAX_VISITS, fn, ctx);
+	return ck_walk_tensors_opts(root, NULL, fn, ctx);
 }
 
 int ck_walk_tensors_max(const struct pk_node *root, size_t max_visits, ck_walk_fn fn, void *ctx)
+{
+	struct ck_walk_opts opts = { .max_visits = max_visits };
+
+	return ck_walk_tensors_opts(root, &opts, fn, ctx);
+}
+
+int ck_walk_tensors_opts(const struct pk_node *root, const struct ck_walk_opts *opts, ck_walk_fn fn, void *ctx)
 {
 	struct walker *w;
 	int rc;
@@ -128,7 +157,8 @@ int ck_walk_tensors_max(const struct pk_node *root, size_t max_visits, ck_walk_f
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	w->max_visits = max_visits;
+	w->max_visits = opts && opts->max_visits ? opts->max_visits : CK_WALK_MAX_VISITS;
+	w->unreadable = opts ? opts->unreadable : NULL;
 	w->fn = fn;
 	w->ctx = ctx;
 	rc = path_set(w, 0, "");

@@ -146,9 +146,40 @@ static int check_series_name(const char *s, struct ck_error *err)
 	return 0;
 }
 
-/* The entries of a run dir that have a step in their name. */
+static int ends_with(const char *s, const char *suffix)
+{
+	size_t n = strlen(s), m = strlen(suffix);
+
+	return n >= m && strcmp(s + n - m, suffix) == 0;
+}
+
+static int checkpoint_file_name(const char *name)
+{
+	return ends_with(name, ".pt") || ends_with(name, ".pth") || ends_with(name, ".bin") ||
+	       ends_with(name, ".ckpt") || ends_with(name, ".safetensors");
+}
+
+static void plan_drop_entries(struct plan *p)
+{
+	size_t i;
+
+	for (i = 0; i < p->n; i++) {
+		free(p->v[i].name);
+		free(p->v[i].path);
+	}
+	p->n = 0;
+}
+
+/* The entries of a run dir that have a step in their name.
+ *
+ * Step-named files alone make a run dir only when every checkpoint file
+ * (*.pt, *.pth, *.bin, *.ckpt, *.safetensors) in it is step-named: a dir
+ * of model_000100.pt, model_000200.pt... is a run, while a checkpoint dir
+ * holding model.pt and, say, shard_3.pt is one checkpoint.  Leaves the
+ * plan empty when dir is not a run dir. */
 static int plan_run_dir(struct plan *p, const char *dir, const char *pattern, struct ck_error *err)
 {
+	size_t step_dirs = 0, loose_files = 0;
 	struct dirent *de;
 	DIR *d = opendir(dir);
 	int rc = 0;
@@ -159,6 +190,7 @@ static int plan_run_dir(struct plan *p, const char *dir, const char *pattern, st
 		struct stat sb;
 		int64_t step;
 		char *path;
+		int found, is_dir, is_file;
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
@@ -167,17 +199,24 @@ static int plan_run_dir(struct plan *p, const char *dir, const char *pattern, st
 			rc = -ENOMEM;
 			break;
 		}
-		if (stat(path, &sb) == 0 && (S_ISDIR(sb.st_mode) || S_ISREG(sb.st_mode)) &&
-		    ck_series_step(de->d_name, pattern, &step) == 0) {
-			rc = plan_add(p, de->d_name, path, step, S_ISREG(sb.st_mode));
+		found = stat(path, &sb) == 0;
+		is_dir = found && S_ISDIR(sb.st_mode);
+		is_file = found && S_ISREG(sb.st_mode);
+		if ((is_dir || is_file) && ck_series_step(de->d_name, pattern, &step) == 0) {
+			step_dirs += is_dir;
+			rc = plan_add(p, de->d_name, path, step, is_file);
 			free(path);
 		} else {
+			if (is_file && checkpoint_file_name(de->d_name))
+				loose_files++;
 			rc = push_str(&p->skipped, &p->nskipped, &p->capskipped, path);
 		}
 	}
 	closedir(d);
 	if (rc < 0)
 		return ck_fail(err, -rc, "out of memory");
+	if (!step_dirs && loose_files)
+		plan_drop_entries(p);
 	return 0;
 }
 

@@ -111,6 +111,15 @@ static int on_tensor(void *ctx, const char *path, const struct pk_node *node, co
 	return rc;
 }
 
+static int on_unreadable(void *ctx, const char *path, const struct pk_node *node)
+{
+	struct torch_ctx *tc = ctx;
+
+	snprintf(tc->bad, sizeof(tc->bad), "tensor '%s': cannot read its %s call (malformed arguments, "
+		 "or a view outside its storage)", path, node->cls->v.global.name);
+	return 1;
+}
+
 /* Storages: every record present and large enough.  0, or 1 when refused. */
 static int add_storages(struct torch_ctx *tc, const struct pk_doc *doc, int *refused)
 {
@@ -252,6 +261,7 @@ static int parse_pickle(struct torch_ctx *tc, const struct tz_entry *pkl, struct
 
 int ck_ingest_torch(struct ck_ingest_io *io, struct ck_ingest *in)
 {
+	static const struct ck_walk_opts walk_opts = { .unreadable = on_unreadable };
 	struct ck_error err = { { 0 } };
 	struct torch_ctx tc = { .io = io, .in = in };
 	struct tz_archive ar = { 0 };
@@ -288,7 +298,7 @@ int ck_ingest_torch(struct ck_ingest_io *io, struct ck_ingest *in)
 	rc = ck_optim_names_scan(pk_doc_root(doc), &tc.optim);
 	if (rc < 0)
 		goto out;
-	rc = ck_walk_tensors(pk_doc_root(doc), on_tensor, &tc);
+	rc = ck_walk_tensors_opts(pk_doc_root(doc), &walk_opts, on_tensor, &tc);
 	if (rc == 1) {
 		rc = ck_ingest_bad(in, "data.pkl: %s", tc.bad);
 		goto out;

@@ -597,6 +597,19 @@ static void patterns_and_shapes(struct ck_store *st)
 	      !strcmp(c[0].name, "final"), "final checkpoint");
 	ck_ckpt_info_free(c, n);
 
+	/* One step-named file among other checkpoint files does not make a run dir. */
+	mkdirf("mixed");
+	copy_fixture("torch2x/candle_test.pt", pathf(p, sizeof(p), "%s/mixed/model.pt", tmp), 0);
+	copy_fixture("torch2x/candle_test.pt", pathf(p, sizeof(p), "%s/mixed/shard_3.pt", tmp), 0);
+	CHECK(ck_store_import(st, pathf(p, sizeof(p), "%s/mixed", tmp), NULL, NULL, NULL, &err) == 1, "mixed");
+	CHECK(ck_store_list_checkpoints(st, "mixed", &c, &n) == 0 && n == 1 && c[0].step == 0 &&
+	      !strcmp(c[0].name, "mixed"), "mixed is one checkpoint");
+	if (n == 1) {
+		CHECK(ck_store_list_files(st, c[0].id, &f, &nf) == 0 && nf == 2, "files of mixed");
+		ck_file_info_free(f, nf);
+	}
+	ck_ckpt_info_free(c, n);
+
 	/* Single-file checkpoints in a run dir, and --series. */
 	mkdirf("run2");
 	copy_fixture("torch2x/candle_test.pt", pathf(p, sizeof(p), "%s/run2/model_000500.pt", tmp), 0);

@@ -259,8 +259,59 @@ static void exploding_dag(void)
 	pk_doc_free(doc);
 }
 
+static int on_unreadable(void *ctx, const char *path, const struct pk_node *node)
+{
+	struct seen *s = ctx;
+
+	snprintf(s->paths[31], sizeof(s->paths[31]), "%s", path);
+	return 7;
+}
+
+/* A rebuild call the VM cannot read (its storage's numel is a string) is
+ * passed over by the plain walk and reported through opts.unreadable. */
+static void unreadable_tensor(void)
+{
+	static const struct ck_walk_opts opts = { .unreadable = on_unreadable };
+	struct pk p = { .b = CK_BUF_INIT };
+	struct seen s = { .n = 0 };
+	struct pk_doc *doc;
+	int rc;
+
+	pka_op(&p, "\x80\x02}", 3);
+	pka_put(&p);
+	pka_op(&p, "(", 1);
+	pka_str(&p, "good");
+	pka_tensor(&p, 2, 0);
+	pka_str(&p, "bad");
+	pka_global(&p, "torch._utils", "_rebuild_tensor_v2");
+	pka_op(&p, "((", 2);
+	pka_str(&p, "storage");
+	pka_global(&p, "torch", "FloatStorage");
+	pka_str(&p, "9");
+	pka_str(&p, "cpu");
+	pka_str(&p, "many");                       /* numel must be an int */
+	pka_op(&p, "tQ", 2);
+	pka_int1(&p, 0);
+	pka_int1(&p, 4);
+	pka_op(&p, "\x85", 1);
+	pka_int1(&p, 1);
+	pka_op(&p, "\x85\x89", 2);
+	pka_global(&p, "collections", "OrderedDict");
+	pka_op(&p, ")RtRu", 5);
+	doc = parse(&p);
+	if (!doc)
+		return;
+	rc = ck_walk_tensors(pk_doc_root(doc), on_tensor, &s);
+	CHECK(rc == 0 && s.n == 1 && !strcmp(s.paths[0], "good"), "plain walk: rc %d, %d tensors", rc, s.n);
+	memset(&s, 0, sizeof(s));
+	rc = ck_walk_tensors_opts(pk_doc_root(doc), &opts, on_tensor, &s);
+	CHECK(rc == 7 && s.n == 1 && !strcmp(s.paths[31], "bad"), "unreadable: rc %d, path '%s'", rc, s.paths[31]);
+	pk_doc_free(doc);
+}
+
 int main(void)
 {
+	unreadable_tensor();
 	state_tree();
 	single_tensor();
 	deep_nesting();
