@@ -1,1 +1,347 @@
-int main(void) { return 0; }
+/* ckptfs STORE MOUNTPOINT [options]: mounts a checkpoint store.
+ *
+ * Order matters.  Everything that can fail (options, store, view,
+ * mountpoint) is checked while stderr still reaches the caller.  Then the
+ * process forks (unless -f); the child opens the view again — LMDB
+ * environments and threads do not survive a fork, so the parent's copy
+ * was only a check — mounts, and once a stat of the mountpoint comes back
+ * through its own workers, tells the parent, which exits 0.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "ckptfs.h"
+
+struct mount_run {
+	struct ckfs fs;
+	const struct ckfs_config *cfg;
+	struct fuse_session *se;
+	dev_t under_dev;         /* st_dev of the mountpoint before mounting */
+	int notify_fd;           /* to the waiting parent; -1 in the foreground */
+	pthread_t main_thread;
+	int probe_failed;
+};
+
+/* "/dev/fd/N": mount.fuse3 -o drop_privileges mounted already, we serve N. */
+static int is_fuse_fd_path(const char *path)
+{
+	return strncmp(path, "/dev/fd/", 8) == 0 && path[8] &&
+	       strspn(path + 8, "0123456789") == strlen(path + 8);
+}
+
+static int make_absolute(char **path, int must_be_dir, dev_t *dev)
+{
+	char *abs = realpath(*path, NULL);
+	struct stat st;
+
+	if (!abs || stat(abs, &st) != 0) {
+		int err = errno;
+
+		ck_err("%s: %s", *path, strerror(err));
+		free(abs);
+		return -err;
+	}
+	if (must_be_dir && !S_ISDIR(st.st_mode)) {
+		ck_err("%s: %s", *path, strerror(ENOTDIR));
+		free(abs);
+		return -ENOTDIR;
+	}
+	free(*path);
+	*path = abs;
+	if (dev)
+		*dev = st.st_dev;
+	return 0;
+}
+
+/* The pidfile is written after chdir("/"), so it must be absolute. */
+static int absolute_pidfile(struct ckfs_config *cfg)
+{
+	struct ck_buf path = CK_BUF_INIT;
+	char *cwd;
+	int rc;
+
+	if (!cfg->pidfile || cfg->pidfile[0] == '/')
+		return 0;
+	cwd = getcwd(NULL, 0);
+	if (!cwd) {
+		rc = -errno;
+		ck_err("pidfile %s: current directory: %s", cfg->pidfile, strerror(-rc));
+		return rc;
+	}
+	rc = ck_buf_printf(&path, "%s/%s", cwd, cfg->pidfile);
+	if (!rc)
+		rc = ck_buf_putc(&path, '\0');
+	free(cwd);
+	if (rc) {
+		ck_buf_free(&path);
+		return rc;
+	}
+	free(cfg->pidfile);
+	cfg->pidfile = (char *)ck_buf_steal(&path, NULL);
+	return 0;
+}
+
+static int open_view(const struct ckfs_config *cfg, struct ck_view **view)
+{
+	struct ck_error err = { { 0 } };
+	int rc = ck_view_open(cfg->store, &cfg->view, view, &err);
+
+	if (rc)
+		ck_err("%s: cannot open the store: %s", cfg->store,
+		       err.msg[0] ? err.msg : strerror(-rc));
+	return rc;
+}
+
+/* The checks that must fail in the caller's face, before any fork. */
+static int prepare(struct ckfs_config *cfg, dev_t *under_dev)
+{
+	int rc = make_absolute(&cfg->store, 1, NULL);
+
+	if (!rc && !is_fuse_fd_path(cfg->mountpoint))
+		rc = make_absolute(&cfg->mountpoint, 1, under_dev);
+	if (!rc)
+		rc = absolute_pidfile(cfg);
+	if (!rc && ckfs_finish_fuse_opts(cfg))
+		rc = -ENOMEM;
+	if (!rc && !cfg->foreground) {
+		struct ck_view *view;
+
+		rc = open_view(cfg, &view);
+		if (!rc)
+			ck_view_close(view);
+	}
+	return rc;
+}
+
+/* libfuse's own messages, once stderr is gone. */
+__attribute__((format(printf, 2, 0)))
+static void fuse_log_to_syslog(enum fuse_log_level level, const char *fmt, va_list ap)
+{
+	char msg[512];
+	size_t len;
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	len = strlen(msg);
+	while (len && msg[len - 1] == '\n')
+		msg[--len] = '\0';
+	if (!len)
+		return;
+	if (level <= FUSE_LOG_ERR)
+		ck_err("%s", msg);
+	else if (level == FUSE_LOG_WARNING)
+		ck_warn("%s", msg);
+	else if (level < FUSE_LOG_DEBUG)
+		ck_info("%s", msg);
+	else
+		ck_debug("%s", msg);
+}
+
+/* Runs beside the request loop.  The kernel holds this stat until the
+ * FUSE handshake is done and a worker has answered, so success means the
+ * mount really serves.  Only after the handshake may readahead be raised:
+ * the handshake itself can only lower it. */
+static void *probe_mount(void *arg)
+{
+	struct mount_run *run = arg;
+	const struct ckfs_config *cfg = run->cfg;
+	struct stat st;
+	int rc = 0;
+
+	if (stat(cfg->mountpoint, &st) != 0)
+		rc = -errno;
+	else if (st.st_dev == run->under_dev)
+		rc = -ENOTCONN;	/* unmounted already */
+	if (rc == 0) {
+		ckfs_raise_readahead(st.st_dev, cfg->readahead_kb);
+		ck_info("mounted %s on %s", cfg->store, cfg->mountpoint);
+		ckfs_notify_parent(&run->notify_fd, 0);
+		return NULL;
+	}
+	ck_err("%s: mount not usable: %s", cfg->mountpoint, strerror(-rc));
+	run->probe_failed = 1;
+	ckfs_notify_parent(&run->notify_fd, rc);
+	/* Ends the loop the way SIGTERM would (handler sets exit, wakes main). */
+	pthread_kill(run->main_thread, SIGTERM);
+	return NULL;
+}
+
+/* Starts the probe with signals blocked, so that a SIGTERM for the
+ * process lands in the loop's thread, whose wait it interrupts. */
+static int start_probe(struct mount_run *run, pthread_t *probe)
+{
+	sigset_t all, old;
+	int rc;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, &old);
+	rc = pthread_create(probe, NULL, probe_mount, run);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		ck_err("cannot start the mount probe: %s", strerror(rc));
+	return -rc;
+}
+
+static int run_loop(struct mount_run *run)
+{
+	const struct ckfs_config *cfg = run->cfg;
+	struct fuse_loop_config *lc;
+	int rc;
+
+	if (cfg->single_thread)
+		return fuse_session_loop(run->se);
+	lc = fuse_loop_cfg_create();
+	if (!lc)
+		return -ENOMEM;
+	fuse_loop_cfg_set_clone_fd(lc, (unsigned)cfg->clone_fd);
+	fuse_loop_cfg_set_max_threads(lc, cfg->max_threads);
+	fuse_loop_cfg_set_idle_threads(lc, cfg->max_idle_threads);
+	rc = fuse_session_loop_mt(run->se, lc);
+	fuse_loop_cfg_destroy(lc);
+	return rc;
+}
+
+static int new_session(struct mount_run *run)
+{
+	const struct ckfs_config *cfg = run->cfg;
+	struct fuse_args args = FUSE_ARGS_INIT(0, NULL);
+	int rc = 0;
+
+	if (fuse_opt_add_arg(&args, "ckptfs") ||
+	    fuse_opt_add_arg(&args, "-o") ||
+	    fuse_opt_add_arg(&args, (const char *)cfg->fuse_opts.data) ||
+	    (cfg->debug && fuse_opt_add_arg(&args, "-d")))
+		rc = -ENOMEM;
+	if (!rc) {
+		run->se = fuse_session_new(&args, &ckfs_ops, sizeof(ckfs_ops), &run->fs);
+		if (!run->se)
+			rc = -EINVAL;	/* libfuse said why */
+	}
+	fuse_opt_free_args(&args);
+	return rc;
+}
+
+/* Mounts and serves until unmounted or signalled; returns the exit status. */
+static int serve(struct mount_run *run)
+{
+	const struct ckfs_config *cfg = run->cfg;
+	struct ck_vattr root;
+	pthread_t probe;
+	int probing = 0, pid_written = 0;
+	int status = CKFS_EXIT_FAILURE;
+	int rc;
+
+	run->fs.cfg = cfg;
+	run->fs.uid = getuid();
+	run->fs.gid = getgid();
+	run->main_thread = pthread_self();
+	if (open_view(cfg, &run->fs.view))
+		return status;
+	rc = ck_view_getattr(run->fs.view, ck_view_root(run->fs.view), &root);
+	if (rc) {
+		ck_err("%s: cannot read the root of the store: %s", cfg->store, strerror(-rc));
+		goto close_view;
+	}
+	run->fs.root_ino = root.ino;
+	if (new_session(run))
+		goto close_view;
+	if (fuse_set_signal_handlers(run->se) != 0)
+		goto destroy;
+	if (fuse_session_mount(run->se, cfg->mountpoint) != 0)
+		goto remove_handlers;
+	ckfs_raise_pipe_max(cfg->pipe_max_kb);
+	if (cfg->pidfile) {
+		rc = ckfs_write_pidfile(cfg->pidfile);
+		if (rc) {
+			ck_err("pidfile %s: %s", cfg->pidfile, strerror(-rc));
+			goto unmount;
+		}
+		pid_written = 1;
+	}
+	if (!cfg->foreground) {
+		ck_log_init("ckptfs", 1, cfg->log_level);
+		fuse_set_log_func(fuse_log_to_syslog);
+		ckfs_detach_stdio();
+	}
+	if (is_fuse_fd_path(cfg->mountpoint))
+		ckfs_notify_parent(&run->notify_fd, 0);	/* nothing to stat */
+	else if (start_probe(run, &probe) == 0)
+		probing = 1;
+	else
+		goto unmount;
+
+	rc = run_loop(run);
+	if (rc < 0)
+		ck_err("request loop: %s", strerror(-rc));
+	else
+		status = CKFS_EXIT_OK;	/* unmounted, or SIGTERM/SIGINT/SIGHUP */
+unmount:
+	/* Unmounting first also fails a probe still waiting in stat(). */
+	fuse_session_unmount(run->se);
+	if (probing)
+		pthread_join(probe, NULL);
+	if (run->probe_failed)
+		status = CKFS_EXIT_FAILURE;
+	if (pid_written)
+		unlink(cfg->pidfile);
+remove_handlers:
+	fuse_remove_signal_handlers(run->se);
+destroy:
+	fuse_session_destroy(run->se);
+close_view:
+	ck_view_close(run->fs.view);
+	return status;
+}
+
+int main(int argc, char **argv)
+{
+	struct ckfs_config cfg;
+	struct mount_run run;
+	int status, rc;
+
+	memset(&cfg, 0, sizeof(cfg));
+	memset(&run, 0, sizeof(run));
+	run.cfg = &cfg;
+	run.notify_fd = -1;
+	ck_log_init("ckptfs", 0, CK_LOG_INFO);
+	rc = ckfs_parse_args(argc, argv, &cfg);
+	if (rc) {
+		status = rc == -ENOMEM ? CKFS_EXIT_FAILURE : CKFS_EXIT_USAGE;
+		goto out;
+	}
+	status = CKFS_EXIT_OK;
+	if (cfg.show_help || cfg.show_version) {
+		if (cfg.show_help)
+			ckfs_print_help(argv[0]);
+		else
+			ckfs_print_version();
+		goto out;
+	}
+	ck_log_init("ckptfs", 0, cfg.log_level);
+	status = CKFS_EXIT_FAILURE;
+	if (prepare(&cfg, &run.under_dev))
+		goto out;
+	if (!cfg.foreground) {
+		rc = ckfs_daemonize(&run.notify_fd, &status);
+		if (rc < 0) {
+			ck_err("cannot fork: %s", strerror(-rc));
+			goto out;
+		}
+		if (rc > 0)
+			goto out;	/* the parent, with the child's verdict */
+	}
+	status = serve(&run);
+	/* A failure before the report: the parent sees EOF and our status. */
+	if (run.notify_fd >= 0)
+		close(run.notify_fd);
+out:
+	ckfs_config_free(&cfg);
+	return status;
+}

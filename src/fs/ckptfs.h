@@ -1,0 +1,152 @@
+/* Internal interface of the ckptfs daemon (src/fs/): the configuration
+ * parsed from the command line, the state shared by the FUSE operations,
+ * and the small setup helpers main.c strings together.
+ *
+ * The daemon is a thin adapter over the view (include/ckptfs/view.h): it
+ * turns FUSE requests into view calls and -errno results into replies.
+ */
+#ifndef CKPTFS_FS_CKPTFS_H
+#define CKPTFS_FS_CKPTFS_H
+
+#define FUSE_USE_VERSION 314
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <fuse_lowlevel.h>
+
+#include "ckptfs/buf.h"
+#include "ckptfs/log.h"
+#include "ckptfs/view.h"
+
+/* Largest read and write request we ask the kernel for. */
+#define CKFS_MAX_REQUEST (1024u * 1024u)
+
+/* Everything the command line decides. */
+struct ckfs_config {
+	char *store;            /* as given, and absolute (for fsname and logs) */
+	char *mountpoint;       /* absolute (realpath) unless it is /dev/fd/N */
+	int foreground;         /* -f */
+	int debug;              /* -d, -o debug: foreground + libfuse and our debug logs */
+	int single_thread;      /* -s */
+	int show_help;          /* -h, --help */
+	int show_version;       /* -V, --version */
+	int read_only;          /* -o ro: the kernel refuses writes too */
+	struct ck_view_opts view;
+	enum ck_log_level log_level;
+	double attr_timeout;    /* seconds the kernel may cache attributes */
+	double entry_timeout;   /* seconds the kernel may cache names */
+	unsigned max_threads;
+	unsigned max_idle_threads;
+	int clone_fd;
+	char *pidfile;
+	unsigned readahead_kb;  /* bdi read_ahead_kb to set as root; 0 = leave */
+	unsigned pipe_max_kb;   /* lower bound for fs.pipe-max-size as root; 0 = leave */
+	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
+	 * NUL-terminated, commas inside values escaped. */
+	struct ck_buf fuse_opts;
+	int has_fsname;
+	int has_subtype;
+};
+
+/* Exit statuses of ckptfs (documented in ckptfs.1). */
+enum {
+	CKFS_EXIT_OK = 0,
+	CKFS_EXIT_FAILURE = 1,  /* could not mount or serve */
+	CKFS_EXIT_USAGE = 2,    /* bad command line */
+};
+
+/* Parses argv into cfg (which the caller zeroes first).  Returns 0, or
+ * -EINVAL after printing what is wrong to stderr.  Help and version only
+ * set cfg->show_help / show_version. */
+int ckfs_parse_args(int argc, char **argv, struct ckfs_config *cfg);
+/* Completes cfg->fuse_opts once cfg->store is absolute: fsname, subtype,
+ * ro and max_read.  0 or -ENOMEM. */
+int ckfs_finish_fuse_opts(struct ckfs_config *cfg);
+void ckfs_config_free(struct ckfs_config *cfg);
+void ckfs_print_help(const char *progname);
+void ckfs_print_version(void);
+
+/* State of one mounted filesystem, the userdata of every request. */
+struct ckfs {
+	const struct ckfs_config *cfg;
+	struct ck_view *view;
+	uint64_t root_ino;      /* the view's inode number of its root */
+	uid_t uid;              /* owner shown for every node: whoever mounted */
+	gid_t gid;
+};
+
+/* The operation table (table.c): namespace, read path, EROFS for writes. */
+extern const struct fuse_lowlevel_ops ckfs_ops;
+
+/* Pieces of the table: namespace (ops.c), read path (read.c), xattrs (xattr.c). */
+void ckfs_op_init(void *userdata, struct fuse_conn_info *conn);
+void ckfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ckfs_op_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup);
+void ckfs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets);
+void ckfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ckfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ckfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		     struct fuse_file_info *fi);
+void ckfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			 struct fuse_file_info *fi);
+void ckfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ckfs_op_statfs(fuse_req_t req, fuse_ino_t ino);
+void ckfs_op_access(fuse_req_t req, fuse_ino_t ino, int mask);
+void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		  struct fuse_file_info *fi);
+void ckfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+void ckfs_op_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size);
+void ckfs_op_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size);
+
+/* Write-type operations, all EROFS while the mount is read-only (readonly.c). */
+void ckfs_rofs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi);
+void ckfs_rofs_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void ckfs_rofs_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);
+void ckfs_rofs_remove(fuse_req_t req, fuse_ino_t parent, const char *name);
+void ckfs_rofs_symlink(fuse_req_t req, const char *link, fuse_ino_t parent, const char *name);
+void ckfs_rofs_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		      fuse_ino_t newparent, const char *newname, unsigned int flags);
+void ckfs_rofs_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
+void ckfs_rofs_write(fuse_req_t req, fuse_ino_t ino, const char *buf, size_t size, off_t off,
+		     struct fuse_file_info *fi);
+void ckfs_rofs_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi);
+void ckfs_rofs_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags);
+void ckfs_rofs_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name);
+void ckfs_rofs_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			 struct fuse_file_info *fi);
+void ckfs_rofs_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in,
+			       struct fuse_file_info *fi_in, fuse_ino_t ino_out, off_t off_out,
+			       struct fuse_file_info *fi_out, size_t len, int flags);
+
+/* Helpers shared by the operations. */
+static inline struct ckfs *ckfs_of(fuse_req_t req)
+{
+	return fuse_req_userdata(req);
+}
+/* The view node behind a FUSE inode number, or NULL. */
+const struct ck_vnode *ckfs_node(struct ckfs *fs, fuse_ino_t ino);
+/* stat for a node: 0 or -errno from the view. */
+int ckfs_stat(struct ckfs *fs, const struct ck_vnode *n, struct stat *st);
+
+/* Kernel tuning that only root may do (tune.c).  Both log what they did
+ * and never fail the mount: they are about speed, not correctness. */
+void ckfs_raise_pipe_max(unsigned min_kb);
+void ckfs_raise_readahead(dev_t dev, unsigned kb);
+
+/* Daemon plumbing (daemon.c). */
+/* Forks.  The parent waits until the child reports the mount live (or
+ * fails), then returns 1 with the exit status for it in *parent_status.
+ * The child returns 0, in its own session in /, with *notify_fd to report
+ * through.  -errno if the fork itself fails. */
+int ckfs_daemonize(int *notify_fd, int *parent_status);
+/* Reports the outcome (0 or -errno) to the waiting parent, once; closes fd. */
+void ckfs_notify_parent(int *notify_fd, int status);
+/* Points stdin/out/err at /dev/null once logging goes to syslog. */
+void ckfs_detach_stdio(void);
+int ckfs_write_pidfile(const char *path);
+
+#endif

@@ -1,0 +1,437 @@
+/* The ckptfs command line: sshfs/squashfuse-like flags, and every setting
+ * also as an -o option, so that fstab lines and mount.fuse3 (which runs
+ * `ckptfs SOURCE MOUNTPOINT -o OPTS`) can say everything.
+ *
+ * -o options fall in three groups: ours (verify=, pidfile=...), FUSE mount
+ * options handed on to libfuse (ro, allow_other, fsname=...), and generic
+ * mount(8) options that mean nothing here and are accepted and dropped
+ * (rw, auto, _netdev, x-*...).  Anything else is an error before mounting.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckptfs.h"
+
+/* Passed to the kernel as they are: they only restrict. */
+static const char *const fuse_flag_opts[] = {
+	"allow_other", "allow_root", "default_permissions", "auto_unmount",
+	"nosuid", "nodev", "noexec", "noatime", "nodiratime", "sync", "dirsync",
+	NULL,
+};
+
+/* Passed to libfuse with their value. */
+static const char *const fuse_value_opts[] = { "fsname=", "subtype=", NULL };
+
+/* Generic mount(8)/fstab options that ckptfs accepts and ignores.  "suid"
+ * and "dev" (added by mount.fuse3) are dropped on purpose: the mount keeps
+ * libfuse's nosuid,nodev default, which costs nothing for 0444 files. */
+static const char *const ignored_opts[] = {
+	"defaults", "rw", "suid", "dev", "exec", "async", "atime", "diratime",
+	"relatime", "norelatime", "strictatime", "nostrictatime", "lazytime",
+	"nolazytime", "auto", "noauto", "user", "nouser", "users", "owner",
+	"group", "nofail", "_netdev",
+	NULL,
+};
+static const char *const ignored_prefixes[] = { "x-", "comment=", "user=", NULL };
+
+/* Our options that take a value. */
+static const char *const valued_opts[] = {
+	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
+	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
+	"subtype", NULL,
+};
+
+static int in_list(const char *const *list, const char *s)
+{
+	for (; *list; list++)
+		if (strcmp(*list, s) == 0)
+			return 1;
+	return 0;
+}
+
+static int has_prefix_in(const char *const *list, const char *s)
+{
+	for (; *list; list++)
+		if (strncmp(s, *list, strlen(*list)) == 0)
+			return 1;
+	return 0;
+}
+
+static int bad_value(const char *opt, const char *expected)
+{
+	fprintf(stderr, "ckptfs: invalid option -o %s: expected %s\n", opt, expected);
+	return -EINVAL;
+}
+
+static int parse_uint(const char *opt, const char *val, unsigned min, unsigned max, unsigned *out)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(val, &end, 10);
+	if (errno || end == val || *end || val[0] == '-' || v < min || v > max) {
+		char expected[64];
+
+		snprintf(expected, sizeof(expected), "an integer from %u to %u", min, max);
+		return bad_value(opt, expected);
+	}
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int parse_seconds(const char *opt, const char *val, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(val, &end);
+	if (errno || end == val || *end || !isfinite(v) || v < 0)
+		return bad_value(opt, "a number of seconds >= 0");
+	*out = v;
+	return 0;
+}
+
+/* Appends one option to the list for libfuse, escaping what fuse_opt
+ * would split on. */
+static int add_fuse_opt(struct ckfs_config *cfg, const char *opt)
+{
+	struct ck_buf *b = &cfg->fuse_opts;
+
+	if (b->len && b->data[b->len - 1] == '\0')
+		b->len--;	/* drop the terminator, re-added below */
+	if (b->len && ck_buf_putc(b, ','))
+		return -ENOMEM;
+	for (; *opt; opt++) {
+		if ((*opt == ',' || *opt == '\\') && ck_buf_putc(b, '\\'))
+			return -ENOMEM;
+		if (ck_buf_putc(b, (uint8_t)*opt))
+			return -ENOMEM;
+	}
+	return ck_buf_putc(b, '\0');
+}
+
+static int parse_log_level(const char *opt, const char *val, enum ck_log_level *out)
+{
+	static const struct { const char *name; enum ck_log_level level; } levels[] = {
+		{ "err", CK_LOG_ERR }, { "error", CK_LOG_ERR },
+		{ "warn", CK_LOG_WARN }, { "warning", CK_LOG_WARN },
+		{ "info", CK_LOG_INFO }, { "debug", CK_LOG_DEBUG },
+	};
+
+	for (size_t i = 0; i < sizeof(levels) / sizeof(levels[0]); i++) {
+		if (strcmp(val, levels[i].name) == 0) {
+			*out = levels[i].level;
+			return 0;
+		}
+	}
+	return bad_value(opt, "err, warn, info or debug");
+}
+
+static int set_string(char **dst, const char *val)
+{
+	char *copy = strdup(val);
+
+	if (!copy)
+		return -ENOMEM;
+	free(*dst);
+	*dst = copy;
+	return 0;
+}
+
+/* One option of an -o list, already unescaped. */
+static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
+{
+	const char *eq = strchr(opt, '=');
+	const char *val = eq ? eq + 1 : NULL;
+	size_t klen = eq ? (size_t)(eq - opt) : strlen(opt);
+
+	if (!val && in_list(valued_opts, opt))
+		return bad_value(opt, "a value (-o KEY=VALUE)");
+#define KEY(k) (klen == sizeof(k) - 1 && strncmp(opt, k, klen) == 0)
+	if (KEY("verify") && val) {
+		if (strcmp(val, "none") == 0)
+			cfg->view.verify = CK_VERIFY_NONE;
+		else if (strcmp(val, "first") == 0)
+			cfg->view.verify = CK_VERIFY_FIRST;
+		else
+			return bad_value(opt, "none or first");
+		return 0;
+	}
+	if (KEY("log_level") && val)
+		return parse_log_level(opt, val, &cfg->log_level);
+	if (KEY("attr_timeout") && val)
+		return parse_seconds(opt, val, &cfg->attr_timeout);
+	if (KEY("entry_timeout") && val)
+		return parse_seconds(opt, val, &cfg->entry_timeout);
+	if (KEY("max_threads") && val)
+		return parse_uint(opt, val, 1, 1024, &cfg->max_threads);
+	if (KEY("max_idle_threads") && val)
+		return parse_uint(opt, val, 1, 1024, &cfg->max_idle_threads);
+	if (KEY("readahead_kb") && val)
+		return parse_uint(opt, val, 0, 1024 * 1024, &cfg->readahead_kb);
+	if (KEY("pipe_max_kb") && val)
+		return parse_uint(opt, val, 0, 1024 * 1024, &cfg->pipe_max_kb);
+	if (KEY("pidfile") && val) {
+		if (!*val)
+			return bad_value(opt, "a path");
+		return set_string(&cfg->pidfile, val);
+	}
+	if (KEY("clone_fd") && !val) {
+		cfg->clone_fd = 1;
+		return 0;
+	}
+	if (KEY("noclone_fd") && !val) {
+		cfg->clone_fd = 0;
+		return 0;
+	}
+	if (KEY("debug") && !val) {
+		cfg->debug = 1;
+		return 0;
+	}
+	if (KEY("ro") && !val) {
+		cfg->read_only = 1;
+		return 0;
+	}
+	if (KEY("rw") && !val) {
+		cfg->read_only = 0;	/* the mount still answers writes with EROFS */
+		return 0;
+	}
+#undef KEY
+	if (in_list(fuse_flag_opts, opt))
+		return add_fuse_opt(cfg, opt);
+	if (has_prefix_in(fuse_value_opts, opt)) {
+		if (!*val)
+			return bad_value(opt, "a value");
+		cfg->has_fsname |= strncmp(opt, "fsname=", 7) == 0;
+		cfg->has_subtype |= strncmp(opt, "subtype=", 8) == 0;
+		return add_fuse_opt(cfg, opt);
+	}
+	if (in_list(ignored_opts, opt) || has_prefix_in(ignored_prefixes, opt))
+		return 0;
+	fprintf(stderr, "ckptfs: unknown option -o %s (see ckptfs --help)\n", opt);
+	return -EINVAL;
+}
+
+/* Splits an -o list at commas not escaped by a backslash (as fuse_opt does). */
+static int parse_opt_list(struct ckfs_config *cfg, const char *list)
+{
+	size_t n = strlen(list);
+	char *opt = malloc(n + 1);
+	size_t len = 0;
+	int rc = 0;
+
+	if (!opt)
+		return -ENOMEM;
+	for (size_t i = 0; i <= n && rc == 0; i++) {
+		if (list[i] == '\\' && i + 1 < n) {
+			opt[len++] = list[++i];
+		} else if (list[i] == ',' || list[i] == '\0') {
+			opt[len] = '\0';
+			if (len)
+				rc = parse_one_opt(cfg, opt);
+			len = 0;
+		} else {
+			opt[len++] = list[i];
+		}
+	}
+	free(opt);
+	return rc;
+}
+
+static void set_defaults(struct ckfs_config *cfg)
+{
+	cfg->view.verify = CK_VERIFY_FIRST;
+	cfg->log_level = CK_LOG_INFO;
+	cfg->attr_timeout = 3600;
+	cfg->entry_timeout = 3600;
+	cfg->max_threads = 10;	/* libfuse's own default */
+	cfg->clone_fd = 1;
+	cfg->readahead_kb = 4096;
+	cfg->pipe_max_kb = 2048;
+}
+
+static int set_positional(struct ckfs_config *cfg, const char *arg)
+{
+	if (!cfg->store)
+		return set_string(&cfg->store, arg);
+	if (!cfg->mountpoint)
+		return set_string(&cfg->mountpoint, arg);
+	fprintf(stderr, "ckptfs: unexpected argument '%s' (usage: ckptfs STORE MOUNTPOINT [options])\n", arg);
+	return -EINVAL;
+}
+
+/* A cluster of single-letter flags ("-f", "-fd", "-oro", "-o" "ro"). */
+static int parse_short_flags(struct ckfs_config *cfg, int argc, char **argv, int *i)
+{
+	const char *arg = argv[*i];
+
+	for (size_t j = 1; arg[j]; j++) {
+		switch (arg[j]) {
+		case 'f':
+			cfg->foreground = 1;
+			break;
+		case 'd':
+			cfg->debug = 1;
+			break;
+		case 's':
+			cfg->single_thread = 1;
+			break;
+		case 'h':
+			cfg->show_help = 1;
+			break;
+		case 'V':
+			cfg->show_version = 1;
+			break;
+		case 'o':
+			if (arg[j + 1])
+				return parse_opt_list(cfg, arg + j + 1);
+			if (*i + 1 >= argc) {
+				fprintf(stderr, "ckptfs: option -o needs an argument\n");
+				return -EINVAL;
+			}
+			return parse_opt_list(cfg, argv[++*i]);
+		default:
+			fprintf(stderr, "ckptfs: unknown option -%c (see ckptfs --help)\n", arg[j]);
+			return -EINVAL;
+		}
+	}
+	return 0;
+}
+
+int ckfs_parse_args(int argc, char **argv, struct ckfs_config *cfg)
+{
+	int only_positional = 0;
+	int rc = 0;
+
+	set_defaults(cfg);
+	for (int i = 1; i < argc && rc == 0; i++) {
+		const char *arg = argv[i];
+
+		if (only_positional || arg[0] != '-' || arg[1] == '\0')
+			rc = set_positional(cfg, arg);
+		else if (strcmp(arg, "--") == 0)
+			only_positional = 1;
+		else if (strcmp(arg, "--help") == 0)
+			cfg->show_help = 1;
+		else if (strcmp(arg, "--version") == 0)
+			cfg->show_version = 1;
+		else if (arg[1] == '-') {
+			fprintf(stderr, "ckptfs: unknown option %s (see ckptfs --help)\n", arg);
+			rc = -EINVAL;
+		} else {
+			rc = parse_short_flags(cfg, argc, argv, &i);
+		}
+	}
+	if (rc == -ENOMEM)
+		fprintf(stderr, "ckptfs: out of memory\n");
+	if (rc || cfg->show_help || cfg->show_version)
+		return rc;
+	if (!cfg->store || !cfg->mountpoint) {
+		fprintf(stderr, "ckptfs: missing %s (usage: ckptfs STORE MOUNTPOINT [options])\n",
+			cfg->store ? "MOUNTPOINT" : "STORE");
+		return -EINVAL;
+	}
+	if (cfg->debug) {
+		cfg->foreground = 1;
+		cfg->log_level = CK_LOG_DEBUG;
+	}
+	if (!cfg->max_idle_threads || cfg->max_idle_threads > cfg->max_threads)
+		cfg->max_idle_threads = cfg->max_threads;
+	return 0;
+}
+
+int ckfs_finish_fuse_opts(struct ckfs_config *cfg)
+{
+	char opt[64];
+	int rc = 0;
+
+	if (!cfg->has_subtype)
+		rc = add_fuse_opt(cfg, "subtype=ckptfs");
+	if (!rc && !cfg->has_fsname) {
+		struct ck_buf fsname = CK_BUF_INIT;
+
+		rc = ck_buf_printf(&fsname, "fsname=%s", cfg->store);
+		if (!rc)
+			rc = ck_buf_putc(&fsname, '\0');
+		if (!rc)
+			rc = add_fuse_opt(cfg, (const char *)fsname.data);
+		ck_buf_free(&fsname);
+	}
+	if (!rc && cfg->read_only)
+		rc = add_fuse_opt(cfg, "ro");
+	snprintf(opt, sizeof(opt), "max_read=%u", CKFS_MAX_REQUEST);
+	if (!rc)
+		rc = add_fuse_opt(cfg, opt);
+	return rc;
+}
+
+void ckfs_config_free(struct ckfs_config *cfg)
+{
+	free(cfg->store);
+	free(cfg->mountpoint);
+	free(cfg->pidfile);
+	ck_buf_free(&cfg->fuse_opts);
+}
+
+void ckfs_print_help(const char *progname)
+{
+	printf("usage: %s STORE MOUNTPOINT [options]\n"
+	       "\n"
+	       "Mounts the checkpoint store STORE (made with `ckptctl init` and `ckptctl import`)\n"
+	       "on MOUNTPOINT: every checkpoint appears complete and resumable.  The mount is\n"
+	       "read-only: writes fail with EROFS.  Unmount with `fusermount3 -u MOUNTPOINT`.\n"
+	       "\n"
+	       "general options:\n"
+	       "    -h, --help             print this help and exit\n"
+	       "    -V, --version          print the version and exit\n"
+	       "    -f                     stay in the foreground (logs go to stderr)\n"
+	       "    -d, -o debug           debug: foreground, libfuse request trace, debug log\n"
+	       "    -s                     single-threaded request loop\n"
+	       "    -o opt[,opt...]        mount options (below); may be repeated\n"
+	       "\n"
+	       "mount options:\n"
+	       "    -o ro                  mount read-only in the kernel too\n"
+	       "    -o allow_other         let other users access the mount\n"
+	       "    -o allow_root          let root access the mount\n"
+	       "    -o default_permissions let the kernel check permissions\n"
+	       "    -o fsname=NAME         source shown in /proc/mounts (default: STORE path)\n"
+	       "    -o subtype=NAME        type shown as fuse.NAME (default: ckptfs)\n"
+	       "    -o auto_unmount        unmount if the daemon dies\n"
+	       "    -o nosuid,nodev,noexec,noatime,nodiratime,sync,dirsync  passed to the kernel\n"
+	       "\n"
+	       "ckptfs options:\n"
+	       "    -o verify=none|first   check each physical extent against its hash on first\n"
+	       "                           read (first, default) or trust the files (none)\n"
+	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
+	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
+	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"
+	       "    -o max_threads=N       worker threads (default 10)\n"
+	       "    -o max_idle_threads=N  idle workers kept (default: max_threads)\n"
+	       "    -o clone_fd|noclone_fd one /dev/fuse descriptor per worker (default clone_fd)\n"
+	       "    -o pidfile=PATH        write the daemon's pid to PATH (removed on exit)\n"
+	       "    -o readahead_kb=N      as root, set this mount's read_ahead_kb (default 4096;\n"
+	       "                           0 keeps the kernel's)\n"
+	       "    -o pipe_max_kb=N       as root, raise fs.pipe-max-size to N KiB if lower, so\n"
+	       "                           1 MiB replies can be spliced (default 2048; 0 = leave)\n"
+	       "\n"
+	       "Generic mount options (rw, defaults, auto, noauto, user, nouser, users, nofail,\n"
+	       "_netdev, suid, dev, exec, async, atime, relatime, x-*, comment=) are accepted and\n"
+	       "ignored, so fstab lines work through mount.fuse3:\n"
+	       "    /store  /mnt/ckpt  fuse.ckptfs  ro,allow_other  0 0\n"
+	       "See ckptfs(1) and mount.ckptfs(8).\n",
+	       progname);
+}
+
+void ckfs_print_version(void)
+{
+	printf("ckptfs %s\n", PACKAGE_VERSION);
+	printf("FUSE library version %s\n", fuse_pkgversion());
+}

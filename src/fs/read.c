@@ -1,0 +1,162 @@
+/* The read path: open a composite as a ck_vfile, answer each read with the
+ * extents the view maps it to, and let libfuse splice the file-backed ones
+ * straight from the physical checkpoint files into /dev/fuse.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckptfs.h"
+
+/* Extents a read usually needs; more come from the heap. */
+#define STACK_EXTENTS 32
+
+static struct ck_vfile *vfile_of(const struct fuse_file_info *fi)
+{
+	return (struct ck_vfile *)(uintptr_t)fi->fh;
+}
+
+void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	struct ckfs *fs = ckfs_of(req);
+	const struct ck_vnode *n;
+	struct ck_vfile *f;
+	int rc;
+
+	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	n = ckfs_node(fs, ino);
+	if (!n) {
+		fuse_reply_err(req, ESTALE);
+		return;
+	}
+	rc = ck_view_open_file(fs->view, n, &f);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)f;
+	/* Committed files never change: keep the page cache across opens.
+	 * Not direct_io, which would stop mmap (safetensors) on libfuse 3.14. */
+	fi->keep_cache = 1;
+	fi->noflush = 1;
+	/* -ENOENT: the open was interrupted and no release will come. */
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		ck_vfile_put(f);
+}
+
+void ckfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	(void)ino;
+	ck_vfile_put(vfile_of(fi));
+	fuse_reply_err(req, 0);
+}
+
+/* Room for at least one more extent after *n used ones. */
+static int grow_extents(struct ck_extent **ext, size_t *cap, struct ck_extent *stack)
+{
+	size_t new_cap = *cap * 2;
+	struct ck_extent *bigger;
+
+	if (*ext == stack) {
+		bigger = malloc(new_cap * sizeof(*bigger));
+		if (bigger)
+			memcpy(bigger, stack, *cap * sizeof(*bigger));
+	} else {
+		bigger = realloc(*ext, new_cap * sizeof(*bigger));
+	}
+	if (!bigger)
+		return -ENOMEM;
+	*ext = bigger;
+	*cap = new_cap;
+	return 0;
+}
+
+/* Maps [off, off+size) into *ext (growing it as needed); returns the
+ * number of extents (0 at or past EOF) or -errno. */
+static int map_range(struct ck_vfile *f, uint64_t off, uint64_t size,
+		     struct ck_extent **ext, size_t *cap, struct ck_extent *stack)
+{
+	uint64_t done = 0;
+	size_t n = 0;
+
+	while (done < size) {
+		size_t room;
+		uint64_t added = 0;
+		int got;
+
+		if (n == *cap && grow_extents(ext, cap, stack))
+			return -ENOMEM;
+		room = *cap - n;
+		got = ck_vfile_map(f, off + done, size - done, *ext + n, room);
+		if (got < 0)
+			return got;
+		for (int i = 0; i < got; i++)
+			added += (*ext)[n + i].len;
+		n += (size_t)got;
+		done += added;
+		/* Fewer extents than room means the range (clipped to EOF) is
+		 * fully described; no bytes means EOF. */
+		if ((size_t)got < room || added == 0)
+			break;
+	}
+	return (int)n;
+}
+
+void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		  struct fuse_file_info *fi)
+{
+	struct ck_extent stack[STACK_EXTENTS];
+	struct ck_extent *ext = stack;
+	size_t cap = STACK_EXTENTS;
+	struct fuse_bufvec *bv;
+	int n, rc;
+
+	(void)ino;
+	n = map_range(vfile_of(fi), (uint64_t)off, size, &ext, &cap, stack);
+	if (n <= 0) {
+		if (n == 0)
+			fuse_reply_buf(req, NULL, 0);
+		else
+			fuse_reply_err(req, -n);
+		goto out;
+	}
+	/* struct fuse_bufvec ends in buf[1]: room for n buffers. */
+	bv = malloc(sizeof(*bv) + (size_t)(n - 1) * sizeof(bv->buf[0]));
+	if (!bv) {
+		fuse_reply_err(req, ENOMEM);
+		goto out;
+	}
+	bv->count = (size_t)n;
+	bv->idx = 0;
+	bv->off = 0;
+	for (int i = 0; i < n; i++) {
+		struct fuse_buf *b = &bv->buf[i];
+
+		memset(b, 0, sizeof(*b));
+		b->size = ext[i].len;
+		if (ext[i].mem) {
+			b->mem = (void *)(uintptr_t)ext[i].mem;	/* only read from */
+		} else {
+			b->flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+			b->fd = ext[i].fd;
+			b->pos = (off_t)ext[i].fd_off;
+		}
+	}
+	/* Splices fd-backed buffers when the kernel and the pipe allow it,
+	 * else copies; either way the reply is complete or an error. */
+	rc = fuse_reply_data(req, bv, 0);
+	if (rc < 0 && rc != -ENOENT)
+		ck_debug("read reply of %zu bytes at %lld failed: %s", size,
+			 (long long)off, strerror(-rc));
+	free(bv);
+out:
+	if (ext != stack)
+		free(ext);
+}
