@@ -98,3 +98,9 @@ ck_import() {
 	[ "$_ci_rc" = "$_ci_want" ] || fail "ckptctl import $_ci_dir exited $_ci_rc, expected $_ci_want"
 	return 0
 }
+
+# ck_track MNT: also unmount MNT on exit (for tests that run ckptfs themselves,
+# e.g. with -f in the background, or expect it to fail).
+ck_track() {
+	_ck_mounts="$_ck_mounts $1"
+}
