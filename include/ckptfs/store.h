@@ -88,7 +88,8 @@ const struct ck_layer_rules *ck_store_layer_rules(const struct ck_store *st);
 int ck_store_import(struct ck_store *st, const char *src, const struct ck_import_opts *opts,
 		    ck_import_report_fn report, void *ctx, struct ck_error *err);
 
-/* Listing.  Arrays are allocated; free with the matching *_free. */
+/* Listing.  Arrays are allocated (never NULL on success, even when empty);
+ * free with the matching *_free. */
 int ck_store_list_series(struct ck_store *st, char ***names, size_t *n);
 void ck_strv_free(char **v, size_t n);
 /* Checkpoints of a series in ascending step order. */

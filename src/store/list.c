@@ -68,6 +68,9 @@ static int scan_prefix(MDB_txn *txn, MDB_dbi dbi, const void *prefix, size_t ple
 		cnt++;
 	}
 	mdb_cursor_close(cur);
+	/* Never a NULL array, even when empty: callers may qsort or memcpy it. */
+	if (rc == 0 && !arr && !(arr = calloc(1, elem)))
+		rc = -ENOMEM;
 	if (rc < 0) {
 		for (i = 0; i < cnt; i++)
 			clear((char *)arr + i * elem);
@@ -145,6 +148,8 @@ int ck_store_list_series(struct ck_store *st, char ***names, size_t *n)
 	rc = rc == MDB_NOTFOUND ? 0 : ck_mdb_errno(rc);
 	mdb_cursor_close(cur);
 	mdb_txn_abort(txn);
+	if (rc == 0 && !arr && !(arr = calloc(1, sizeof(*arr))))
+		rc = -ENOMEM;
 	if (rc < 0) {
 		ck_strv_free(arr, cnt);
 		return rc;
