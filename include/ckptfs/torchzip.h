@@ -20,6 +20,7 @@ struct tz_entry {
 	uint64_t size;         /* stored == uncompressed size */
 	uint32_t crc32;        /* as recorded in the central directory */
 	uint16_t method;       /* 0 = stored (the only method ckptfs serves zero-copy) */
+	uint64_t csize;        /* bytes the data occupies in the file (== size when stored) */
 };
 
 struct tz_archive {
@@ -27,6 +28,7 @@ struct tz_archive {
 	size_t n;
 	struct tz_entry *entries;  /* central directory order */
 	uint64_t file_size;
+	size_t *by_name;       /* private (tz_find): entry indexes sorted by name */
 };
 
 /* Magic checks on the first bytes of a file. */
@@ -37,8 +39,15 @@ int tz_is_legacy_torch(const uint8_t *head, size_t len);
 
 /* Parses the end of central directory (zip64 included), the central
  * directory and every local header.  Validates what miniz validates plus
- * bounds: entries inside the file, no overlaps with the directory, names
- * under one root.  Fails with -EINVAL and err on anything malformed. */
+ * bounds: entries inside the file, no overlaps with the directory or with
+ * each other, names under one root (the part before the first '/' of the
+ * first entry, as PyTorch takes it), no duplicate names, local names equal
+ * to central ones, no encryption, stored entries with csize == size.
+ * Other methods (deflate) are listed with their method; callers that serve
+ * bytes zero-copy must check method == 0.  Fails with -EINVAL and err
+ * ("<what> at offset N: reason") on anything malformed, or with the pread
+ * callback's -errno.  Local headers close together are read in batches, so
+ * archives with many small records need few reads. */
 int tz_read(tz_pread_fn pread, void *ctx, uint64_t file_size,
 	    struct tz_archive *out, struct ck_error *err);
 void tz_archive_free(struct tz_archive *ar);
@@ -48,7 +57,8 @@ const struct tz_entry *tz_find(const struct tz_archive *ar, const char *name);
 /* Writer.  Records are laid out exactly as PyTorch's miniz writer does:
  * local header with the 'FB' padding extra so data starts at a multiple of
  * `align`, stored data, a data descriptor for non-empty records, then the
- * central directory, zip64 EOCD + locator and EOCD. */
+ * central directory, zip64 EOCD + locator and EOCD.  Zip64 extra fields
+ * appear where miniz puts them (size or local-header offset >= 0xFFFFFFFF). */
 struct tz_record {
 	const char *name;      /* without the root: "data.pkl", "data/0", "version" */
 	uint64_t size;
@@ -57,9 +67,14 @@ struct tz_record {
 
 /* Called in file order.  record == -1: bytes[0..len) are container bytes
  * to write verbatim.  record >= 0: the len bytes of recs[record] go here
- * (bytes is NULL).  Returns 0 or -errno to abort. */
+ * (bytes is NULL); every record gets exactly one such call, also when its
+ * size is 0.  Returns 0 or -errno to abort. */
 typedef int (*tz_emit_fn)(void *ctx, long record, const void *bytes, uint64_t len);
 
+/* align: data alignment, 64 as PyTorch writes it (0 means 64; at most
+ * 32768).  Returns 0, the emit callback's -errno, -EINVAL (empty root or
+ * record name, name longer than 65535 bytes, bad align), -EFBIG (central
+ * directory of 4 GiB or more, as miniz refuses) or -ENOMEM. */
 int tz_write(const char *root, const struct tz_record *recs, size_t n,
 	     unsigned align, tz_emit_fn emit, void *ctx);
 
