@@ -31,6 +31,10 @@ enum ck_verify_mode {
 
 struct ck_view_opts {
 	enum ck_verify_mode verify;
+	/* Synthesize every torch/safetensors file even when the newest version
+	 * needs nothing from older ones (it is then served as it is by default).
+	 * For testing the writers on real files, and for normalising layouts. */
+	int always_synthesize;
 };
 
 struct ck_vattr {

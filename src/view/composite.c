@@ -392,7 +392,6 @@ static int build_torch(struct ck_view *v, struct ck_vnode *n, struct phys_file *
 	struct ck_error err = { "" };
 	int used_older = 0, rc;
 
-	(void)v;
 	roots = calloc(np, sizeof(*roots));
 	if (!roots)
 		return -ENOMEM;
@@ -408,7 +407,7 @@ static int build_torch(struct ck_view *v, struct ck_vnode *n, struct phys_file *
 			goto out;
 		}
 	}
-	if (used_older) {
+	if (used_older || v->opts.always_synthesize) {
 		rc = check_byteorder(n, pfs, np);
 		if (!rc)
 			rc = build_torch_archive(n, pfs[0], merged, f);
@@ -438,7 +437,8 @@ static int pick_cmp(const void *a, const void *b)
 	return strcmp(x->t->name, y->t->name);
 }
 
-static int build_safetensors(struct ck_vnode *n, struct phys_file **pfs, size_t np, struct ck_vfile *f)
+static int build_safetensors(struct ck_view *v, struct ck_vnode *n, struct phys_file **pfs, size_t np,
+			     struct ck_vfile *f)
 {
 	struct st_pick *picks = NULL, key;
 	struct st_tensor *out = NULL;
@@ -465,7 +465,7 @@ static int build_safetensors(struct ck_vnode *n, struct phys_file **pfs, size_t 
 		}
 	}
 	qsort(picks, npicks, sizeof(*picks), pick_cmp);
-	if (npicks == pfs[0]->st.n) {
+	if (npicks == pfs[0]->st.n && !v->opts.always_synthesize) {
 		/* Nothing older survived: serve the newest file as it is. */
 		rc = add_whole_file(f, pfs[0]);
 		for (size_t j = 0; j < pfs[0]->st.n && !rc; j++) {
@@ -537,7 +537,7 @@ int composite_build(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out
 		break;
 	case CK_FILE_SAFETENSORS:
 		f = vfile_new("safetensors");
-		rc = f ? build_safetensors(n, pfs, np, f) : -ENOMEM;
+		rc = f ? build_safetensors(v, n, pfs, np, f) : -ENOMEM;
 		break;
 	case CK_FILE_SAFETENSORS_INDEX:
 		f = vfile_new("safetensors-index");
