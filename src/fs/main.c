@@ -228,6 +228,16 @@ static int new_session(struct mount_run *run)
 	return rc;
 }
 
+/* A daemon may have inherited SIGINT/SIGHUP ignored (a shell does that to
+ * background jobs), and libfuse only handles signals that are not
+ * ignored: a detached daemon should stop cleanly on all three. */
+static void accept_stop_signals(void)
+{
+	signal(SIGINT, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+}
+
 /* Mounts and serves until unmounted or signalled; returns the exit status. */
 static int serve(struct mount_run *run)
 {
@@ -252,6 +262,8 @@ static int serve(struct mount_run *run)
 	run->fs.root_ino = root.ino;
 	if (new_session(run))
 		goto close_view;
+	if (!cfg->foreground)
+		accept_stop_signals();
 	if (fuse_set_signal_handlers(run->se) != 0)
 		goto destroy;
 	if (fuse_session_mount(run->se, cfg->mountpoint) != 0)

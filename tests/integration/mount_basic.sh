@@ -317,6 +317,18 @@ py check-composite "$comp" "$run/checkpoint-20/model.safetensors" \
 	"$run/checkpoint-10/model.safetensors" || fail "composite with verify=none"
 ck_umount "$mnt"
 
+# --- a daemon stops cleanly on SIGINT (even though this shell may ignore it) ------
+ck_mount "$store" "$mnt" -o pidfile="$tmp/pid"
+pid=$(cat "$tmp/pid") || fail "no pidfile"
+kill -INT "$pid"
+i=0
+while kill -0 "$pid" 2>/dev/null || is_mounted "$mnt"; do
+	[ $i -lt 100 ] || fail "SIGINT did not stop daemon $pid and unmount"
+	sleep 0.1
+	i=$((i + 1))
+done
+[ ! -e "$tmp/pid" ] || fail "pidfile left behind after SIGINT"
+
 # --- foreground: exit 0 on unmount and on SIGTERM ------------------------------
 "$CKPTFS" "$store" "$mnt" -f -s 2>"$tmp/fg.err" &
 fg=$!

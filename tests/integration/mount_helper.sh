@@ -108,7 +108,7 @@ if ! unshare --mount --propagation private true 2>/dev/null; then
 	exit 0
 fi
 mkdir -p "$tmp/ov/bin" "$tmp/ov/sbin"
-ln -s "$CKPT_BUILDDIR/ckptfs" "$tmp/ov/bin/ckptfs"
+cp "$CKPT_BUILDDIR/ckptfs" "$tmp/ov/bin/ckptfs"
 cp "$helper" "$tmp/ov/sbin/mount.ckptfs"
 printf '%s %s fuse.ckptfs ro,allow_other,noauto,x-ckptfs-test=1 0 0\n' "$store" "$mnt" >"$tmp/fstab"
 cat >"$tmp/inner.sh" <<'EOF'
