@@ -143,12 +143,13 @@ int composite_build_index(struct ck_view *v, struct ck_vnode *n, struct phys_fil
 		goto out;
 	}
 	/* Every (tensor, shard) pair, then one pick per tensor. */
-	qsort(idx[0].weights, idx[0].n, sizeof(*idx[0].weights), weight_cmp);
+	if (idx[0].n > 1)
+		qsort(idx[0].weights, idx[0].n, sizeof(*idx[0].weights), weight_cmp);
 	for (size_t s = 0; s < nnames; s++) {
 		for (size_t t = 0; shards[s] && t < shards[s]->ntensors; t++) {
 			struct st_index_weight key = { shards[s]->tensors[t].name, NULL }, *pref;
 
-			pref = bsearch(&key, idx[0].weights, idx[0].n, sizeof(key), weight_cmp);
+			pref = idx[0].n ? bsearch(&key, idx[0].weights, idx[0].n, sizeof(key), weight_cmp) : NULL;
 			map[nmap].name = shards[s]->tensors[t].name;
 			map[nmap].file = names[s];
 			map[nmap].nbytes = shards[s]->tensors[t].nbytes;
@@ -156,7 +157,8 @@ int composite_build_index(struct ck_view *v, struct ck_vnode *n, struct phys_fil
 			nmap++;
 		}
 	}
-	qsort(map, nmap, sizeof(*map), mapped_cmp);
+	if (nmap > 1)
+		qsort(map, nmap, sizeof(*map), mapped_cmp);
 	out.has_metadata = idx[0].has_metadata;
 	out.has_total_size = 1;
 	out.nmeta = idx[0].nmeta;

@@ -85,7 +85,8 @@ int phys_load_ranges(struct ck_view *v, struct phys_file *pf)
 		atomic_init(&r->state, 0);
 	}
 	pf->nranges = n;
-	qsort(pf->ranges, n, sizeof(*pf->ranges), range_cmp);
+	if (n > 1)
+		qsort(pf->ranges, n, sizeof(*pf->ranges), range_cmp);
 	pf->ranges_loaded = 1;
 out:
 	pthread_mutex_unlock(&v->lock);
@@ -271,10 +272,36 @@ int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range
 	return 0;
 }
 
+static int tinfo_cmp(const void *a, const void *b)
+{
+	const struct ck_tensor_info *x = a, *y = b;
+
+	return strcmp(x->name, y->name);
+}
+
+const char *phys_tensor_layer(struct ck_view *v, struct phys_file *pf, const char *name)
+{
+	struct ck_tensor_info key, *t;
+
+	pthread_mutex_lock(&v->lock);
+	if (!pf->tinfo_loaded) {
+		if (!ck_store_list_tensors(v->store, pf->info.id, &pf->tinfo, &pf->ntinfo) && pf->ntinfo > 1)
+			qsort(pf->tinfo, pf->ntinfo, sizeof(*pf->tinfo), tinfo_cmp);
+		pf->tinfo_loaded = 1;
+	}
+	pthread_mutex_unlock(&v->lock);
+	if (!pf->ntinfo)
+		return NULL;
+	key.name = (char *)name;
+	t = bsearch(&key, pf->tinfo, pf->ntinfo, sizeof(key), tinfo_cmp);
+	return t ? t->layer : NULL;
+}
+
 void phys_free(struct phys_file *pf)
 {
 	if (!pf)
 		return;
+	ck_tensor_info_free(pf->tinfo, pf->ntinfo);
 	if (pf->fd >= 0)
 		close(pf->fd);
 	for (size_t i = 0; i < pf->nranges; i++)

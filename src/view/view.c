@@ -516,12 +516,13 @@ int ck_view_tensors(struct ck_view *v, const struct ck_vnode *cn, ck_vtensor_fn 
 		return rc;
 	for (size_t i = 0; i < f->ntensors && !rc; i++) {
 		const struct vtensor_src *t = &f->tensors[i];
+		const char *stored = phys_tensor_layer(v, t->pf, t->name);
 		struct ck_vtensor vt;
 
-		if (!rules || ck_layer_of(rules, t->name, layer, sizeof(layer)))
+		if (!stored && (!rules || ck_layer_of(rules, t->name, layer, sizeof(layer))))
 			strcpy(layer, "other");
 		vt.name = t->name;
-		vt.layer = layer;
+		vt.layer = stored ? stored : layer;
 		vt.dtype = t->dtype;
 		vt.ndim = t->ndim;
 		vt.shape = t->shape;

@@ -30,6 +30,9 @@ struct phys_file {
 	struct phys_range *ranges;  /* sorted by offset */
 	size_t nranges;
 	int ranges_loaded;
+	struct ck_tensor_info *tinfo;   /* the index's tensor records, sorted by name */
+	size_t ntinfo;
+	int tinfo_loaded;
 	/* Parsed content, loaded lazily (under view->lock) */
 	struct tz_archive ar;
 	struct pk_doc *doc;
@@ -125,6 +128,9 @@ struct phys_range *phys_find_range(struct phys_file *pf, const char *key);
 int phys_parse(struct ck_view *v, struct phys_file *pf);
 int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off);
 int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r);
+/* Layer the index recorded for a tensor of pf (import knows more than the
+ * name, e.g. an optimizer's param_names), or NULL. */
+const char *phys_tensor_layer(struct ck_view *v, struct phys_file *pf, const char *name);
 void phys_free(struct phys_file *pf);
 
 /* vfile.c: building */
