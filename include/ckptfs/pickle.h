@@ -168,6 +168,23 @@ struct pk_node *pk_clone(struct pk_doc *doc, const struct pk_node *src);
 int pk_append(struct pk_doc *doc, struct pk_node *seq, struct pk_node *item);
 int pk_dict_set(struct pk_doc *doc, struct pk_node *dict, struct pk_node *key, struct pk_node *value);
 
+/* A reference to the storage `key` of doc, as torch.save writes it: a
+ * PK_STORAGE node whose pid tuple is ('storage', torch.<X>Storage, key,
+ * location, numel).  dtype CK_DT_UNTYPED (or one without a legacy storage
+ * class) gives torch.UntypedStorage with numel in bytes.  The first call
+ * for a key creates doc's pk_storage; later calls share it (and must agree
+ * with it).  NULL when out of memory or for an invalid key or dtype. */
+struct pk_node *pk_new_storage(struct pk_doc *doc, enum ck_dtype dtype, const char *key,
+			       const char *location, uint64_t numel);
+/* A tensor as torch.save writes it: _rebuild_tensor_v2(storage, offset,
+ * shape, stride, requires_grad, OrderedDict()), or _v3 with the dtype when
+ * the storage is untyped (float8 and other new dtypes).  storage is a node
+ * from pk_new_storage.  NULL when out of memory or when the view does not
+ * fit in the storage. */
+struct pk_node *pk_new_tensor(struct pk_doc *doc, struct pk_node *storage, enum ck_dtype dtype,
+			      uint64_t offset, int ndim, const uint64_t *shape, const int64_t *stride,
+			      int requires_grad);
+
 /* Dict helpers.  Keys compare by value for NONE/BOOL/INT/LONG/FLOAT/STR/BYTES/TUPLE. */
 int pk_key_equal(const struct pk_node *a, const struct pk_node *b);
 struct pk_node *pk_dict_get(const struct pk_node *dict, const struct pk_node *key);

@@ -13,7 +13,11 @@
 
 #define CHUNK_MIN  (64u << 10)
 #define CHUNK_MAX  (1u << 20)
-#define ALIGN      alignof(max_align_t)
+/* Nodes, item arrays and strings need no more than pointer / uint64_t
+ * alignment; a smaller grain keeps documents compact. */
+#define ALIGN      8
+_Static_assert(alignof(struct pk_inode) <= ALIGN && alignof(struct pk_tensor) <= ALIGN &&
+	       alignof(struct pk_storage) <= ALIGN, "arena alignment");
 
 struct pk_chunk {
 	struct pk_chunk *next;
@@ -113,6 +117,7 @@ void pk_doc_free(struct pk_doc *doc)
 	free(doc->globals);
 	pk_htab_free(&doc->globals_tab);
 	free(doc->storages);
+	free(doc->storage_pids);
 	pk_htab_free(&doc->storages_tab);
 	free(doc);
 }
@@ -311,13 +316,20 @@ static int storage_eq(const void *ctx, uint32_t pos)
 	return strn_is(k->doc->storages[pos]->key, k->key, k->len);
 }
 
-struct pk_storage *pk_doc_storage_for(struct pk_doc *doc, const char *key, size_t klen,
-				      struct pk_node *cls, enum ck_dtype dtype,
-				      const char *location, size_t llen, uint64_t numel)
+long pk_doc_find_storage(const struct pk_doc *doc, const char *key, size_t klen)
 {
 	struct storage_key k = { doc, key, klen };
+
+	return pk_htab_find(&doc->storages_tab, pk_hash_bytes(key, klen), storage_eq, &k);
+}
+
+struct pk_storage *pk_doc_storage_for(struct pk_doc *doc, const char *key, size_t klen,
+				      struct pk_node *cls, enum ck_dtype dtype,
+				      const char *location, size_t llen, uint64_t numel,
+				      struct pk_node *pid)
+{
 	uint64_t h = pk_hash_bytes(key, klen);
-	long pos = pk_htab_find(&doc->storages_tab, h, storage_eq, &k);
+	long pos = pk_doc_find_storage(doc, key, klen);
 	struct pk_storage *st;
 
 	if (pos >= 0)
@@ -325,10 +337,15 @@ struct pk_storage *pk_doc_storage_for(struct pk_doc *doc, const char *key, size_
 	if (doc->nstorages == doc->storages_cap) {
 		size_t cap = doc->storages_cap ? doc->storages_cap * 2 : 16;
 		struct pk_storage **v = realloc(doc->storages, cap * sizeof(*v));
+		struct pk_node **pids;
 
 		if (!v)
 			return NULL;
 		doc->storages = v;
+		pids = realloc(doc->storage_pids, cap * sizeof(*pids));
+		if (!pids)
+			return NULL;
+		doc->storage_pids = pids;
 		doc->storages_cap = cap;
 	}
 	st = pk_alloc(doc, sizeof(*st));
@@ -345,6 +362,7 @@ struct pk_storage *pk_doc_storage_for(struct pk_doc *doc, const char *key, size_
 	st->index = doc->nstorages;
 	if (pk_htab_add(&doc->storages_tab, h, (uint32_t)doc->nstorages))
 		return NULL;
+	doc->storage_pids[doc->nstorages] = pid;
 	doc->storages[doc->nstorages++] = st;
 	return st;
 }

@@ -31,7 +31,7 @@
 /* Per-object emission state, keyed by node (or storage) address. */
 struct ent {
 	const void *key;
-	int64_t memo;               /* memo index, -1 when not memoized yet */
+	uint32_t memo1;             /* memo index + 1, 0 when not memoized yet */
 	uint32_t active;            /* frames of this node on the stack */
 };
 
@@ -95,9 +95,12 @@ static size_t ptr_hash(const void *p)
 {
 	uint64_t h = (uint64_t)(uintptr_t)p;
 
-	h ^= h >> 29;
+	/* splitmix64's finalizer: arena addresses differ in a few middle bits */
+	h ^= h >> 30;
 	h *= 0xbf58476d1ce4e5b9ULL;
-	h ^= h >> 32;
+	h ^= h >> 27;
+	h *= 0x94d049bb133111ebULL;
+	h ^= h >> 31;
 	return (size_t)h;
 }
 
@@ -111,14 +114,12 @@ static struct ent *emap_get(const struct emap *m, const void *key)
 	return NULL;
 }
 
+/* The entry of key, added when missing (one probe sequence). */
 static struct ent *emap_add(struct em *em, const void *key)
 {
 	struct emap *m = &em->map;
-	struct ent *e = emap_get(m, key);
 	size_t i;
 
-	if (e)
-		return e;
 	if (!m->slots || (m->count + 1) * 2 > m->mask + 1) {
 		size_t cap = m->slots ? (m->mask + 1) * 2 : 1024;
 		struct ent *slots = calloc(cap, sizeof(*slots));
@@ -139,8 +140,9 @@ static struct ent *emap_add(struct em *em, const void *key)
 		m->mask = cap - 1;
 	}
 	for (i = ptr_hash(key) & m->mask; m->slots[i].key; i = (i + 1) & m->mask)
-		;
-	m->slots[i] = (struct ent){ key, -1, 0 };
+		if (m->slots[i].key == key)
+			return &m->slots[i];
+	m->slots[i] = (struct ent){ key, 0, 0 };
 	m->count++;
 	return &m->slots[i];
 }
@@ -149,7 +151,7 @@ static int64_t memo_of(const struct em *em, const void *key)
 {
 	const struct ent *e = emap_get(&em->map, key);
 
-	return e ? e->memo : -1;
+	return e ? (int64_t)e->memo1 - 1 : -1;
 }
 
 /* --- writing ------------------------------------------------------------------- */
@@ -177,8 +179,8 @@ static int64_t put(struct em *em)
 {
 	uint64_t idx = em->next_memo++;
 
-	if (idx > UINT32_MAX) {
-		fail(em, EOVERFLOW, "more than 2^32 memoized objects");
+	if (idx >= UINT32_MAX) {
+		fail(em, EOVERFLOW, "more than 2^32 - 1 memoized objects");
 		return -1;
 	}
 	if (idx < 256) {
@@ -197,7 +199,7 @@ static void memoize(struct em *em, const void *key)
 	int64_t idx = put(em);
 
 	if (e)
-		e->memo = idx;
+		e->memo1 = (uint32_t)(idx + 1);
 }
 
 static void get(struct em *em, int64_t idx)
@@ -335,7 +337,7 @@ static void w_global(struct em *em, const char *module, const char *name, const 
 		struct ent *e = emap_add(em, node);
 
 		if (e)
-			e->memo = idx;
+			e->memo1 = (uint32_t)(idx + 1);
 	}
 }
 
@@ -410,11 +412,13 @@ static void save_bytes(struct em *em, const struct pk_node *n)
 
 /* --- frames ---------------------------------------------------------------------- */
 
-static struct frame *push_frame(struct em *em, const struct pk_node *n)
+/* e: the node's entry, when the caller has it at hand. */
+static struct frame *push_frame(struct em *em, const struct pk_node *n, struct ent *e)
 {
-	struct ent *e = emap_add(em, n);
 	struct frame *f;
 
+	if (!e)
+		e = emap_add(em, n);
 	if (!e)
 		return NULL;
 	if (e->active >= 2) {
@@ -469,6 +473,7 @@ static int needs_frame(const struct pk_node *n)
 /* Writes n, or pushes a frame that will write it. */
 static void save(struct em *em, const struct pk_node *n)
 {
+	struct ent *e;
 	int64_t idx;
 
 	if (em->rc)
@@ -499,25 +504,26 @@ static void save(struct em *em, const struct pk_node *n)
 	default:
 		break;
 	}
-	idx = memo_of(em, n);
-	if (idx >= 0) {
-		get(em, idx);
+	if (n->kind == PK_TUPLE && !n->n) {
+		w1(em, PK_OP_EMPTY_TUPLE);    /* never memoized, as in CPython */
+		return;
+	}
+	e = emap_add(em, n);
+	if (!e)
+		return;
+	if (e->memo1) {
+		get(em, (int64_t)e->memo1 - 1);
 		return;
 	}
 	switch (n->kind) {
 	case PK_STR:
 		w_str(em, n->v.str.s, n->v.str.len);
-		memoize(em, n);
+		idx = put(em);
+		e->memo1 = (uint32_t)(idx + 1);
 		return;
 	case PK_BYTES:
 		save_bytes(em, n);
 		return;
-	case PK_TUPLE:
-		if (!n->n) {
-			w1(em, PK_OP_EMPTY_TUPLE);
-			return;
-		}
-		break;
 	case PK_LIST:
 		if (!n->n) {
 			w1(em, PK_OP_EMPTY_LIST);
@@ -549,7 +555,7 @@ static void save(struct em *em, const struct pk_node *n)
 			w1(em, PK_OP_BINPERSID);
 			return;
 		}
-		f = push_frame(em, n);
+		f = push_frame(em, n, NULL);
 		if (f) {
 			f->tuple = n->args;
 			f->key = key;
@@ -559,7 +565,7 @@ static void save(struct em *em, const struct pk_node *n)
 	default:
 		break;
 	}
-	push_frame(em, n);
+	push_frame(em, n, e);
 }
 
 /* Emits one entry (item, or key and value) per call of the batch machine.

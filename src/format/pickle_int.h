@@ -80,6 +80,7 @@ struct pk_doc {
 	struct pk_htab globals_tab;
 
 	struct pk_storage **storages;
+	struct pk_node **storage_pids;  /* the first pid tuple of each storage */
 	size_t nstorages, storages_cap;
 	struct pk_htab storages_tab;
 };
@@ -92,11 +93,14 @@ int pk_items_reserve(struct pk_doc *doc, struct pk_node *seq, size_t extra);
 /* Interned GLOBAL node for (module, name); NULL on allocation failure. */
 struct pk_node *pk_doc_intern_global(struct pk_doc *doc, const char *module, size_t mlen,
 				     const char *name, size_t nlen);
+/* Position of the storage `key` in doc, or -1. */
+long pk_doc_find_storage(const struct pk_doc *doc, const char *key, size_t klen);
 /* The document's storage for `key`, created from the other fields when the
  * key is new (first use wins, as in torch.load); NULL on allocation failure. */
 struct pk_storage *pk_doc_storage_for(struct pk_doc *doc, const char *key, size_t klen,
 				      struct pk_node *cls, enum ck_dtype dtype,
-				      const char *location, size_t llen, uint64_t numel);
+				      const char *location, size_t llen, uint64_t numel,
+				      struct pk_node *pid);
 
 /* Hash of a key consistent with pk_key_equal(); cached in the nodes.
  * 0 or -ENOMEM (only for tuple keys of absurd nesting). */

@@ -57,7 +57,7 @@ int pk_torch_storage(struct pk_doc *doc, struct pk_node *node)
 	if ((uint64_t)numel->v.i > UINT64_MAX / 16)
 		return 0;
 	st = pk_doc_storage_for(doc, key->v.str.s, key->v.str.len, cls, dt,
-				loc->v.str.s, loc->v.str.len, (uint64_t)numel->v.i);
+				loc->v.str.s, loc->v.str.len, (uint64_t)numel->v.i, node->args);
 	if (!st)
 		return -1;
 	node->kind = PK_STORAGE;
@@ -161,4 +161,124 @@ int pk_torch_tensor(struct pk_doc *doc, struct pk_node *call)
 	call->kind = PK_TENSOR;
 	call->v.tensor = out;
 	return 0;
+}
+
+/* --- building torch shapes ---------------------------------------------------- */
+
+static struct pk_node *tuple_of(struct pk_doc *doc, struct pk_node **items, size_t n)
+{
+	struct pk_node *t = pk_new(doc, PK_TUPLE);
+
+	if (!t || pk_items_reserve(doc, t, n))
+		return NULL;
+	memcpy(t->items, items, n * sizeof(*items));
+	t->n = n;
+	return t;
+}
+
+static struct pk_node *new_global(struct pk_doc *doc, const char *module, const char *name)
+{
+	return pk_doc_intern_global(doc, module, strlen(module), name, strlen(name));
+}
+
+static struct pk_node *new_bool(struct pk_doc *doc, int b)
+{
+	struct pk_node *n = pk_new(doc, PK_BOOL);
+
+	if (n)
+		n->v.b = b != 0;
+	return n;
+}
+
+/* The first pid tuple of the storage `key` in doc, or NULL. */
+static struct pk_node *find_storage_pid(struct pk_doc *doc, const char *key)
+{
+	long pos = pk_doc_find_storage(doc, key, strlen(key));
+
+	return pos >= 0 ? doc->storage_pids[pos] : NULL;
+}
+
+struct pk_node *pk_new_storage(struct pk_doc *doc, enum ck_dtype dtype, const char *key,
+			       const char *location, uint64_t numel)
+{
+	const char *cls_name = dtype == CK_DT_UNTYPED ? NULL : ck_dtype_torch_storage(dtype);
+	struct pk_node *items[5], *node, *last, *same;
+
+	if (!key || !location || ck_dtype_size(dtype) == 0 || numel > INT64_MAX)
+		return NULL;
+	if (!cls_name)
+		cls_name = "UntypedStorage";
+	/* Share strings as torch.save's objects are shared: 'storage' and the
+	 * location are the same object throughout, a key within its storage. */
+	last = doc->nstorages ? doc->storage_pids[doc->nstorages - 1] : NULL;
+	same = find_storage_pid(doc, key);
+	items[0] = last ? last->items[0] : pk_new_str(doc, "storage", 7);
+	items[1] = new_global(doc, "torch", cls_name);
+	items[2] = same ? same->items[2] : pk_new_str(doc, key, strlen(key));
+	items[3] = same && !strcmp(same->items[3]->v.str.s, location) ? same->items[3]
+		 : last && !strcmp(last->items[3]->v.str.s, location) ? last->items[3]
+		 : pk_new_str(doc, location, strlen(location));
+	items[4] = pk_new_int(doc, (int64_t)numel);
+	for (int i = 0; i < 5; i++)
+		if (!items[i])
+			return NULL;
+	node = pk_new(doc, PK_PERSID);
+	if (!node)
+		return NULL;
+	node->args = tuple_of(doc, items, 5);
+	if (!node->args || pk_torch_storage(doc, node) || node->kind != PK_STORAGE)
+		return NULL;
+	if (node->v.storage->numel != numel || strcmp(node->v.storage->location, location) ||
+	    strcmp(node->v.storage->cls->v.global.name, cls_name))
+		return NULL;     /* the key is taken by a different storage */
+	return node;
+}
+
+struct pk_node *pk_new_tensor(struct pk_doc *doc, struct pk_node *storage, enum ck_dtype dtype,
+			      uint64_t offset, int ndim, const uint64_t *shape, const int64_t *stride,
+			      int requires_grad)
+{
+	struct pk_node *items[7], *dims[CK_MAX_DIMS], *strides[CK_MAX_DIMS], *hooks, *call;
+	int v3;
+
+	if (!storage || storage->kind != PK_STORAGE || ndim < 0 || ndim > CK_MAX_DIMS ||
+	    offset > INT64_MAX || dtype == CK_DT_UNTYPED || ck_dtype_size(dtype) == 0)
+		return NULL;
+	v3 = storage->v.storage->dtype == CK_DT_UNTYPED && dtype != CK_DT_U8;
+	if (!v3 && storage->v.storage->dtype != dtype &&
+	    !(storage->v.storage->dtype == CK_DT_UNTYPED && dtype == CK_DT_U8))
+		return NULL;
+	for (int i = 0; i < ndim; i++) {
+		if (shape[i] > INT64_MAX || stride[i] < 0)
+			return NULL;
+		dims[i] = pk_new_int(doc, (int64_t)shape[i]);
+		strides[i] = pk_new_int(doc, stride[i]);
+		if (!dims[i] || !strides[i])
+			return NULL;
+	}
+	hooks = pk_new(doc, PK_DICT);
+	if (!hooks)
+		return NULL;
+	hooks->cls = new_global(doc, "collections", "OrderedDict");
+	hooks->args = pk_new(doc, PK_TUPLE);
+	items[0] = storage;
+	items[1] = pk_new_int(doc, (int64_t)offset);
+	items[2] = tuple_of(doc, dims, (size_t)ndim);
+	items[3] = tuple_of(doc, strides, (size_t)ndim);
+	items[4] = new_bool(doc, requires_grad);
+	items[5] = hooks;
+	items[6] = v3 ? new_global(doc, "torch", ck_dtype_torch_name(dtype)) : NULL;
+	for (int i = 0; i < (v3 ? 7 : 6); i++)
+		if (!items[i])
+			return NULL;
+	if (!hooks->cls || !hooks->args)
+		return NULL;
+	call = pk_new(doc, PK_CALL);
+	if (!call)
+		return NULL;
+	call->cls = new_global(doc, "torch._utils", v3 ? "_rebuild_tensor_v3" : "_rebuild_tensor_v2");
+	call->args = tuple_of(doc, items, v3 ? 7 : 6);
+	if (!call->cls || !call->args || pk_torch_tensor(doc, call) || call->kind != PK_TENSOR)
+		return NULL;
+	return call;
 }

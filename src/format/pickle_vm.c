@@ -49,6 +49,11 @@ struct vm {
 
 	struct ck_buf scratch;
 	int heights_stale;
+
+	/* Immutable leaves that Python shares too: one node each per document
+	 * (a state dict is mostly small ints). */
+	struct pk_node *none, *true_, *false_, *empty_tuple;
+	struct pk_node *small_ints[256];
 };
 
 static int fail(struct vm *vm, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -155,6 +160,32 @@ static struct pk_node *node_bytes(struct vm *vm, enum pk_kind kind, const void *
 	return n;
 }
 
+/* A shared leaf, made on first use. */
+static struct pk_node *shared_leaf(struct vm *vm, struct pk_node **slot, enum pk_kind kind)
+{
+	if (!*slot)
+		*slot = node_new(vm, kind);
+	return *slot;
+}
+
+static struct pk_node *node_int(struct vm *vm, int64_t v)
+{
+	struct pk_node *n;
+
+	if (v >= 0 && v < 256) {
+		n = vm->small_ints[v];
+		if (n)
+			return n;
+	}
+	n = node_new(vm, PK_INT);
+	if (!n)
+		return NULL;
+	n->v.i = v;
+	if (v >= 0 && v < 256)
+		vm->small_ints[v] = n;
+	return n;
+}
+
 /* A Python 2 str: text when it is UTF-8 (torch.load decodes with utf-8),
  * bytes otherwise. */
 static struct pk_node *node_py2str(struct vm *vm, const void *s, size_t len)
@@ -165,16 +196,11 @@ static struct pk_node *node_py2str(struct vm *vm, const void *s, size_t len)
 /* An integer from minimal two's-complement bytes. */
 static struct pk_node *node_integer(struct vm *vm, const uint8_t *p, size_t len)
 {
-	struct pk_node *n;
 	int64_t v;
 
 	len = pk_bytes_minimal_len(p, len);
-	if (pk_bytes_to_int64(p, len, &v)) {
-		n = node_new(vm, PK_INT);
-		if (n)
-			n->v.i = v;
-		return n;
-	}
+	if (pk_bytes_to_int64(p, len, &v))
+		return node_int(vm, v);
 	return node_bytes(vm, PK_LONG, p, len);
 }
 
@@ -290,12 +316,14 @@ static struct pk_node *node_seq(struct vm *vm, enum pk_kind kind, struct pk_node
 	if (!s)
 		return NULL;
 	if (n) {
-		if (pk_items_reserve(vm->doc, s, n)) {
+		/* exactly n slots: these arrays never grow (tuples) or rarely */
+		s->items = n <= SIZE_MAX / sizeof(*items) ? pk_alloc(vm->doc, n * sizeof(*items)) : NULL;
+		if (!s->items) {
 			oom(vm);
 			return NULL;
 		}
 		memcpy(s->items, items, n * sizeof(*items));
-		s->n = n;
+		s->n = s->cap = n;
 		for (size_t i = 0; i < n; i++)
 			if (adopt(vm, s, items[i]))
 				return NULL;
@@ -709,6 +737,17 @@ static int push_persid(struct vm *vm, struct pk_node *pid)
 	return push(vm, n);
 }
 
+static int push_shared(struct vm *vm, struct pk_node **slot, enum pk_kind kind, int b)
+{
+	struct pk_node *n = shared_leaf(vm, slot, kind);
+
+	if (!n)
+		return vm->rc;
+	if (kind == PK_BOOL)
+		n->v.b = b;
+	return push(vm, n);
+}
+
 /* --- scalar opcodes ---------------------------------------------------------- */
 
 static int op_text_int(struct vm *vm, int is_long)
@@ -721,11 +760,8 @@ static int op_text_int(struct vm *vm, int is_long)
 		return vm->rc;
 	if (!is_long && len == 2 && s[0] == '0' && (s[1] == '0' || s[1] == '1')) {
 		/* Protocol 0 spells booleans I00 / I01. */
-		n = node_new(vm, PK_BOOL);
-		if (!n)
-			return vm->rc;
-		n->v.b = s[1] == '1';
-		return push(vm, n);
+		return s[1] == '1' ? push_shared(vm, &vm->true_, PK_BOOL, 1)
+				   : push_shared(vm, &vm->false_, PK_BOOL, 0);
 	}
 	if (is_long && len && s[len - 1] == 'L')
 		len--;
@@ -785,11 +821,8 @@ static int op_binint(struct vm *vm, size_t width)
 	default: v = (int32_t)ck_le32(vm->p); break;
 	}
 	vm->p += width;
-	n = node_new(vm, PK_INT);
-	if (!n)
-		return vm->rc;
-	n->v.i = v;
-	return push(vm, n);
+	n = node_int(vm, v);
+	return n ? push(vm, n) : vm->rc;
 }
 
 static int op_long_bytes(struct vm *vm, size_t width)
@@ -830,17 +863,6 @@ static int op_text_string(struct vm *vm, int unicode)
 	n = unicode ? node_bytes(vm, PK_STR, vm->scratch.data, vm->scratch.len)
 		    : node_py2str(vm, vm->scratch.data, vm->scratch.len);
 	return n ? push(vm, n) : vm->rc;
-}
-
-static int push_simple(struct vm *vm, enum pk_kind kind, int b)
-{
-	struct pk_node *n = node_new(vm, kind);
-
-	if (!n)
-		return vm->rc;
-	if (kind == PK_BOOL)
-		n->v.b = b;
-	return push(vm, n);
 }
 
 /* --- measuring the finished tree ---------------------------------------------- */
@@ -943,11 +965,11 @@ static int step(struct vm *vm)
 		return peek(vm, &a) ? vm->rc : push(vm, a);
 
 	case PK_OP_NONE:
-		return push_simple(vm, PK_NONE, 0);
+		return push_shared(vm, &vm->none, PK_NONE, 0);
 	case PK_OP_NEWTRUE:
-		return push_simple(vm, PK_BOOL, 1);
+		return push_shared(vm, &vm->true_, PK_BOOL, 1);
 	case PK_OP_NEWFALSE:
-		return push_simple(vm, PK_BOOL, 0);
+		return push_shared(vm, &vm->false_, PK_BOOL, 0);
 	case PK_OP_INT:
 		return op_text_int(vm, 0);
 	case PK_OP_LONG:
@@ -994,8 +1016,7 @@ static int step(struct vm *vm)
 		return 0;
 
 	case PK_OP_EMPTY_TUPLE:
-		a = node_new(vm, PK_TUPLE);
-		return a ? push(vm, a) : vm->rc;
+		return push_shared(vm, &vm->empty_tuple, PK_TUPLE, 0);
 	case PK_OP_TUPLE1:
 	case PK_OP_TUPLE2:
 	case PK_OP_TUPLE3:
