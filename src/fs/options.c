@@ -192,6 +192,10 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		cfg->clone_fd = 0;
 		return 0;
 	}
+	if (KEY("always_synthesize") && !val) {
+		cfg->view.always_synthesize = 1;
+		return 0;
+	}
 	if (KEY("debug") && !val) {
 		cfg->debug = 1;
 		return 0;
@@ -410,6 +414,8 @@ void ckfs_print_help(const char *progname)
 	       "ckptfs options:\n"
 	       "    -o verify=none|first   check each physical extent against its hash on first\n"
 	       "                           read (first, default) or trust the files (none)\n"
+	       "    -o always_synthesize   regenerate every torch/safetensors file, even one\n"
+	       "                           that could be served as it was saved\n"
 	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
 	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
 	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"

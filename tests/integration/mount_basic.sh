@@ -278,8 +278,8 @@ while kill -0 "$pid" 2>/dev/null; do
 done
 [ ! -e "$tmp/pid" ] || fail "pidfile left behind"
 
-# --- kernel read-write: the daemon itself refuses writes -----------------------
-ck_mount "$store" "$mnt" -o readahead_kb=2048,verify=none,attr_timeout=1,entry_timeout=1
+# --- kernel read-write: the daemon itself refuses writes; other settings -------
+ck_mount "$store" "$mnt" -o readahead_kb=2048,verify=none,attr_timeout=1,entry_timeout=1,always_synthesize
 grep -q " $mnt fuse.ckptfs rw," /proc/mounts || fail "mount without -o ro is not rw in the kernel"
 expect_erofs touch "$f"
 expect_erofs touch "$d/new"
@@ -315,6 +315,9 @@ if [ "$(id -u)" = 0 ]; then
 fi
 py check-composite "$comp" "$run/checkpoint-20/model.safetensors" \
 	"$run/checkpoint-10/model.safetensors" || fail "composite with verify=none"
+# always_synthesize: a single-source file is regenerated, with the same tensors.
+py check-composite "$mnt/run1/checkpoint-10/model.safetensors" \
+	"$run/checkpoint-10/model.safetensors" || fail "synthesized checkpoint-10/model.safetensors"
 ck_umount "$mnt"
 
 # --- a daemon stops cleanly on SIGINT (even though this shell may ignore it) ------

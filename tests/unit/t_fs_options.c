@@ -57,6 +57,7 @@ static void test_defaults(void)
 	CHECK(cfg.clone_fd == 1);
 	CHECK(cfg.readahead_kb == 4096 && cfg.pipe_max_kb == 2048);
 	CHECK(cfg.pidfile == NULL);
+	CHECK(!cfg.view.always_synthesize);
 	CHECK(!strcmp(fuse_opts(&cfg), ""));
 	CHECK(ckfs_finish_fuse_opts(&cfg) == 0);
 	CHECK(!strcmp(fuse_opts(&cfg), "subtype=ckptfs,fsname=/store,max_read=1048576"));
@@ -69,8 +70,10 @@ static void test_our_options(void)
 
 	CHECK(parse(&cfg, "-o", "verify=none,log_level=warn,attr_timeout=1.5", "/s",
 		    "-oentry_timeout=0,max_threads=4,max_idle_threads=9", "/m",
-		    "-o", "pidfile=/run/x.pid,readahead_kb=0,pipe_max_kb=0,noclone_fd", NULL) == 0);
+		    "-o", "pidfile=/run/x.pid,readahead_kb=0,pipe_max_kb=0,noclone_fd,always_synthesize",
+		    NULL) == 0);
 	CHECK(cfg.view.verify == CK_VERIFY_NONE);
+	CHECK(cfg.view.always_synthesize);
 	CHECK(cfg.log_level == CK_LOG_WARN);
 	CHECK(cfg.attr_timeout == 1.5 && cfg.entry_timeout == 0);
 	CHECK(cfg.max_threads == 4);
@@ -159,7 +162,7 @@ static void test_mistakes(void)
 		"attr_timeout=-1", "attr_timeout=abc", "entry_timeout=1x", "max_threads=0",
 		"max_threads=-3", "max_threads=99999", "max_threads=", "readahead_kb=1.5",
 		"pipe_max_kb=x", "pidfile", "pidfile=", "fsname=", "subtype=", "ro=1",
-		"clone_fd=1", "nonempty", "allow_other=yes",
+		"clone_fd=1", "nonempty", "allow_other=yes", "always_synthesize=1",
 	};
 	struct ckfs_config cfg;
 
