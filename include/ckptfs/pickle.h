@@ -23,6 +23,15 @@
  * pk_emit() writes protocol 2 with only the opcodes torch.load(weights_only=True)
  * accepts (BINFLOAT for floats, which torch >= 2.0 accepts), so the output is
  * weights-only loadable whenever the source tree used only allowed globals.
+ *
+ * The tree may contain cycles (a list appended to itself through the memo):
+ * anything that walks it must remember the nodes on its path (or visited)
+ * and bound its depth; a hostile DAG can also make the number of paths
+ * explode, so walkers should bound their total work too.
+ *
+ * Threads: a finished document may be read by many threads at once
+ * (accessors, pk_dict_get, pk_key_equal, pk_emit); changing nodes
+ * (pk_append, pk_dict_set) needs exclusive access to the nodes changed.
  */
 #ifndef CKPTFS_PICKLE_H
 #define CKPTFS_PICKLE_H
@@ -204,7 +213,24 @@ struct pk_emit_opts {
 	size_t max_depth;  /* 0 = default (1000) */
 };
 
-/* Appends a protocol-2 pickle of root (PROTO 2 ... STOP) to out. */
+/* Appends a protocol-2 pickle of root (PROTO 2 ... STOP) to out, as
+ * CPython's C pickler writes the objects the tree stands for: same memo
+ * (BINPUT on strs, non-empty tuples, lists, dicts, globals and REDUCE /
+ * NEWOBJ results, in order; a node met again is BINGET; globals are memoized
+ * by name), same batches (1000 items; one item: SETITEM / APPEND), same
+ * integer encodings.  So a pickle written by torch.save (protocol 2) comes
+ * back byte for byte when keys are kept.  Other protocols' spellings become
+ * protocol 2's: STACK_GLOBAL -> GLOBAL, sets -> REDUCE of __builtin__ set /
+ * frozenset on a list, bytes -> _codecs.encode(latin-1 text, 'latin1'),
+ * bytearray -> __builtin__.bytearray(bytes), NEWOBJ_EX ->
+ * copyreg.__newobj_ex__(cls, args, kwargs).  A PK_STORAGE is written as its
+ * pid tuple + BINPERSID, with the key from opts->storage_key when that
+ * returns a different key (one string per storage, BINGET for later views).
+ * Recursive objects are written as CPython writes them (POP / POP_MARK +
+ * BINGET for a tuple reached inside itself).  Ints beyond 255 bytes use
+ * LONG4.  On failure (-EINVAL: an incomplete node, a global name with a
+ * newline, a tuple that contains itself, nesting deeper than max_depth;
+ * -ENOMEM) out is left as it was and err says why. */
 int pk_emit(const struct pk_node *root, const struct pk_emit_opts *opts,
 	    struct ck_buf *out, struct ck_error *err);
 

@@ -22,7 +22,7 @@ if ! "$py" -c 'import torch' >/dev/null 2>&1; then
 	exit 77
 fi
 exec "$py" - "$tool" <<'PYEOF'
-import collections, io, pickle, subprocess, sys, zipfile
+import collections, io, math, pickle, subprocess, sys, zipfile
 import torch
 import torch._weights_only_unpickler as wo
 
@@ -50,9 +50,23 @@ def weights_only(data):
         return False, e
 
 
-def same(a, b):
-    """Equality that also holds for NaN floats and recursive containers."""
-    return repr(a) == repr(b) and type(a) is type(b)
+def same(a, b, seen=None):
+    """Equality of types and values that also holds for NaN, tells -0.0
+    from 0.0, keeps dict order and stops at recursive containers."""
+    seen = set() if seen is None else seen
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, float):
+        return (a != a and b != b) or (a == b and math.copysign(1, a) == math.copysign(1, b))
+    if isinstance(a, (list, tuple, dict)):
+        if (id(a), id(b)) in seen:
+            return True
+        seen.add((id(a), id(b)))
+        if isinstance(a, dict):
+            return (list(a.keys()) == list(b.keys()) and
+                    all(same(a[k], b[k], seen) for k in a))
+        return len(a) == len(b) and all(same(x, y, seen) for x, y in zip(a, b))
+    return a == b
 
 
 # --- plain Python objects, protocols 0..5 -------------------------------------
