@@ -588,15 +588,29 @@ int ck_view_getxattr(struct ck_view *v, const struct ck_vnode *cn, const char *n
 
 int ck_view_listxattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_buf *out)
 {
-	size_t count = cn->ckpt ? (cn->is_dir ? 2 : sizeof(xattr_names) / sizeof(xattr_names[0])) : 0;
+	struct ck_vnode *n = (struct ck_vnode *)cn;
 	int rc = 0;
 
-	(void)v;
-	/* step and checkpoint for directories, everything for files */
-	for (size_t i = 0; i < sizeof(xattr_names) / sizeof(xattr_names[0]) && count && !rc; i++) {
-		if (cn->is_dir && i != 1 && i != 2)
+	if (!n->ckpt)
+		return 0;
+	/* step and checkpoint everywhere inside a checkpoint; files add the rest,
+	 * and user.ckptfs.error only when there is one to read */
+	for (size_t i = 0; i < sizeof(xattr_names) / sizeof(xattr_names[0]) && !rc; i++) {
+		const char *name = xattr_names[i];
+
+		if (n->is_dir && strcmp(name, "user.ckptfs.step") && strcmp(name, "user.ckptfs.checkpoint"))
 			continue;
-		rc = ck_buf_put(out, xattr_names[i], strlen(xattr_names[i]) + 1);
+		if (!strcmp(name, "user.ckptfs.error")) {
+			struct ck_vfile *f;
+
+			if (n->versions[0].pf->info.kind != CK_FILE_BAD) {
+				if (!view_node_vfile(v, n, &f)) {
+					ck_vfile_put(f);
+					continue;
+				}
+			}
+		}
+		rc = ck_buf_put(out, name, strlen(name) + 1);
 	}
 	return rc;
 }

@@ -49,10 +49,10 @@ need_torch() {
 }
 
 # Creates a scratch directory removed on exit; prints its path.
+# (Created when lib.sh is sourced: `tmp=$(ck_tmpdir)` runs in a subshell,
+# which could not hand a lazily made path back to the exit trap.)
+_ck_tmp=$(mktemp -d "${TMPDIR:-/tmp}/ckptfs-test.XXXXXX")
 ck_tmpdir() {
-	if [ -z "$_ck_tmp" ]; then
-		_ck_tmp=$(mktemp -d "${TMPDIR:-/tmp}/ckptfs-test.XXXXXX")
-	fi
 	echo "$_ck_tmp"
 }
 
