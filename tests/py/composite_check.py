@@ -22,6 +22,7 @@ import sys
 import torch
 
 import deepcompare
+import mountcheck
 import offline_merge
 import safetensors_ref
 import tinyllama
@@ -89,8 +90,8 @@ def same_files(mounted, plain, what):
         if name.endswith(".pt"):
             deepcompare.assert_same(torch.load(m), torch.load(p), "%s %s" % (what, name))
         elif name.endswith(".safetensors"):
-            with open(m, "rb") as f:
-                served = f.read()
+            served = mountcheck.read_all(m)
+            expect(mountcheck.read_mmapped(m) == served, "%s %s: mmap and read differ" % (what, name))
             meta, tensors = safetensors_ref.loads(served)   # validates
             ref_meta, ref = safetensors_ref.load(p)
             expect(meta == ref_meta, "%s %s: metadata %r != %r" % (what, name, meta, ref_meta))

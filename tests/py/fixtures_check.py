@@ -54,6 +54,8 @@ def check_safetensors(orig, mnt_series):
     names = sorted(os.listdir(orig))
     for name in names:
         served = mountcheck.read_all(os.path.join(ckpt, name))
+        if mountcheck.read_mmapped(os.path.join(ckpt, name)) != served:
+            raise AssertionError(name + ": mmap and read of the mounted file differ")
         original = mountcheck.read_all(os.path.join(orig, name))
         meta, tensors = safetensors_ref.loads(served)
         want_meta, want = safetensors_ref.loads(original)

@@ -1,6 +1,7 @@
 """Checks on what a ckptfs mount serves, shared by the integration tests."""
 
 import errno
+import mmap
 import os
 import re
 
@@ -16,6 +17,15 @@ def sole_checkpoint(mnt_series):
 def read_all(path):
     with open(path, "rb") as f:
         return f.read()
+
+
+def read_mmapped(path):
+    """The file's bytes as a loader that maps it (safetensors' safe_open) sees them."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+            return bytes(m)
 
 
 def assert_not_served(mnt_path, physical_path=None):
