@@ -23,13 +23,6 @@ if ! missing=$(.ci/deps --missing); then
 	say "Installing missing packages: $(echo $missing)"
 	.ci/deps
 fi
-if [ ! -f Makefile ]; then
-	say "Building ckptfs"
-	[ -x configure ] || ./autogen.sh
-	./configure -q
-fi
-make -s -j2 ckptfs ckptctl
-
 if [ -n "${DEMO_DIR:-}" ]; then
 	work=$DEMO_DIR
 	mkdir -p "$work"
@@ -42,6 +35,16 @@ cleanup() {
 	[ -n "${DEMO_DIR:-}" ] || rm -rf "$work"
 }
 trap cleanup EXIT
+
+build() {
+	if [ ! -f Makefile ]; then
+		[ -x configure ] || ./autogen.sh
+		./configure
+	fi
+	make -j2 ckptfs ckptctl
+}
+say "Building ckptfs (if needed)"
+build >"$work/build.log" 2>&1 || { cat "$work/build.log"; exit 1; }
 
 say "1. Train, with a full save at step 10 and a partial save at step 20"
 rm -rf "$work/run" "$work/store" "$work/merged"
