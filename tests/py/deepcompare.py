@@ -20,6 +20,8 @@ import struct
 
 import torch
 
+from safetensors_ref import tensor_bytes
+
 try:
     import numpy
 except ImportError:  # numpy is optional; only used when a tree holds arrays
@@ -29,13 +31,6 @@ except ImportError:  # numpy is optional; only used when a tree holds arrays
 def _storage(t):
     s = t.storage()
     return s.untyped() if hasattr(s, "untyped") else s
-
-
-def _bytes(t):
-    flat = t.detach().contiguous().reshape(-1)
-    if flat.numel() == 0:
-        return b""
-    return flat.view(torch.uint8).numpy().tobytes()
 
 
 def _storage_bytes(t):
@@ -66,7 +61,7 @@ class _Walk:
             self.diff(path, "stride/offset %s+%d != %s+%d" % (
                 a.stride(), a.storage_offset(), b.stride(), b.storage_offset()))
             return
-        if _bytes(a) != _bytes(b):
+        if tensor_bytes(a) != tensor_bytes(b):
             self.diff(path, "values differ")
             return
         if _storage(a).nbytes() != _storage(b).nbytes():
