@@ -266,8 +266,8 @@ def check_markers(markers):
 
 
 def check_good(d, ckpt):
-    deepcompare.assert_same(torch.load(os.path.join(ckpt, "good.pt")),
-                            torch.load(os.path.join(d, "good.pt")), "good.pt through the mount")
+    deepcompare.assert_loads_same(os.path.join(ckpt, "good.pt"), os.path.join(d, "good.pt"),
+                                  "good.pt through the mount")
     meta, served = safetensors_ref.load(os.path.join(ckpt, "good.safetensors"))
     ref_meta, ref = safetensors_ref.load(os.path.join(d, "good.safetensors"))
     deepcompare.assert_same((meta, served), (ref_meta, ref), "good.safetensors through the mount")

@@ -88,7 +88,7 @@ def same_files(mounted, plain, what):
     for name in sorted(os.listdir(plain)):
         m, p = os.path.join(mounted, name), os.path.join(plain, name)
         if name.endswith(".pt"):
-            deepcompare.assert_same(torch.load(m), torch.load(p), "%s %s" % (what, name))
+            deepcompare.assert_loads_same(m, p, "%s %s" % (what, name))
         elif name.endswith(".safetensors"):
             served = mountcheck.read_all(m)
             expect(mountcheck.read_mmapped(m) == served, "%s %s: mmap and read differ" % (what, name))

@@ -13,9 +13,13 @@ human-readable differences (empty when they are the same):
   instance attributes (OrderedDict state dicts carry `_metadata`);
 - lists and tuples element-wise; floats bit-exact; everything else by type
   and ==, objects with a __dict__ attribute by attribute.
+
+`assert_loads_same(served, original)` compares two files that way, also
+under torch.load(weights_only=True) where the original allows it.
 """
 
 import math
+import pickle
 import struct
 
 import torch
@@ -155,6 +159,20 @@ def assert_same(a, b, what):
     d = differences(a, b)
     if d:
         raise AssertionError("%s differs:\n  %s" % (what, "\n  ".join(d[:20])))
+
+
+def assert_loads_same(served, original, what):
+    """torch.load of the served file equals torch.load of the original.
+    Where the original also loads with weights_only=True (as the HF Trainer
+    and torch >= 2.6 load), the served file must too, to the same objects:
+    a synthesized pickle may not step outside the restricted unpickler."""
+    assert_same(torch.load(served, map_location="cpu"), torch.load(original, map_location="cpu"), what)
+    try:
+        want = torch.load(original, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        return
+    assert_same(torch.load(served, map_location="cpu", weights_only=True), want,
+                what + " (weights_only=True)")
 
 
 def count_tensors(obj):
