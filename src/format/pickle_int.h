@@ -40,6 +40,26 @@ void pk_htab_free(struct pk_htab *t);
  * flood a table; the key is drawn from the kernel on first use). */
 uint64_t pk_hash_bytes(const void *data, size_t len);
 
+/* The unpickler's memo (pickle_memo.c). */
+struct pk_memo_entry {
+	uint64_t idx;
+	struct pk_node *node;
+};
+
+struct pk_memo {
+	struct pk_node **dense;     /* indices below ndense */
+	size_t ndense;
+	struct pk_memo_entry *sparse;
+	size_t nsparse, sparse_cap;
+	struct pk_htab sparse_tab;
+	size_t len;                 /* distinct indices, as len(memo) in CPython */
+};
+
+struct pk_node *pk_memo_get(const struct pk_memo *m, uint64_t idx);
+/* 0 or -ENOMEM. */
+int pk_memo_put(struct pk_memo *m, uint64_t idx, struct pk_node *n);
+void pk_memo_free(struct pk_memo *m);
+
 /* Index of a dict's keys (or a set's items) by value, so that inserting
  * keeps Python's semantics (an equal key replaces the value) in O(1).  It
  * is valid while items/n still match what it indexed. */
@@ -120,6 +140,10 @@ int pk_global_is(const struct pk_node *n, const char *module, const char *name);
 /* Height of a node for depth limits: 0 for nodes without children,
  * else 1 + the highest child. */
 int pk_node_has_children(const struct pk_node *n);
+/* Measures the heights below root exactly (edges back into the current
+ * path, i.e. cycles, add nothing), iteratively.  0, -EINVAL when some
+ * node is higher than max_depth, or -ENOMEM.  Uses the inodes' scratch. */
+int pk_tree_check_height(struct pk_node *root, size_t max_depth);
 
 /* Numbers */
 /* Minimal two's-complement little-endian bytes of v into out[8]; returns the count. */

@@ -275,6 +275,71 @@ int pk_node_has_children(const struct pk_node *n)
 	return n->cls || n->args || n->kwargs || n->state || n->n;
 }
 
+static struct pk_node *child_at(const struct pk_node *n, size_t k)
+{
+	switch (k) {
+	case 0: return n->cls;
+	case 1: return n->args;
+	case 2: return n->kwargs;
+	case 3: return n->state;
+	default: return k - 4 < n->n ? n->items[k - 4] : NULL;
+	}
+}
+
+int pk_tree_check_height(struct pk_node *root, size_t max_depth)
+{
+	struct walk { struct pk_node *n; size_t k; uint32_t h; } *st, *bigger;
+	size_t sp = 0, cap = 256;
+	int rc = 0;
+
+	/* colors: 0 unseen, 1 on the path, 2 done (height final) */
+	st = malloc(cap * sizeof(*st));
+	if (!st)
+		return -ENOMEM;
+	st[sp++] = (struct walk){ root, 0, 0 };
+	pk_inode_of(root)->color = 1;
+	while (sp && !rc) {
+		struct walk *w = &st[sp - 1];
+		struct pk_inode *in;
+		struct pk_node *c;
+
+		if (w->k >= 4 + w->n->n) {
+			in = pk_inode_of(w->n);
+			in->height = pk_node_has_children(w->n) ? w->h + 1 : 0;
+			in->color = 2;
+			if (in->height > max_depth)
+				rc = -EINVAL;
+			if (--sp && st[sp - 1].h < in->height)
+				st[sp - 1].h = in->height;
+			continue;
+		}
+		c = child_at(w->n, w->k++);
+		if (!c)
+			continue;
+		in = pk_inode_of(c);
+		if (in->color == 1)
+			continue;   /* a cycle: the edge back adds nothing */
+		if (in->color == 2) {
+			if (w->h < in->height)
+				w->h = in->height;
+			continue;
+		}
+		if (sp == cap) {
+			bigger = realloc(st, 2 * cap * sizeof(*st));
+			if (!bigger) {
+				rc = -ENOMEM;
+				break;
+			}
+			st = bigger;
+			cap *= 2;
+		}
+		in->color = 1;
+		st[sp++] = (struct walk){ c, 0, 0 };
+	}
+	free(st);
+	return rc;
+}
+
 /* --- keys as path segments -------------------------------------------------- */
 
 struct out {

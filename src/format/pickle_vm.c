@@ -20,11 +20,6 @@
 #include "pickle_int.h"
 #include "pickle_ops.h"
 
-struct memo_entry {
-	uint64_t idx;
-	struct pk_node *node;
-};
-
 struct vm {
 	struct pk_doc *doc;
 	const uint8_t *base, *p, *end;
@@ -39,13 +34,7 @@ struct vm {
 	size_t *marks;
 	size_t nmarks, mcap;
 
-	/* memo: indices below ndense in an array, others in a hash table */
-	struct pk_node **dense;
-	size_t ndense;
-	struct memo_entry *sparse;
-	size_t nsparse, sparse_cap;
-	struct pk_htab sparse_tab;
-	size_t memo_len;            /* distinct indices, as len(memo) in CPython */
+	struct pk_memo memo;
 
 	struct ck_buf scratch;
 	int heights_stale;
@@ -333,105 +322,21 @@ static struct pk_node *node_seq(struct vm *vm, enum pk_kind kind, struct pk_node
 
 /* --- memo ------------------------------------------------------------------ */
 
-struct sparse_probe {
-	const struct vm *vm;
-	uint64_t idx;
-};
-
-static int sparse_eq(const void *ctx, uint32_t pos)
-{
-	const struct sparse_probe *p = ctx;
-
-	return p->vm->sparse[pos].idx == p->idx;
-}
-
-static uint64_t idx_hash(uint64_t idx)
-{
-	return pk_hash_bytes(&idx, sizeof(idx));
-}
-
-static struct memo_entry *sparse_find(const struct vm *vm, uint64_t idx)
-{
-	struct sparse_probe p = { vm, idx };
-	long pos;
-
-	if (!vm->nsparse)
-		return NULL;
-	pos = pk_htab_find(&vm->sparse_tab, idx_hash(idx), sparse_eq, &p);
-	return pos >= 0 ? &vm->sparse[pos] : NULL;
-}
-
-static struct pk_node *memo_get(const struct vm *vm, uint64_t idx)
-{
-	struct memo_entry *e;
-
-	if (idx < vm->ndense && vm->dense[idx])
-		return vm->dense[idx];
-	e = sparse_find(vm, idx);
-	return e ? e->node : NULL;
-}
-
-static int memo_put(struct vm *vm, uint64_t idx, struct pk_node *n)
-{
-	struct memo_entry *e;
-
-	if (idx > vm->max_memo)
-		return fail(vm, "memo index %llu exceeds the limit %zu", (unsigned long long)idx,
-			    vm->max_memo);
-	/* Dense while indices stay close to the number of entries (CPython
-	 * numbers them 0, 1, 2...); sparse indices cannot inflate memory. */
-	if (idx >= vm->ndense && idx < 2 * (uint64_t)vm->memo_len + 4096) {
-		size_t cap = vm->ndense ? vm->ndense : 1024;
-		struct pk_node **d;
-
-		while (cap <= idx)
-			cap *= 2;
-		d = realloc(vm->dense, cap * sizeof(*d));
-		if (!d)
-			return oom(vm);
-		memset(d + vm->ndense, 0, (cap - vm->ndense) * sizeof(*d));
-		vm->dense = d;
-		vm->ndense = cap;
-	}
-	e = sparse_find(vm, idx);
-	if (e) {
-		e->node = n;
-		return 0;
-	}
-	if (idx < vm->ndense) {
-		if (!vm->dense[idx])
-			vm->memo_len++;
-		vm->dense[idx] = n;
-		return 0;
-	}
-	if (vm->nsparse == vm->sparse_cap) {
-		size_t cap = vm->sparse_cap ? vm->sparse_cap * 2 : 64;
-		struct memo_entry *s = realloc(vm->sparse, cap * sizeof(*s));
-
-		if (!s)
-			return oom(vm);
-		vm->sparse = s;
-		vm->sparse_cap = cap;
-	}
-	if (pk_htab_add(&vm->sparse_tab, idx_hash(idx), (uint32_t)vm->nsparse))
-		return oom(vm);
-	vm->sparse[vm->nsparse++] = (struct memo_entry){ idx, n };
-	vm->memo_len++;
-	return 0;
-}
-
 static int op_put(struct vm *vm, uint64_t idx)
 {
 	struct pk_node *top;
 
 	if (peek(vm, &top))
 		return vm->rc;
-	return memo_put(vm, idx, top);
+	if (idx > vm->max_memo)
+		return fail(vm, "memo index %llu exceeds the limit %zu", (unsigned long long)idx,
+			    vm->max_memo);
+	return pk_memo_put(&vm->memo, idx, top) ? oom(vm) : 0;
 }
 
 static int op_get(struct vm *vm, uint64_t idx)
 {
-	struct pk_node *n = memo_get(vm, idx);
+	struct pk_node *n = pk_memo_get(&vm->memo, idx);
 
 	if (!n)
 		return fail(vm, "memo value not found at index %llu", (unsigned long long)idx);
@@ -655,41 +560,46 @@ static int check_name(struct vm *vm, const char *s, size_t len)
 	return 0;
 }
 
-static int push_global(struct vm *vm, const char *module, size_t mlen, const char *name, size_t nlen)
+static int make_global(struct vm *vm, const char *module, size_t mlen, const char *name, size_t nlen,
+		       struct pk_node **out)
 {
-	struct pk_node *g;
-
+	*out = NULL;
 	if (check_name(vm, module, mlen) || check_name(vm, name, nlen))
 		return vm->rc;
-	g = pk_doc_intern_global(vm->doc, module, mlen, name, nlen);
-	if (!g)
-		return oom(vm);
-	return push(vm, g);
+	*out = pk_doc_intern_global(vm->doc, module, mlen, name, nlen);
+	return *out ? 0 : oom(vm);
 }
 
-static int op_global(struct vm *vm, struct pk_node **out_cls)
+/* The "module\nname\n" argument of GLOBAL and INST. */
+static int read_global(struct vm *vm, struct pk_node **out)
 {
 	const char *module, *name;
 	size_t mlen, nlen;
 
+	*out = NULL;
 	if (read_line(vm, &module, &mlen) || read_line(vm, &name, &nlen))
 		return vm->rc;
-	if (push_global(vm, module, mlen, name, nlen))
-		return vm->rc;
-	if (out_cls)
-		*out_cls = vm->stack[--vm->sp];
-	return 0;
+	return make_global(vm, module, mlen, name, nlen, out);
+}
+
+static int op_global(struct vm *vm)
+{
+	struct pk_node *g;
+
+	return read_global(vm, &g) ? vm->rc : push(vm, g);
 }
 
 static int op_stack_global(struct vm *vm)
 {
-	struct pk_node *name, *module;
+	struct pk_node *name, *module, *g;
 
 	if (pop(vm, &name) || pop(vm, &module))
 		return vm->rc;
 	if (name->kind != PK_STR || module->kind != PK_STR)
 		return fail(vm, "STACK_GLOBAL requires str");
-	return push_global(vm, module->v.str.s, module->v.str.len, name->v.str.s, name->v.str.len);
+	if (make_global(vm, module->v.str.s, module->v.str.len, name->v.str.s, name->v.str.len, &g))
+		return vm->rc;
+	return push(vm, g);
 }
 
 static int op_inst(struct vm *vm)
@@ -697,7 +607,7 @@ static int op_inst(struct vm *vm)
 	struct pk_node *cls, *args;
 	size_t start;
 
-	if (op_global(vm, &cls) || pop_mark(vm, &start))
+	if (read_global(vm, &cls) || pop_mark(vm, &start))
 		return vm->rc;
 	args = node_seq(vm, PK_TUPLE, vm->stack + start, vm->sp - start);
 	if (!args)
@@ -865,79 +775,6 @@ static int op_text_string(struct vm *vm, int unicode)
 	return n ? push(vm, n) : vm->rc;
 }
 
-/* --- measuring the finished tree ---------------------------------------------- */
-
-static struct pk_node *child_at(const struct pk_node *n, size_t k)
-{
-	switch (k) {
-	case 0: return n->cls;
-	case 1: return n->args;
-	case 2: return n->kwargs;
-	case 3: return n->state;
-	default: return k - 4 < n->n ? n->items[k - 4] : NULL;
-	}
-}
-
-/* Exact heights (ignoring edges back into the current path) by an
- * iterative depth-first walk; only needed when a container changed after
- * it was nested somewhere. */
-static int measure(struct vm *vm, struct pk_node *root)
-{
-	struct walk { struct pk_node *n; size_t k; uint32_t h; } *st = NULL;
-	size_t sp = 0, cap = 0;
-	int rc = 0;
-
-	/* colors: 0 unseen, 1 on the path, 2 done (height final) */
-	cap = 256;
-	st = malloc(cap * sizeof(*st));
-	if (!st)
-		return oom(vm);
-	st[sp++] = (struct walk){ root, 0, 0 };
-	pk_inode_of(root)->color = 1;
-	while (sp && !rc) {
-		struct walk *w = &st[sp - 1];
-		struct pk_node *c;
-
-		if (w->k >= 4 + w->n->n) {
-			struct pk_inode *in = pk_inode_of(w->n);
-
-			in->height = pk_node_has_children(w->n) ? w->h + 1 : 0;
-			in->color = 2;
-			if (in->height > vm->max_depth)
-				rc = fail(vm, "nesting deeper than %zu levels", vm->max_depth);
-			sp--;
-			if (sp && st[sp - 1].h < in->height)
-				st[sp - 1].h = in->height;
-			continue;
-		}
-		c = child_at(w->n, w->k++);
-		if (!c)
-			continue;
-		switch (pk_inode_of(c)->color) {
-		case 1:
-			continue;   /* a cycle: the edge back adds nothing */
-		case 2:
-			if (w->h < pk_inode_of(c)->height)
-				w->h = pk_inode_of(c)->height;
-			continue;
-		}
-		if (sp == cap) {
-			struct walk *bigger = realloc(st, 2 * cap * sizeof(*st));
-
-			if (!bigger) {
-				rc = oom(vm);
-				break;
-			}
-			st = bigger;
-			cap *= 2;
-		}
-		pk_inode_of(c)->color = 1;
-		st[sp++] = (struct walk){ c, 0, 0 };
-	}
-	free(st);
-	return rc;
-}
-
 /* --- the loop ------------------------------------------------------------------ */
 
 static int step(struct vm *vm)
@@ -1087,7 +924,7 @@ static int step(struct vm *vm)
 		return op_additems(vm);
 
 	case PK_OP_GLOBAL:
-		return op_global(vm, NULL);
+		return op_global(vm);
 	case PK_OP_STACK_GLOBAL:
 		return op_stack_global(vm);
 	case PK_OP_REDUCE:
@@ -1130,7 +967,7 @@ static int step(struct vm *vm)
 		vm->p += 4;
 		return op_put(vm, idx);
 	case PK_OP_MEMOIZE:
-		return op_put(vm, vm->memo_len);
+		return op_put(vm, vm->memo.len);
 	case PK_OP_GET:
 		return text_index(vm, &idx) ? vm->rc : op_get(vm, idx);
 	case PK_OP_BINGET:
@@ -1183,8 +1020,14 @@ static int run(struct vm *vm)
 		if (vm->op == PK_OP_STOP) {
 			if (pop(vm, &root))
 				return vm->rc;
-			if (vm->heights_stale && measure(vm, root))
-				return vm->rc;
+			if (vm->heights_stale) {
+				int rc = pk_tree_check_height(root, vm->max_depth);
+
+				if (rc == -ENOMEM)
+					return oom(vm);
+				if (rc)
+					return fail(vm, "nesting deeper than %zu levels", vm->max_depth);
+			}
 			vm->doc->root = root;
 			vm->doc->length = vm->op_off + 1;
 			return 0;
@@ -1221,9 +1064,7 @@ int pk_parse(const uint8_t *data, size_t len, const struct pk_limits *lim,
 	rc = run(&vm);
 	free(vm.stack);
 	free(vm.marks);
-	free(vm.dense);
-	free(vm.sparse);
-	pk_htab_free(&vm.sparse_tab);
+	pk_memo_free(&vm.memo);
 	ck_buf_free(&vm.scratch);
 	if (rc) {
 		pk_doc_free(vm.doc);
