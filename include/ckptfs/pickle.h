@@ -173,8 +173,12 @@ struct pk_node *pk_new_int(struct pk_doc *doc, int64_t v);
 /* A shallow copy of `src` (same children) in doc, to be modified.  The
  * items array is copied; strings and v.tensor / v.storage are shared. */
 struct pk_node *pk_clone(struct pk_doc *doc, const struct pk_node *src);
-/* Appends to items (0 or -ENOMEM). */
+/* Appends to items (0 or -ENOMEM).  seq must have been made in doc (pk_new,
+ * pk_clone): parsed nodes are immutable, and new item arrays live in doc. */
 int pk_append(struct pk_doc *doc, struct pk_node *seq, struct pk_node *item);
+/* dict[key] = value with Python's semantics: an equal key (pk_key_equal)
+ * keeps its place and gets the new value.  O(1) (a key index is kept from
+ * 8 entries on).  0 or -ENOMEM; dict must have been made in doc. */
 int pk_dict_set(struct pk_doc *doc, struct pk_node *dict, struct pk_node *key, struct pk_node *value);
 
 /* A reference to the storage `key` of doc, as torch.save writes it: a

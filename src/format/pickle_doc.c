@@ -8,11 +8,13 @@
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "pickle_int.h"
 
 #define CHUNK_MIN  (64u << 10)
-#define CHUNK_MAX  (1u << 20)
+#define HUGE_CHUNK (2u << 20)
+#define CHUNK_MAX  (HUGE_CHUNK - sizeof(struct pk_chunk))
 /* Nodes, item arrays and strings need no more than pointer / uint64_t
  * alignment; a smaller grain keeps documents compact. */
 #define ALIGN      8
@@ -28,10 +30,22 @@ struct pk_chunk {
 static struct pk_chunk *chunk_new(size_t size)
 {
 	struct pk_chunk *c;
+	void *p;
 
 	if (size > SIZE_MAX - sizeof(*c))
 		return NULL;
-	c = malloc(sizeof(*c) + size);
+	if (size + sizeof(*c) == HUGE_CHUNK) {
+		/* Big documents: 2 MiB-aligned chunks that the kernel may back
+		 * with one huge page each instead of 512 page faults. */
+		if (posix_memalign(&p, HUGE_CHUNK, HUGE_CHUNK))
+			return NULL;
+#ifdef MADV_HUGEPAGE
+		madvise(p, HUGE_CHUNK, MADV_HUGEPAGE);
+#endif
+		c = p;
+	} else {
+		c = malloc(sizeof(*c) + size);
+	}
 	if (!c)
 		return NULL;
 	c->next = NULL;
