@@ -39,6 +39,7 @@ import offline_merge  # noqa: E402
 MIB = 1 << 20
 CKPTFS = os.environ.get("CKPTFS", os.path.join(TOP, "ckptfs"))
 CKPTCTL = os.environ.get("CKPTCTL", os.path.join(TOP, "ckptctl"))
+MOUNT_OPTS = ""  # --mount-opts
 
 
 def log(msg):
@@ -141,7 +142,8 @@ class Mount:
         os.makedirs(mnt, exist_ok=True)
         self.mnt, self.pidfile = mnt, mnt + ".pid"
         t = time.perf_counter()
-        subprocess.run([CKPTFS, store, mnt, "-o", "ro,pidfile=" + self.pidfile], check=True)
+        opts = "ro,pidfile=" + self.pidfile + ("," + MOUNT_OPTS if MOUNT_OPTS else "")
+        subprocess.run([CKPTFS, store, mnt, "-o", opts], check=True)
         os.listdir(os.path.dirname(os.path.join(mnt, probe)))
         os.stat(os.path.join(mnt, probe))
         self.startup = time.perf_counter() - t
@@ -287,7 +289,10 @@ def main():
     ap.add_argument("--rss-gib", default="4", help="comma-separated composite sizes")
     ap.add_argument("--tensors", type=int, default=10000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument("--mount-opts", default="", help="extra ckptfs -o options, e.g. verify=none")
     a = ap.parse_args()
+    global MOUNT_OPTS
+    MOUNT_OPTS = a.mount_opts
     torch.set_num_threads(1)
     os.makedirs(a.dir, exist_ok=True)
     results = []
