@@ -160,6 +160,12 @@ const struct pk_node *pk_doc_global(const struct pk_doc *doc, size_t i);
 /* True for globals no checkpoint loader should ever call (os.system, eval,
  * subprocess.*, builtins.exec/eval/getattr/__import__, posix/nt/sys ...). */
 int pk_global_is_dangerous(const char *module, const char *name);
+/* Whether the document calls anything dangerous: 1 and *g set to the first
+ * dangerous GLOBAL, else 0.  Like checking every global with
+ * pk_global_is_dangerous(), except that builtins.getattr is allowed when its
+ * every use is an Enum-member lookup getattr(HarmlessClass, 'NAME') (how
+ * Python >= 3.11 pickles Enum members, e.g. DeepSpeed's ZeroStageEnum). */
+int pk_doc_dangerous_global(const struct pk_doc *doc, const struct pk_node **g);
 
 /* Node constructors for building new trees; nodes live until doc is freed.
  * They return NULL on allocation failure.  Every node handed to these

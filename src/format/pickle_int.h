@@ -99,6 +99,11 @@ struct pk_doc {
 	size_t nglobals, globals_cap;
 	struct pk_htab globals_tab;
 
+	/* builtins.getattr: how often it was pushed, and how many of those were
+	 * consumed by an enum-member lookup getattr(SafeClass, 'NAME') (what
+	 * Python >= 3.11 pickles an Enum member as).  Equal counts: harmless. */
+	size_t getattr_pushes, getattr_member_calls;
+
 	struct pk_storage **storages;
 	struct pk_node **storage_pids;  /* the first pid tuple of each storage */
 	size_t nstorages, storages_cap;
@@ -136,6 +141,10 @@ int pk_set_add(struct pk_doc *doc, struct pk_node *set, struct pk_node *item);
 int pk_torch_storage(struct pk_doc *doc, struct pk_node *persid);
 int pk_torch_tensor(struct pk_doc *doc, struct pk_node *call);
 int pk_global_is(const struct pk_node *n, const char *module, const char *name);
+/* n is GLOBAL builtins.getattr (or __builtin__.getattr). */
+int pk_is_getattr(const struct pk_node *n);
+/* args of a getattr call look up a public attribute of a harmless class. */
+int pk_getattr_is_member_lookup(const struct pk_node *args);
 
 /* Height of a node for depth limits: 0 for nodes without children,
  * else 1 + the highest child. */

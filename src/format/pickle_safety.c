@@ -15,9 +15,11 @@
  */
 #include "config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "ckptfs/pickle.h"
+#include "pickle_int.h"
 
 static const char *const bad_modules[] = {
 	"os", "posix", "nt", "posixpath", "ntpath", "sys", "subprocess", "_posixsubprocess",
@@ -153,4 +155,51 @@ int pk_global_is_dangerous(const char *module, const char *name)
 		return !(!strcmp(module, "copyreg") &&
 			 (!strcmp(name, "__newobj__") || !strcmp(name, "__newobj_ex__")));
 	return IN(name, bad_names);
+}
+
+int pk_is_getattr(const struct pk_node *n)
+{
+	return n && n->kind == PK_GLOBAL && !strcmp(n->v.global.name, "getattr") &&
+	       (!strcmp(n->v.global.module, "builtins") || !strcmp(n->v.global.module, "__builtin__"));
+}
+
+/* getattr(<GLOBAL class>, 'NAME'): the class itself must be harmless, and so
+ * must the attribute as a name of it (no dunders, nothing that rules 3-5
+ * flag).  This is how Python >= 3.11 pickles an Enum member. */
+int pk_getattr_is_member_lookup(const struct pk_node *args)
+{
+	const struct pk_node *cls, *attr;
+	char owner[512];
+	int len;
+
+	if (!args || args->kind != PK_TUPLE || args->n != 2)
+		return 0;
+	cls = args->items[0];
+	attr = args->items[1];
+	if (cls->kind != PK_GLOBAL || attr->kind != PK_STR || !attr->v.str.len || attr->v.str.s[0] == '_' ||
+	    memchr(attr->v.str.s, '.', attr->v.str.len) || strlen(attr->v.str.s) != attr->v.str.len)
+		return 0;
+	if (pk_global_is_dangerous(cls->v.global.module, cls->v.global.name))
+		return 0;
+	len = snprintf(owner, sizeof(owner), "%s.%s", cls->v.global.module, cls->v.global.name);
+	if (len < 0 || (size_t)len >= sizeof(owner))
+		return 0;
+	return !pk_global_is_dangerous(owner, attr->v.str.s);
+}
+
+int pk_doc_dangerous_global(const struct pk_doc *doc, const struct pk_node **out)
+{
+	size_t n = pk_doc_nglobals(doc);
+
+	for (size_t i = 0; i < n; i++) {
+		const struct pk_node *g = pk_doc_global(doc, i);
+
+		if (pk_is_getattr(g) && doc->getattr_pushes == doc->getattr_member_calls)
+			continue;
+		if (pk_global_is_dangerous(g->v.global.module, g->v.global.name)) {
+			*out = g;
+			return 1;
+		}
+	}
+	return 0;
 }

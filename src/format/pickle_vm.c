@@ -245,6 +245,8 @@ static int push(struct vm *vm, struct pk_node *n)
 		vm->scap = cap;
 	}
 	vm->stack[vm->sp++] = n;
+	if (n->kind == PK_GLOBAL && pk_is_getattr(n))
+		vm->doc->getattr_pushes++;
 	return 0;
 }
 
@@ -502,6 +504,10 @@ static int push_call(struct vm *vm, struct pk_node *cls, struct pk_node *args)
 {
 	struct pk_node *n;
 
+	if (pk_is_getattr(cls) && pk_getattr_is_member_lookup(args))
+		vm->doc->getattr_member_calls++;
+	else if (cls->kind == PK_CALL && pk_is_getattr(cls->cls))
+		vm->doc->getattr_pushes++;  /* calling what getattr returned: never harmless */
 	if (pk_global_is(cls, "collections", "OrderedDict") && args->n == 0) {
 		n = node_new(vm, PK_DICT);
 	} else {

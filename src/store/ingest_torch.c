@@ -222,16 +222,12 @@ static int verify_and_hash(struct torch_ctx *tc)
 
 static int check_globals(struct ck_ingest *in, const struct pk_doc *doc, int *refused)
 {
-	size_t i, n = pk_doc_nglobals(doc);
+	const struct pk_node *g;
 
-	for (i = 0; i < n; i++) {
-		const struct pk_node *g = pk_doc_global(doc, i);
-
-		if (pk_global_is_dangerous(g->v.global.module, g->v.global.name)) {
-			*refused = 1;
-			return ck_ingest_bad(in, "data.pkl: refers to dangerous global %s.%s (never executed)",
-					     g->v.global.module, g->v.global.name);
-		}
+	if (pk_doc_dangerous_global(doc, &g)) {
+		*refused = 1;
+		return ck_ingest_bad(in, "data.pkl: refers to dangerous global %s.%s (never executed)",
+				     g->v.global.module, g->v.global.name);
 	}
 	return 0;
 }
