@@ -8,26 +8,7 @@
 #include <stdlib.h>
 
 #include "../../src/view/view_internal.h"
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *buf = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET)) {
-		buf = malloc((size_t)n + 1);
-		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-			free(buf);
-			buf = NULL;
-		}
-		*len = (size_t)n;
-	}
-	fclose(f);
-	return buf;
-}
+#include "testutil.h"
 
 int main(int argc, char **argv)
 {
@@ -44,7 +25,7 @@ int main(int argc, char **argv)
 	}
 	for (int i = 0; i < n; i++) {
 		size_t len = 0;
-		uint8_t *bytes = slurp(argv[i + 2], &len);
+		uint8_t *bytes = read_file(argv[i + 2], &len);
 
 		if (!bytes || pk_parse(bytes, len, NULL, &docs[i], &err)) {
 			fprintf(stderr, "%s: %s\n", argv[i + 2], err.msg);

@@ -7,20 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ckptfs/json.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "testutil.h"
 
 static struct js_doc *parse_ok(const char *text, size_t len)
 {
@@ -226,51 +215,6 @@ static void writers(void)
 	js_free(doc);
 }
 
-/* Runs `python -c script file` on text; returns its stdout (malloc'd) or NULL. */
-static char *python_on(const char *script, const char *text)
-{
-	const char *py = getenv("TORCH_PYTHON");
-	char path[] = "/tmp/t_json.XXXXXX", *cmd, *out = NULL;
-	size_t len = 0, cap = 0;
-	FILE *f, *p;
-	int fd, c;
-
-	if (!py || !*py)
-		py = "/usr/bin/python3";
-	if (access(py, X_OK) || (fd = mkstemp(path)) < 0)
-		return NULL;
-	f = fdopen(fd, "wb");
-	if (!f) {
-		unlink(path);
-		return NULL;
-	}
-	fputs(text, f);
-	fclose(f);
-	cmd = malloc(strlen(py) + strlen(script) + strlen(path) + 32);
-	if (cmd) {
-		sprintf(cmd, "'%s' -c '%s' '%s'", py, script, path);
-		p = popen(cmd, "r");
-		while (p && (c = fgetc(p)) != EOF) {
-			if (len + 2 > cap) {
-				char *grown = realloc(out, cap = cap ? cap * 2 : 4096);
-
-				if (!grown)
-					break;
-				out = grown;
-			}
-			out[len++] = (char)c;
-			out[len] = 0;
-		}
-		if (p && pclose(p) != 0) {
-			free(out);
-			out = NULL;
-		}
-		free(cmd);
-	}
-	unlink(path);
-	return out;
-}
-
 static void python_dumps(void)
 {
 	/* Numbers in the form Python's repr writes them, as they would be in a file Python wrote. */
@@ -293,7 +237,7 @@ static void python_dumps(void)
 		snprintf(script, sizeof(script),
 			 "import json, sys; sys.stdout.write(json.dumps(json.load(open(sys.argv[1], encoding=\"utf-8\")), %s))",
 			 runs[i].args);
-		want = python_on(script, text);
+		want = python_on(script, text, strlen(text));
 		if (!want) {
 			fprintf(stderr, "note: no Python to compare json.dumps with, skipped\n");
 			break;
@@ -318,7 +262,5 @@ int main(void)
 	as_u64();
 	writers();
 	python_dumps();
-	if (failures)
-		fprintf(stderr, "%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return test_result();
 }

@@ -8,40 +8,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ckptfs/safetensors.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *buf = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET)) {
-		buf = malloc((size_t)n + 1);
-		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-			free(buf);
-			buf = NULL;
-		}
-		*len = (size_t)n;
-	}
-	fclose(f);
-	return buf;
-}
+#include "testutil.h"
 
 /* Parses a whole file image. */
 static int parse_file(const uint8_t *file, size_t size, struct st_file *f, struct ck_error *err)
@@ -102,7 +71,7 @@ static void fixtures(void)
 		int same;
 
 		snprintf(path, sizeof(path), "%s/fixtures/safetensors/%s.safetensors", shared, names[i]);
-		file = slurp(path, &size);
+		file = read_file(path, &size);
 		CHECK(file != NULL, "cannot read %s", path);
 		if (!file)
 			continue;
@@ -317,51 +286,6 @@ static void writer_errors(void)
 	ck_buf_free(&out);
 }
 
-/* Runs `python -c script file` on text; returns its stdout (malloc'd) or NULL. */
-static char *python_on(const char *script, const char *text, size_t text_len)
-{
-	const char *py = getenv("TORCH_PYTHON");
-	char path[] = "/tmp/t_safetensors.XXXXXX", *cmd, *out = NULL;
-	size_t len = 0, cap = 0;
-	FILE *f, *p;
-	int fd, c;
-
-	if (!py || !*py)
-		py = "/usr/bin/python3";
-	if (access(py, X_OK) || (fd = mkstemp(path)) < 0)
-		return NULL;
-	f = fdopen(fd, "wb");
-	if (!f) {
-		unlink(path);
-		return NULL;
-	}
-	fwrite(text, 1, text_len, f);
-	fclose(f);
-	cmd = malloc(strlen(py) + strlen(script) + strlen(path) + 32);
-	if (cmd) {
-		sprintf(cmd, "'%s' -c '%s' '%s'", py, script, path);
-		p = popen(cmd, "r");
-		while (p && (c = fgetc(p)) != EOF) {
-			if (len + 2 > cap) {
-				char *grown = realloc(out, cap = cap ? cap * 2 : 4096);
-
-				if (!grown)
-					break;
-				out = grown;
-			}
-			out[len++] = (char)c;
-			out[len] = 0;
-		}
-		if (p && pclose(p) != 0) {
-			free(out);
-			out = NULL;
-		}
-		free(cmd);
-	}
-	unlink(path);
-	return out;
-}
-
 /* Names that need escaping: our header must equal what serde_json writes,
  * which for strings is what Python's json.dumps(ensure_ascii=False) writes. */
 static void writer_escapes_like_serde(void)
@@ -489,7 +413,5 @@ int main(void)
 	writer_escapes_like_serde();
 	index_roundtrip();
 	index_errors();
-	if (failures)
-		fprintf(stderr, "%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return test_result();
 }

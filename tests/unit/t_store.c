@@ -21,20 +21,10 @@
 #include "ckptfs/store.h"
 #include "ckptfs/torchzip.h"
 #include "t_store_pk.h"
+#include "testutil.h"
 
-static int failures;
 static char tmp[256];
 static const char *fixtures;
-
-#define CHECK(cond, ...)                                                   \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);        \
-			printf(__VA_ARGS__);                               \
-			putchar('\n');                                     \
-			failures++;                                        \
-		}                                                          \
-	} while (0)
 
 #define SETUP(cond) \
 	do { if (!(cond)) { printf("setup failed at %s:%d\n", __FILE__, __LINE__); exit(99); } } while (0)
@@ -57,17 +47,12 @@ static void write_bytes(const char *path, const void *p, size_t n)
 	SETUP(f && fwrite(p, 1, n, f) == n && fclose(f) == 0);
 }
 
+/* read_file for the files a test is built from: without them it cannot run. */
 static uint8_t *read_all(const char *path, size_t *n)
 {
-	FILE *f = fopen(path, "rb");
-	uint8_t *p;
-	long len;
+	uint8_t *p = read_file(path, n);
 
-	SETUP(f && fseek(f, 0, SEEK_END) == 0 && (len = ftell(f)) >= 0 && fseek(f, 0, SEEK_SET) == 0);
-	p = malloc((size_t)len + 1);
-	SETUP(p && fread(p, 1, (size_t)len, f) == (size_t)len);
-	fclose(f);
-	*n = (size_t)len;
+	SETUP(p);
 	return p;
 }
 
@@ -696,17 +681,17 @@ int main(void)
 	ck_store_close(st);
 	store_lifecycle(store);
 
-	if (failures) {
+	if (test_failures) {
 		size_t i;
 
 		for (i = 0; i < r.n; i++)
 			printf("  report %d %s\n", r.status[i], r.lines[i]);
-		printf("%d failure(s); files kept in %s\n", failures, tmp);
+		printf("%d failure(s); files kept in %s\n", test_failures, tmp);
 	} else {
 		snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 		if (system(cmd) != 0)
 			printf("could not remove %s\n", tmp);
 	}
 	free((void *)fixtures);
-	return failures ? 1 : 0;
+	return test_failures ? 1 : 0;
 }

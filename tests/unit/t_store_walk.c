@@ -14,18 +14,7 @@
 #include "ckptfs/pickle.h"
 #include "ckptfs/walk.h"
 #include "t_store_pk.h"
-
-static int failures;
-
-#define CHECK(cond, ...)                                                   \
-	do {                                                               \
-		if (!(cond)) {                                             \
-			printf("FAIL %s:%d: ", __FILE__, __LINE__);        \
-			printf(__VA_ARGS__);                               \
-			putchar('\n');                                     \
-			failures++;                                        \
-		}                                                          \
-	} while (0)
+#include "testutil.h"
 
 static struct pk_doc *parse(struct pk *p)
 {
@@ -318,7 +307,5 @@ int main(void)
 	self_containing();
 	exploding_dag();
 	CHECK(ck_walk_tensors(NULL, on_tensor, NULL) == 0, "NULL root");
-	if (failures)
-		printf("%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return test_result();
 }

@@ -12,37 +12,7 @@
 
 #include "ckptfs/buf.h"
 #include "ckptfs/torchzip.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *buf = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET)) {
-		buf = malloc((size_t)n + 1);
-		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-			free(buf);
-			buf = NULL;
-		}
-		*len = (size_t)n;
-	}
-	fclose(f);
-	return buf;
-}
+#include "testutil.h"
 
 /* A file in memory behind the pread callback, counting the reads. */
 struct memfile {
@@ -176,7 +146,7 @@ static void fixtures(void)
 		if (de->d_name[0] == '.')
 			continue;
 		snprintf(path, sizeof(path), "%s/%s", dir, de->d_name);
-		file = slurp(path, &size);
+		file = read_file(path, &size);
 		if (!file)
 			continue;
 		CHECK(!(tz_is_zip(file, size) && tz_is_legacy_torch(file, size)), "%s: both zip and legacy", de->d_name);
@@ -533,7 +503,5 @@ int main(void)
 	io_errors();
 	many_records();
 	writer_arguments();
-	if (failures)
-		fprintf(stderr, "%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return test_result();
 }

@@ -6,21 +6,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "ckptfs/torchzip.h"
 #include "../../src/format/crc32_impl.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "testutil.h"
 
 static uint64_t rng = 0x243f6a8885a308d3ULL;
 
@@ -84,38 +73,13 @@ static void incremental(const uint8_t *buf, size_t n)
 /* Python's zlib.crc32 over the same bytes, or -1 when Python cannot run. */
 static long python_crc32(const uint8_t *buf, size_t n)
 {
-	const char *py = getenv("TORCH_PYTHON");
-	char path[] = "/tmp/t_torchzip_crc32.XXXXXX", cmd[512];
+	char *printed = python_on("import sys, zlib; print(zlib.crc32(open(sys.argv[1], \"rb\").read()))", buf, n);
 	unsigned long v;
 	long out = -1;
-	FILE *f, *p;
-	int fd;
 
-	if (!py || !*py)
-		py = "/usr/bin/python3";
-	if (access(py, X_OK))
-		return -1;
-	fd = mkstemp(path);
-	if (fd < 0)
-		return -1;
-	f = fdopen(fd, "wb");
-	if (!f || fwrite(buf, 1, n, f) != n) {
-		if (f)
-			fclose(f);
-		unlink(path);
-		return -1;
-	}
-	fclose(f);
-	snprintf(cmd, sizeof(cmd),
-		 "'%s' -c 'import sys, zlib; print(zlib.crc32(open(sys.argv[1], \"rb\").read()))' '%s'",
-		 py, path);
-	p = popen(cmd, "r");
-	if (p) {
-		if (fscanf(p, "%lu", &v) == 1)
-			out = (long)v;
-		pclose(p);
-	}
-	unlink(path);
+	if (printed && sscanf(printed, "%lu", &v) == 1)
+		out = (long)v;
+	free(printed);
 	return out;
 }
 
@@ -140,7 +104,5 @@ int main(void)
 		CHECK((uint32_t)py == ck_crc32(0, buf + 3, n - 3), "zlib.crc32 %08lx, ck_crc32 %08x",
 		      (unsigned long)py, ck_crc32(0, buf + 3, n - 3));
 	free(buf);
-	if (failures)
-		fprintf(stderr, "%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return test_result();
 }

@@ -16,40 +16,10 @@
 
 #include "ckptfs/buf.h"
 #include "ckptfs/torchzip.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "testutil.h"
 
 static const char *python;
 static char tmpdir[] = "/tmp/t_torchzip_python.XXXXXX";
-
-static uint8_t *slurp(const char *path, size_t *len)
-{
-	FILE *f = fopen(path, "rb");
-	uint8_t *buf = NULL;
-	long n;
-
-	if (!f)
-		return NULL;
-	if (!fseek(f, 0, SEEK_END) && (n = ftell(f)) >= 0 && !fseek(f, 0, SEEK_SET)) {
-		buf = malloc((size_t)n + 1);
-		if (buf && fread(buf, 1, (size_t)n, f) != (size_t)n) {
-			free(buf);
-			buf = NULL;
-		}
-		*len = (size_t)n;
-	}
-	fclose(f);
-	return buf;
-}
 
 static int mem_pread(void *ctx, void *buf, size_t len, uint64_t off)
 {
@@ -59,23 +29,6 @@ static int mem_pread(void *ctx, void *buf, size_t len, uint64_t off)
 		return -EIO;
 	memcpy(buf, b->data + off, len);
 	return 0;
-}
-
-/* Runs a shell command; returns its exit status and its output in *out. */
-static int run(const char *cmd, struct ck_buf *out)
-{
-	FILE *p = popen(cmd, "r");
-	char chunk[4096];
-	size_t n;
-
-	if (!p)
-		return -1;
-	while ((n = fread(chunk, 1, sizeof(chunk), p)) > 0)
-		if (out)
-			ck_buf_put(out, chunk, n);
-	if (out)
-		ck_buf_putc(out, 0);
-	return pclose(p);
 }
 
 struct copy_ctx {
@@ -105,7 +58,7 @@ static void tz_write_for_python(const char *shared)
 
 	snprintf(src, sizeof(src), "%s/fixtures/torch2x/burn_reader_checkpoint.pt", shared);
 	snprintf(dst, sizeof(dst), "%s/rewritten.pt", tmpdir);
-	file.data = slurp(src, &file.len);
+	file.data = read_file(src, &file.len);
 	if (!file.data) {
 		CHECK(0, "cannot read %s", src);
 		return;
@@ -137,7 +90,7 @@ static void tz_write_for_python(const char *shared)
 	CHECK(fclose(c.f) == 0 && rc == 0, "writing %s", dst);
 
 	snprintf(cmd, sizeof(cmd), "'%s' -m zipfile -t '%s' 2>&1", python, dst);
-	rc = run(cmd, &out);
+	rc = run_command(cmd, &out);
 	CHECK(rc == 0, "python -m zipfile -t: status %d: %s", rc, out.data);
 	ck_buf_free(&out);
 
@@ -158,7 +111,7 @@ static void tz_write_for_python(const char *shared)
 		 "    return x == y\n"
 		 "print(\"equal\" if eq(a, b) else \"DIFFERENT: %%r %%r\" %% (a, b))' '%s' '%s' 2>&1",
 		 python, src, dst);
-	rc = run(cmd, &out);
+	rc = run_command(cmd, &out);
 	if (rc == 0 && !strcmp((char *)out.data, "no torch\n"))
 		fprintf(stderr, "note: no torch, torch.load part skipped\n");
 	else
@@ -196,12 +149,12 @@ static void python_zip_for_tz_read(void)
 		 "    print(i.filename, i.compress_type, i.header_offset, i.header_offset + 30 + n + m,\n"
 		 "          i.compress_size, i.file_size, i.CRC)' '%s' 2>&1",
 		 python, path);
-	rc = run(cmd, &out);
+	rc = run_command(cmd, &out);
 	if (rc != 0) {
 		CHECK(0, "python zipfile: status %d: %s", rc, out.data);
 		goto out;
 	}
-	file.data = slurp(path, &file.len);
+	file.data = read_file(path, &file.len);
 	if (!file.data || tz_read(mem_pread, &file, file.len, &ar, &err)) {
 		CHECK(0, "tz_read of a Python zip: %s", err.msg);
 		goto out;
@@ -229,9 +182,7 @@ int main(void)
 	const char *shared = getenv("CKPT_SHARED");
 	char cmd[4200];
 
-	python = getenv("TORCH_PYTHON");
-	if (!python || !*python)
-		python = "/usr/bin/python3";
+	python = test_python();
 	if (access(python, X_OK)) {
 		printf("SKIP: no Python at %s\n", python);
 		return 77;
@@ -246,7 +197,5 @@ int main(void)
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (system(cmd) != 0)
 		fprintf(stderr, "note: could not remove %s\n", tmpdir);
-	if (failures)
-		fprintf(stderr, "%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return test_result();
 }

@@ -16,17 +16,7 @@
 
 #include "ckptfs/buf.h"
 #include "ckptfs/torchzip.h"
-
-static int failures;
-
-#define CHECK(cond, ...) do { \
-	if (!(cond)) { \
-		failures++; \
-		fprintf(stderr, "FAIL %s:%d: ", __FILE__, __LINE__); \
-		fprintf(stderr, __VA_ARGS__); \
-		fputc('\n', stderr); \
-	} \
-} while (0)
+#include "testutil.h"
 
 #define GiB (1ULL << 30)
 #define MAX32 0xffffffffULL
@@ -171,14 +161,10 @@ static void check_record_bytes(const struct vfile *v, const struct tz_entry *e, 
 /* Python's zipfile listing of a sparse copy: "name offset size csize crc" lines. */
 static char *python_listing(const struct vfile *v)
 {
-	const char *py = getenv("TORCH_PYTHON");
+	const char *py = test_python();
 	char path[] = "/tmp/t_torchzip_zip64.XXXXXX", cmd[1024], *out = NULL;
-	size_t len = 0, cap = 0;
-	int fd, c, ok = 1;
-	FILE *p;
+	int fd, ok = 1;
 
-	if (!py || !*py)
-		py = "/usr/bin/python3";
 	if (access(py, X_OK) || (fd = mkstemp(path)) < 0)
 		return NULL;
 	for (size_t i = 0; i < v->n && ok; i++)
@@ -189,22 +175,7 @@ static char *python_listing(const struct vfile *v)
 		snprintf(cmd, sizeof(cmd), "'%s' -c 'import sys, zipfile\n"
 			 "for i in zipfile.ZipFile(sys.argv[1]).infolist():\n"
 			 "    print(i.filename, i.header_offset, i.file_size, i.compress_size, i.CRC)' '%s'", py, path);
-		p = popen(cmd, "r");
-		while (p && (c = fgetc(p)) != EOF) {
-			if (len + 2 > cap) {
-				char *grown = realloc(out, cap = cap ? cap * 2 : 4096);
-
-				if (!grown)
-					break;
-				out = grown;
-			}
-			out[len++] = (char)c;
-			out[len] = 0;
-		}
-		if (p && pclose(p) != 0) {
-			free(out);
-			out = NULL;
-		}
+		out = run_output(cmd);
 	}
 	unlink(path);
 	return out;
@@ -309,7 +280,5 @@ int main(void)
 	run_case("multi-GiB", big, sizeof(big) / sizeof(big[0]), 0);
 	run_case("offset == 0xFFFFFFFF", at_limit, 3, MAX32);
 	run_case("offset == 0xFFFFFFFE", below_limit, 3, MAX32 - 1);
-	if (failures)
-		fprintf(stderr, "%d failure(s)\n", failures);
-	return failures ? 1 : 0;
+	return test_result();
 }

@@ -1,0 +1,56 @@
+/* What the C unit tests and their helper tools share: a failure count with
+ * the CHECK macro that feeds it, whole files in memory, and running a
+ * command or Python and keeping what it prints.  Linked in as
+ * tests/unit/libtestutil.a (see Makefile.am). */
+#ifndef CKPTFS_TESTUTIL_H
+#define CKPTFS_TESTUTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckptfs/buf.h"
+
+/* How many checks have failed so far. */
+extern int test_failures;
+
+/* Counts a failure and prints "FAIL file:line: <message>" on stderr
+ * (stdout is flushed first, so the log keeps the order of both). */
+void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* A failed check does not stop the test: it is counted, reported with the
+ * printf-style message and the test goes on. */
+#define CHECK(cond, ...) do { \
+	if (!(cond)) \
+		test_fail(__FILE__, __LINE__, __VA_ARGS__); \
+} while (0)
+
+/* The test's exit status: 0, or 1 after printing "N failure(s)" on stderr
+ * when some check failed. */
+int test_result(void);
+
+/* The whole file in a new buffer (the caller frees it) with a NUL byte
+ * after its *len bytes, or NULL when it cannot be opened, sized or read
+ * (or memory runs out). */
+uint8_t *read_file(const char *path, size_t *len);
+
+/* The Python to compare with: $TORCH_PYTHON, or /usr/bin/python3 when that
+ * is unset or empty.  It may not exist; callers check with access(). */
+const char *test_python(void);
+
+/* Runs the shell command cmd.  Appends what it prints on stdout and then a
+ * NUL byte to out (when out is not NULL).  Returns its wait status as
+ * pclose gives it (0: exited with 0), or -1 when it cannot be started. */
+int run_command(const char *cmd, struct ck_buf *out);
+
+/* What cmd prints on stdout, NUL-terminated, in a new buffer (the caller
+ * frees it); NULL when it cannot run, exits with non-zero status or prints
+ * nothing. */
+char *run_output(const char *cmd);
+
+/* Writes len bytes to a temporary file, runs `PYTHON -c script FILE` and
+ * returns its stdout as run_output does; NULL also when there is no Python
+ * (see test_python) or no temporary file.  script goes between single
+ * quotes in a shell command, so it must not contain any. */
+char *python_on(const char *script, const void *bytes, size_t len);
+
+#endif
