@@ -59,6 +59,20 @@ static inline void pka_int1(struct pk *p, uint8_t v)
 	pka_op(p, b, 2);
 }
 
+/* Ends both rebuild calls the way torch.save does: pushes the last
+ * argument, OrderedDict() (no backward hooks), makes the argument tuple
+ * from the MARK (TUPLE) and calls the rebuild function on it (REDUCE). */
+static inline void pka_hooks_and_call(struct pk *p)
+{
+	pka_global(p, "collections", "OrderedDict");
+	pka_op(p, ")R", 2);
+	pka_put(p);
+	pka_op(p, "t", 1);
+	pka_put(p);
+	pka_op(p, "R", 1);
+	pka_put(p);
+}
+
 /* torch._utils._rebuild_tensor_v2 of a new float32 storage of numel
  * elements, viewed as rows x cols (cols = 0: 1-D of rows). */
 static inline void pka_tensor(struct pk *p, unsigned rows, unsigned cols)
@@ -96,13 +110,7 @@ static inline void pka_tensor(struct pk *p, unsigned rows, unsigned cols)
 		pka_put(p);
 	}
 	pka_op(p, "\x89", 1);                                /* requires_grad False */
-	pka_global(p, "collections", "OrderedDict");
-	pka_op(p, ")R", 2);
-	pka_put(p);
-	pka_op(p, "t", 1);
-	pka_put(p);
-	pka_op(p, "R", 1);
-	pka_put(p);
+	pka_hooks_and_call(p);
 }
 
 /* nn.Parameter: torch._utils._rebuild_parameter(tensor, True, OrderedDict()) */
@@ -112,13 +120,7 @@ static inline void pka_parameter(struct pk *p, unsigned rows, unsigned cols)
 	pka_op(p, "(", 1);
 	pka_tensor(p, rows, cols);
 	pka_op(p, "\x88", 1);
-	pka_global(p, "collections", "OrderedDict");
-	pka_op(p, ")R", 2);
-	pka_put(p);
-	pka_op(p, "t", 1);
-	pka_put(p);
-	pka_op(p, "R", 1);
-	pka_put(p);
+	pka_hooks_and_call(p);
 }
 
 #endif
