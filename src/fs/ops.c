@@ -83,6 +83,19 @@ int ckfs_stat(struct ckfs *fs, const struct ck_vnode *n, struct stat *st)
 	return 0;
 }
 
+/* The node behind ino (into *node, unless node is NULL) and its attributes.
+ * 0, -ESTALE when the view has no such node, or the view's -errno. */
+static int stat_ino(struct ckfs *fs, fuse_ino_t ino, const struct ck_vnode **node, struct stat *st)
+{
+	const struct ck_vnode *n = ckfs_node(fs, ino);
+
+	if (!n)
+		return -ESTALE;
+	if (node)
+		*node = n;
+	return ckfs_stat(fs, n, st);
+}
+
 static int fill_entry(struct ckfs *fs, const struct ck_vnode *n, struct fuse_entry_param *e)
 {
 	int rc;
@@ -137,16 +150,10 @@ void ckfs_op_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data 
 void ckfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ckfs *fs = ckfs_of(req);
-	const struct ck_vnode *n = ckfs_node(fs, ino);
 	struct stat st;
-	int rc;
+	int rc = stat_ino(fs, ino, NULL, &st);
 
 	(void)fi;
-	if (!n) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	rc = ckfs_stat(fs, n, &st);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -156,15 +163,9 @@ void ckfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void ckfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ckfs *fs = ckfs_of(req);
-	const struct ck_vnode *n = ckfs_node(fs, ino);
 	struct stat st;
-	int rc;
+	int rc = stat_ino(fs, ino, NULL, &st);
 
-	if (!n) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	rc = ckfs_stat(fs, n, &st);
 	if (rc == 0 && !S_ISDIR(st.st_mode))
 		rc = -ENOTDIR;
 	if (rc) {
@@ -218,17 +219,12 @@ static int dir_entry(struct ckfs *fs, const struct ck_vnode *dir, const struct s
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
 {
 	struct ckfs *fs = ckfs_of(req);
-	const struct ck_vnode *dir = ckfs_node(fs, ino);
+	const struct ck_vnode *dir;
 	struct stat dir_st;
 	char *buf;
 	size_t used = 0;
-	int rc = 0;
+	int rc = stat_ino(fs, ino, &dir, &dir_st);
 
-	if (!dir) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	rc = ckfs_stat(fs, dir, &dir_st);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -296,15 +292,9 @@ void ckfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 void ckfs_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct ckfs *fs = ckfs_of(req);
-	const struct ck_vnode *n = ckfs_node(fs, ino);
 	struct stat st;
-	int rc;
+	int rc = stat_ino(fs, ino, NULL, &st);
 
-	if (!n) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
-	rc = ckfs_stat(fs, n, &st);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
