@@ -42,6 +42,14 @@ int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const char *sho
 /* Opens a store or prints why not (NULL). */
 struct ck_store *cli_open_store(const char *dir, int readonly);
 
+/* The operands of a command taking "STORE [SERIES[/CKPT]]" (argv[optind..]):
+ * opens STORE read-only into *st and splits the optional second operand in
+ * place into *series (NULL when absent) and *ckpt (what follows the first
+ * '/', NULL when nothing does: "run1/" is the series).  Returns -1 to go
+ * on, or an exit status after saying why (bad operands, no store). */
+int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_store **st, char **series,
+		    char **ckpt);
+
 /* A minimal JSON writer that keeps track of commas.  Errors stick: after
  * ENOMEM every call is a no-op and jw_finish reports it. */
 struct jw {

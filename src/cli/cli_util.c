@@ -90,6 +90,27 @@ struct ck_store *cli_open_store(const char *dir, int readonly)
 	return st;
 }
 
+int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_store **st, char **series,
+		    char **ckpt)
+{
+	char *slash;
+
+	if (argc - optind < 1 || argc - optind > 2)
+		return cli_usage_error(cmd, "expected STORE and at most one SERIES[/CKPT]");
+	*st = cli_open_store(argv[optind], 1);
+	if (!*st)
+		return CLI_ERROR;
+	*series = argc - optind == 2 ? argv[optind + 1] : NULL;
+	*ckpt = NULL;
+	slash = *series ? strchr(*series, '/') : NULL;
+	if (slash) {
+		*slash = '\0';
+		if (slash[1])
+			*ckpt = slash + 1;
+	}
+	return -1;
+}
+
 void cli_format_shape(char *out, size_t size, int ndim, const uint64_t *shape)
 {
 	size_t len = 0;

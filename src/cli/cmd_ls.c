@@ -246,29 +246,21 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	};
 	struct ls_args a = { 0 };
 	struct ck_store *st;
-	char *what, *slash;
+	char *series, *ckpt;
 	int rc;
 
 	rc = cli_getopt(cmd, argc, argv, "j", opts, on_opt, &a);
 	if (rc >= 0)
 		return rc;
-	if (argc - optind < 1 || argc - optind > 2)
-		return cli_usage_error(cmd, "expected STORE and at most one SERIES[/CKPT]");
-	st = cli_open_store(argv[optind], 1);
-	if (!st)
-		return CLI_ERROR;
-	what = argc - optind == 2 ? argv[optind + 1] : NULL;
-	slash = what ? strchr(what, '/') : NULL;
-	if (slash && slash[1] == '\0')
-		*slash = '\0', slash = NULL;   /* "run1/" means the series */
-	if (!what) {
+	rc = cli_open_target(cmd, argc, argv, &st, &series, &ckpt);
+	if (rc >= 0)
+		return rc;
+	if (!series)
 		rc = ls_series(st, &a);
-	} else if (!slash) {
-		rc = ls_checkpoints(st, what, &a);
-	} else {
-		*slash = '\0';
-		rc = ls_files(st, what, slash + 1, &a);
-	}
+	else if (!ckpt)
+		rc = ls_checkpoints(st, series, &a);
+	else
+		rc = ls_files(st, series, ckpt, &a);
 	ck_store_close(st);
 	return rc;
 }

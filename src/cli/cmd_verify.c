@@ -68,24 +68,18 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 {
 	struct verify_counts vc = { 0 };
 	struct ck_store *st;
-	char **names = NULL;
+	char **names = NULL, *series, *ckpt;
 	size_t n = 0, i;
 	int rc;
 
 	rc = cli_getopt(cmd, argc, argv, NULL, NULL, NULL, NULL);
 	if (rc >= 0)
 		return rc;
-	if (argc - optind < 1 || argc - optind > 2)
-		return cli_usage_error(cmd, "expected STORE and at most one SERIES[/CKPT]");
-	st = cli_open_store(argv[optind], 1);
-	if (!st)
-		return CLI_ERROR;
-	if (argc - optind == 2) {
-		char *series = argv[optind + 1], *slash = strchr(series, '/');
-
-		if (slash)
-			*slash++ = '\0';
-		rc = verify_series(st, series, slash && *slash ? slash : NULL, &vc);
+	rc = cli_open_target(cmd, argc, argv, &st, &series, &ckpt);
+	if (rc >= 0)
+		return rc;
+	if (series) {
+		rc = verify_series(st, series, ckpt, &vc);
 	} else {
 		rc = ck_store_list_series(st, &names, &n);
 		if (rc < 0)
