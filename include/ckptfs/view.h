@@ -49,6 +49,14 @@ int ck_view_open(const char *store_dir, const struct ck_view_opts *opts,
 		 struct ck_view **out, struct ck_error *err);
 void ck_view_close(struct ck_view *v);
 
+/* Follows the index: adds series and checkpoints imported (or committed)
+ * since the view was opened or last refreshed, when they come after the
+ * newest checkpoint of their series (older composites cannot change then).
+ * Other changes are logged once and need a remount.  Fills changed[] with
+ * up to max inode numbers of directories whose entries changed (for the
+ * kernel's caches).  0 or -errno. */
+int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nchanged);
+
 const struct ck_vnode *ck_view_root(struct ck_view *v);
 /* Node by inode number (as returned in ck_vattr.ino), or NULL. */
 const struct ck_vnode *ck_view_node(struct ck_view *v, uint64_t ino);

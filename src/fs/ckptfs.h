@@ -10,7 +10,9 @@
 
 #define FUSE_USE_VERSION 314
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <sys/types.h>
 #include <fuse_lowlevel.h>
 
@@ -41,6 +43,7 @@ struct ckfs_config {
 	char *pidfile;
 	unsigned readahead_kb;  /* bdi read_ahead_kb to set as root; 0 = leave */
 	unsigned pipe_max_kb;   /* lower bound for fs.pipe-max-size as root; 0 = leave */
+	unsigned refresh_secs;  /* follow new imports/commits every N s; 0 = never */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
@@ -74,6 +77,25 @@ struct ckfs {
 	uid_t uid;              /* owner shown for every node: whoever mounted */
 	gid_t gid;
 };
+
+/* Follows the store while mounted (refresh.c): every refresh_secs a thread
+ * asks the view for new series and checkpoints and tells the kernel which
+ * directories changed. */
+struct ckfs_refresher {
+	struct ck_view *view;
+	struct fuse_session *se;
+	uint64_t root_ino;
+	unsigned secs;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	int stop;
+	int running;
+};
+
+int ckfs_refresher_start(struct ckfs_refresher *r, struct ck_view *view, struct fuse_session *se,
+			 uint64_t root_ino, unsigned secs);
+void ckfs_refresher_stop(struct ckfs_refresher *r);
 
 /* The operation table (table.c): namespace, read path, EROFS for writes. */
 extern const struct fuse_lowlevel_ops ckfs_ops;

@@ -28,6 +28,7 @@ struct mount_run {
 	int notify_fd;           /* to the waiting parent; -1 in the foreground */
 	pthread_t main_thread;
 	int probe_failed;
+	struct ckfs_refresher refresher;
 };
 
 /* "/dev/fd/N": mount.fuse3 -o drop_privileges mounted already, we serve N. */
@@ -289,7 +290,11 @@ static int serve(struct mount_run *run)
 	else
 		goto unmount;
 
+	if (cfg->refresh_secs &&
+	    ckfs_refresher_start(&run->refresher, run->fs.view, run->se, run->fs.root_ino, cfg->refresh_secs))
+		ck_warn("cannot start the refresh thread: checkpoints imported while mounted stay hidden");
 	rc = run_loop(run);
+	ckfs_refresher_stop(&run->refresher);
 	if (rc < 0)
 		ck_err("request loop: %s", strerror(-rc));
 	else

@@ -44,7 +44,7 @@ static const char *const ignored_prefixes[] = { "x-", "comment=", "user=", NULL 
 static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
 	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
-	"subtype", NULL,
+	"subtype", "refresh", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -177,6 +177,8 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		return parse_uint(opt, val, 1, 1024, &cfg->max_idle_threads);
 	if (KEY("readahead_kb") && val)
 		return parse_uint(opt, val, 0, 1024 * 1024, &cfg->readahead_kb);
+	if (KEY("refresh") && val)
+		return parse_uint(opt, val, 0, 86400, &cfg->refresh_secs);
 	if (KEY("pipe_max_kb") && val)
 		return parse_uint(opt, val, 0, 1024 * 1024, &cfg->pipe_max_kb);
 	if (KEY("pidfile") && val) {
@@ -260,6 +262,7 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->clone_fd = 1;
 	cfg->readahead_kb = 4096;
 	cfg->pipe_max_kb = 2048;
+	cfg->refresh_secs = 5;
 }
 
 static int set_positional(struct ckfs_config *cfg, const char *arg)
@@ -416,6 +419,8 @@ void ckfs_print_help(const char *progname)
 	       "                           read (first, default) or trust the files (none)\n"
 	       "    -o always_synthesize   regenerate every torch/safetensors file, even one\n"
 	       "                           that could be served as it was saved\n"
+	       "    -o refresh=SEC         show checkpoints imported while mounted, checking\n"
+	       "                           every SEC seconds (default 5; 0 = never)\n"
 	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
 	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
 	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"

@@ -136,96 +136,141 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-struct ckpt_files {
-	struct ck_file_info *files;
-	size_t n;
-	struct phys_file **pfs;
-};
-
-static int load_series(struct ck_view *v, struct ck_vnode *root, struct view_series *s)
+/* A new checkpoint of series s, with its files; appended to s->ckpts. */
+static int add_checkpoint(struct ck_view *v, struct view_series *s, struct ck_ckpt_info *info)
 {
-	struct ck_ckpt_info *infos = NULL;
-	struct ckpt_files *cf = NULL;
-	struct ck_vnode *sdir;
+	struct ck_file_info *files = NULL;
+	struct view_ckpt *ck, **ckpts;
 	size_t n = 0;
 	int rc;
 
-	rc = ck_store_list_checkpoints(v->store, s->name, &infos, &n);
-	if (rc)
-		return rc;
-	s->ckpts = calloc(n ? n : 1, sizeof(*s->ckpts));
-	cf = calloc(n ? n : 1, sizeof(*cf));
-	sdir = node_new(v, root, s->name, strlen(s->name), 1);
-	if (!s->ckpts || !cf || !sdir) {
-		free(cf);
-		ck_ckpt_info_free(infos, n);
+	ck = calloc(1, sizeof(*ck));
+	ckpts = ck ? realloc(s->ckpts, (s->nckpts + 1) * sizeof(*ckpts)) : NULL;
+	if (!ckpts) {
+		free(ck);
 		return -ENOMEM;
 	}
-	/* The view keeps the info structs (and their strings) for its lifetime. */
-	for (size_t i = 0; i < n; i++) {
-		s->ckpts[i].info = infos[i];
-		s->ckpts[i].series = s;
-		s->ckpts[i].index = i;
+	s->ckpts = ckpts;
+	/* The view keeps the info's strings for its lifetime. */
+	ck->info = *info;
+	memset(info, 0, sizeof(*info));
+	ck->series = s;
+	ck->index = s->nckpts;
+	s->ckpts[s->nckpts++] = ck;
+	rc = ck_store_list_files(v->store, ck->info.id, &files, &n);
+	if (rc)
+		return rc;
+	ck->files = calloc(n ? n : 1, sizeof(*ck->files));
+	if (!ck->files) {
+		ck_file_info_free(files, n);
+		return -ENOMEM;
 	}
-	s->nckpts = n;
-	free(infos);   /* the array only: its strings moved into s->ckpts */
-	for (size_t i = 0; i < n && !rc; i++) {
-		rc = ck_store_list_files(v->store, s->ckpts[i].info.id, &cf[i].files, &cf[i].n);
-		if (rc)
-			break;
-		cf[i].pfs = calloc(cf[i].n ? cf[i].n : 1, sizeof(*cf[i].pfs));
-		if (!cf[i].pfs) {
+	for (size_t j = 0; j < n; j++) {
+		struct phys_file *pf = calloc(1, sizeof(*pf)), **all;
+
+		all = pf ? realloc(v->phys, (v->nphys + 1) * sizeof(*all)) : NULL;
+		if (!all) {
+			free(pf);
 			rc = -ENOMEM;
 			break;
 		}
-		for (size_t j = 0; j < cf[i].n; j++) {
-			struct phys_file *pf = calloc(1, sizeof(*pf)), **all;
-
-			all = pf ? realloc(v->phys, (v->nphys + 1) * sizeof(*all)) : NULL;
-			if (!all) {
-				free(pf);
-				rc = -ENOMEM;
-				break;
-			}
-			v->phys = all;
-			pf->info = cf[i].files[j];
-			pf->ckpt = &s->ckpts[i];
-			pf->fd = -1;
-			v->phys[v->nphys++] = pf;
-			cf[i].pfs[j] = pf;
-		}
+		v->phys = all;
+		pf->info = files[j];   /* strings now belong to the phys_file */
+		memset(&files[j], 0, sizeof(files[j]));
+		pf->ckpt = ck;
+		pf->fd = -1;
+		v->phys[v->nphys++] = pf;
+		ck->files[ck->nfiles++] = pf;
 	}
-	/* Checkpoint nodes: own files first (newest version), then earlier ones. */
-	for (size_t i = 0; i < n && !rc; i++) {
-		struct view_ckpt *ck = &s->ckpts[i];
-		struct ck_vnode *cn = node_new(v, sdir, ck->info.name, strlen(ck->info.name), !ck->info.is_file);
-
-		if (!cn) {
-			rc = -ENOMEM;
-			break;
-		}
-		cn->ckpt = ck;
-		for (size_t j = i + 1; j-- > 0 && !rc;) {
-			if (s->ckpts[j].info.is_file != ck->info.is_file)
-				continue;
-			for (size_t k = 0; k < cf[j].n && !rc; k++) {
-				if (ck->info.is_file) {
-					if (!cf[j].pfs[k]->info.relpath[0])
-						rc = add_version(cn, cf[j].pfs[k]);
-				} else {
-					rc = place_file(v, cn, ck, cf[j].pfs[k]);
-				}
-			}
-		}
-		if (cn->nversions)
-			cn->relpath = "";
-	}
-	for (size_t i = 0; i < n; i++) {
-		free(cf[i].files);  /* strings now belong to the phys_files */
-		free(cf[i].pfs);
-	}
-	free(cf);
+	ck_file_info_free(files, n);
 	return rc;
+}
+
+/* The node of checkpoint i: its own files first (the newest versions), then
+ * those of every earlier checkpoint of the series (union of paths). */
+static int add_checkpoint_node(struct ck_view *v, struct view_series *s, size_t i)
+{
+	struct view_ckpt *ck = s->ckpts[i];
+	struct ck_vnode *cn = node_new(v, s->dir, ck->info.name, strlen(ck->info.name), !ck->info.is_file);
+	int rc = 0;
+
+	if (!cn)
+		return -ENOMEM;
+	cn->ckpt = ck;
+	for (size_t j = i + 1; j-- > 0 && !rc;) {
+		const struct view_ckpt *older = s->ckpts[j];
+
+		if (older->info.is_file != ck->info.is_file)
+			continue;
+		for (size_t k = 0; k < older->nfiles && !rc; k++) {
+			if (ck->info.is_file) {
+				if (!older->files[k]->info.relpath[0])
+					rc = add_version(cn, older->files[k]);
+			} else {
+				rc = place_file(v, cn, ck, older->files[k]);
+			}
+		}
+	}
+	if (cn->nversions)
+		cn->relpath = "";
+	return rc;
+}
+
+/* Appends infos[from..n) to the series (their strings move into the view). */
+static int append_checkpoints(struct ck_view *v, struct view_series *s, struct ck_ckpt_info *infos,
+			      size_t from, size_t n)
+{
+	size_t first = s->nckpts;
+	int rc = 0;
+
+	for (size_t i = from; i < n && !rc; i++)
+		rc = add_checkpoint(v, s, &infos[i]);
+	for (size_t i = first; i < s->nckpts && !rc; i++)
+		rc = add_checkpoint_node(v, s, i);
+	return rc;
+}
+
+static struct view_series *add_series(struct ck_view *v, const char *name)
+{
+	struct view_series *s = calloc(1, sizeof(*s)), **all;
+
+	all = s ? realloc(v->series, (v->nseries + 1) * sizeof(*all)) : NULL;
+	if (!all) {
+		free(s);
+		return NULL;
+	}
+	v->series = all;
+	s->name = strdup(name);
+	s->dir = s->name ? node_new(v, v->nodes[0], name, strlen(name), 1) : NULL;
+	if (!s->dir) {
+		free(s->name);
+		free(s);
+		return NULL;
+	}
+	v->series[v->nseries++] = s;
+	return s;
+}
+
+static int load_series(struct ck_view *v, const char *name)
+{
+	struct ck_ckpt_info *infos = NULL;
+	struct view_series *s;
+	size_t n = 0;
+	int rc;
+
+	rc = ck_store_list_checkpoints(v->store, name, &infos, &n);
+	if (rc)
+		return rc;
+	s = add_series(v, name);
+	rc = s ? append_checkpoints(v, s, infos, 0, n) : -ENOMEM;
+	ck_ckpt_info_free(infos, n);
+	return rc;
+}
+
+static void sort_children(struct ck_vnode *n)
+{
+	if (n->nchildren > 1)
+		qsort(n->children, n->nchildren, sizeof(struct ck_vnode *), name_cmp);
 }
 
 static void view_free_nodes(struct ck_view *v)
@@ -257,6 +302,7 @@ int ck_view_open(const char *store_dir, const struct ck_view_opts *opts, struct 
 	if (!v)
 		return -ENOMEM;
 	pthread_mutex_init(&v->lock, NULL);
+	pthread_rwlock_init(&v->ns_lock, NULL);
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&v->build_lock, &ma);
@@ -280,27 +326,15 @@ int ck_view_open(const char *store_dir, const struct ck_view_opts *opts, struct 
 		ck_fail(err, -rc, "%s: cannot list series: %s", store_dir, strerror(-rc));
 		goto fail;
 	}
-	v->series = calloc(nnames ? nnames : 1, sizeof(*v->series));
-	if (!v->series) {
-		ck_strv_free(names, nnames);
-		rc = -ENOMEM;
-		goto fail;
-	}
-	for (size_t i = 0; i < nnames; i++) {
-		v->series[i].name = names[i];
-		names[i] = NULL;
-	}
-	v->nseries = nnames;
-	free(names);
-	for (size_t i = 0; i < v->nseries && !rc; i++)
-		rc = load_series(v, root, &v->series[i]);
+	for (size_t i = 0; i < nnames && !rc; i++)
+		rc = load_series(v, names[i]);
+	ck_strv_free(names, nnames);
 	if (rc) {
 		ck_fail(err, -rc, "%s: cannot load the index: %s", store_dir, strerror(-rc));
 		goto fail;
 	}
 	for (size_t i = 0; i < v->nnodes; i++)
-		if (v->nodes[i]->nchildren > 1)
-			qsort(v->nodes[i]->children, v->nodes[i]->nchildren, sizeof(struct ck_vnode *), name_cmp);
+		sort_children(v->nodes[i]);
 	*out = v;
 	return 0;
 fail:
@@ -324,19 +358,25 @@ void ck_view_close(struct ck_view *v)
 	}
 	free(v->phys);
 	for (size_t i = 0; i < v->nseries; i++) {
-		for (size_t j = 0; j < v->series[i].nckpts; j++) {
-			struct ck_ckpt_info *ci = &v->series[i].ckpts[j].info;
+		struct view_series *sr = v->series[i];
+
+		for (size_t j = 0; j < sr->nckpts; j++) {
+			struct ck_ckpt_info *ci = &sr->ckpts[j]->info;
 
 			free(ci->series);
 			free(ci->name);
 			free(ci->src_path);
+			free(sr->ckpts[j]->files);
+			free(sr->ckpts[j]);
 		}
-		free(v->series[i].ckpts);
-		free(v->series[i].name);
+		free(sr->ckpts);
+		free(sr->name);
+		free(sr);
 	}
 	free(v->series);
 	ck_store_close(v->store);
 	pthread_mutex_destroy(&v->lock);
+	pthread_rwlock_destroy(&v->ns_lock);
 	pthread_mutex_destroy(&v->build_lock);
 	free(v);
 }
@@ -345,12 +385,23 @@ void ck_view_close(struct ck_view *v)
 
 const struct ck_vnode *ck_view_root(struct ck_view *v)
 {
-	return v->nodes[0];
+	const struct ck_vnode *n;
+
+	pthread_rwlock_rdlock(&v->ns_lock);
+	n = v->nodes[0];
+	pthread_rwlock_unlock(&v->ns_lock);
+	return n;
 }
 
 const struct ck_vnode *ck_view_node(struct ck_view *v, uint64_t ino)
 {
-	return ino >= 1 && ino <= v->nnodes ? v->nodes[ino - 1] : NULL;
+	const struct ck_vnode *n = NULL;
+
+	pthread_rwlock_rdlock(&v->ns_lock);
+	if (ino >= 1 && ino <= v->nnodes)
+		n = v->nodes[ino - 1];
+	pthread_rwlock_unlock(&v->ns_lock);
+	return n;
 }
 
 const char *ck_vnode_name(const struct ck_vnode *n)
@@ -358,12 +409,11 @@ const char *ck_vnode_name(const struct ck_vnode *n)
 	return n->name;
 }
 
-int ck_view_lookup(struct ck_view *v, const struct ck_vnode *dir, const char *name,
-		   const struct ck_vnode **out)
+/* Callers hold ns_lock. */
+static int lookup_locked(const struct ck_vnode *dir, const char *name, const struct ck_vnode **out)
 {
 	size_t lo = 0, hi;
 
-	(void)v;
 	if (!dir->is_dir)
 		return -ENOTDIR;
 	if (!strcmp(name, ".")) {
@@ -391,40 +441,139 @@ int ck_view_lookup(struct ck_view *v, const struct ck_vnode *dir, const char *na
 	return -ENOENT;
 }
 
+int ck_view_lookup(struct ck_view *v, const struct ck_vnode *dir, const char *name,
+		   const struct ck_vnode **out)
+{
+	int rc;
+
+	pthread_rwlock_rdlock(&v->ns_lock);
+	rc = lookup_locked(dir, name, out);
+	pthread_rwlock_unlock(&v->ns_lock);
+	return rc;
+}
+
 int ck_view_child(struct ck_view *v, const struct ck_vnode *dir, size_t i, const struct ck_vnode **out)
 {
-	(void)v;
+	int rc = 0;
+
 	if (!dir->is_dir)
 		return -ENOTDIR;
+	pthread_rwlock_rdlock(&v->ns_lock);
 	if (i >= dir->nchildren)
-		return -ENOENT;
-	*out = dir->children[i];
-	return 0;
+		rc = -ENOENT;
+	else
+		*out = dir->children[i];
+	pthread_rwlock_unlock(&v->ns_lock);
+	return rc;
 }
 
 int ck_view_resolve(struct ck_view *v, const char *path, const struct ck_vnode **out)
 {
-	const struct ck_vnode *n = ck_view_root(v);
+	const struct ck_vnode *n;
 	char name[4096];
+	int rc = 0;
 
-	while (*path) {
+	pthread_rwlock_rdlock(&v->ns_lock);
+	n = v->nodes[0];
+	while (*path && !rc) {
 		const char *slash = strchr(path, '/');
 		size_t len = slash ? (size_t)(slash - path) : strlen(path);
-		int rc;
 
-		if (len >= sizeof(name))
-			return -ENAMETOOLONG;
+		if (len >= sizeof(name)) {
+			rc = -ENAMETOOLONG;
+			break;
+		}
 		if (len) {
 			memcpy(name, path, len);
 			name[len] = 0;
-			rc = ck_view_lookup(v, n, name, &n);
-			if (rc)
-				return rc;
+			rc = lookup_locked(n, name, &n);
 		}
 		path += len + (slash ? 1 : 0);
 	}
-	*out = n;
+	pthread_rwlock_unlock(&v->ns_lock);
+	if (!rc)
+		*out = n;
+	return rc;
+}
+
+/* --- refresh ------------------------------------------------------------------ */
+
+static struct view_series *find_series(struct ck_view *v, const char *name)
+{
+	for (size_t i = 0; i < v->nseries; i++)
+		if (!strcmp(v->series[i]->name, name))
+			return v->series[i];
+	return NULL;
+}
+
+static int note_changed(uint64_t *changed, size_t max, size_t *n, uint64_t ino)
+{
+	for (size_t i = 0; i < *n; i++)
+		if (changed[i] == ino)
+			return 0;
+	if (*n < max)
+		changed[(*n)++] = ino;
 	return 0;
+}
+
+/* Whether the store now has checkpoints (or series) the view lacks, and
+ * whether the view can follow: new series, and new checkpoints after the
+ * last one of a series, are added; anything else (a checkpoint removed,
+ * re-imported, or inserted before the newest) would change composites the
+ * kernel may have cached, so it needs a remount and is only logged. */
+int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nchanged)
+{
+	char **names = NULL;
+	size_t nnames = 0;
+	int rc;
+
+	*nchanged = 0;
+	rc = ck_store_list_series(v->store, &names, &nnames);
+	if (rc)
+		return rc;
+	pthread_rwlock_wrlock(&v->ns_lock);
+	for (size_t i = 0; i < nnames && !rc; i++) {
+		struct view_series *s = find_series(v, names[i]);
+		struct ck_ckpt_info *infos = NULL;
+		size_t n = 0, k, before = v->nnodes;
+
+		if (!s) {
+			rc = load_series(v, names[i]);
+			if (!rc)
+				ck_info("refresh: new series %s (%zu checkpoints)", names[i],
+					v->series[v->nseries - 1]->nckpts);
+			sort_children(v->nodes[0]);
+			note_changed(changed, max, nchanged, v->nodes[0]->ino);
+		} else {
+			rc = ck_store_list_checkpoints(v->store, s->name, &infos, &n);
+			if (rc)
+				break;
+			for (k = 0; k < s->nckpts && k < n; k++)
+				if (infos[k].id != s->ckpts[k]->info.id)
+					break;
+			if (k < s->nckpts) {
+				if (!s->warned_stale)
+					ck_warn("refresh: checkpoints of series %s were removed, re-imported or "
+						"inserted before the newest one; remount to see the change", s->name);
+				s->warned_stale = 1;
+			} else if (n > s->nckpts) {
+				size_t first = s->nckpts;
+
+				rc = append_checkpoints(v, s, infos, s->nckpts, n);
+				sort_children(s->dir);
+				note_changed(changed, max, nchanged, s->dir->ino);
+				ck_info("refresh: series %s: %zu new checkpoint(s), newest %s", s->name,
+					s->nckpts - first, s->ckpts[s->nckpts - 1]->info.name);
+			}
+			ck_ckpt_info_free(infos, n);
+		}
+		/* Directories made by this refresh get their children sorted. */
+		for (size_t j = before; j < v->nnodes; j++)
+			sort_children(v->nodes[j]);
+	}
+	pthread_rwlock_unlock(&v->ns_lock);
+	ck_strv_free(names, nnames);
+	return rc;
 }
 
 /* --- file contents ---------------------------------------------------------- */
@@ -483,8 +632,11 @@ int ck_view_getattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_vatt
 	if (n->is_dir) {
 		uint32_t subdirs = 0;
 
+		pthread_rwlock_rdlock(&v->ns_lock);
 		for (size_t i = 0; i < n->nchildren; i++)
 			subdirs += n->children[i]->is_dir;
+		out->mtime_ns = n->mtime_ns;
+		pthread_rwlock_unlock(&v->ns_lock);
 		out->mode = S_IFDIR | 0555;
 		out->nlink = 2 + subdirs;
 		return 0;

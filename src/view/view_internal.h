@@ -44,12 +44,16 @@ struct view_ckpt {
 	struct ck_ckpt_info info;
 	struct view_series *series;
 	size_t index;               /* position in the series, ascending step */
+	struct phys_file **files;   /* its own physical files */
+	size_t nfiles;
 };
 
 struct view_series {
 	char *name;
-	struct view_ckpt *ckpts;
+	struct view_ckpt **ckpts;   /* ascending step; only ever appended to */
 	size_t nckpts;
+	struct ck_vnode *dir;
+	int warned_stale;           /* told the log once that a refresh cannot follow */
 };
 
 /* A source of a composite file: the same relative path in one checkpoint. */
@@ -76,12 +80,13 @@ struct ck_vnode {
 struct ck_view {
 	struct ck_store *store;
 	struct ck_view_opts opts;
-	struct view_series *series;
+	struct view_series **series;
 	size_t nseries;
 	struct phys_file **phys;    /* every imported file */
 	size_t nphys;
 	struct ck_vnode **nodes;    /* by ino - 1 */
 	size_t nnodes, capnodes;
+	pthread_rwlock_t ns_lock;   /* the namespace: nodes, children, series (refresh writes) */
 	pthread_mutex_t lock;       /* phys_file caches (short sections) */
 	pthread_mutex_t build_lock; /* composite builds (recursive: an index builds its shards) */
 	int64_t open_time_ns;
