@@ -87,6 +87,31 @@ static int begin_read(struct ck_store *st, MDB_txn **txn)
 	return ck_mdb_errno(mdb_txn_begin(st->env, NULL, MDB_RDONLY, txn));
 }
 
+/* The records of dbi keyed by an 8-byte id and what follows it: the files
+ * of a checkpoint, the storages or the tensors of a file. */
+static int scan_id(MDB_txn *txn, MDB_dbi dbi, uint64_t id, decode_fn decode, clear_fn clear, size_t elem,
+		   void **out, size_t *n)
+{
+	uint8_t prefix[8];
+
+	ck_key_id(prefix, id);
+	return scan_prefix(txn, dbi, prefix, sizeof(prefix), decode, clear, elem, out, n);
+}
+
+/* scan_id in a read-only transaction of its own. */
+static int list_id(struct ck_store *st, MDB_dbi dbi, uint64_t id, decode_fn decode, clear_fn clear, size_t elem,
+		   void **out, size_t *n)
+{
+	MDB_txn *txn;
+	int rc = begin_read(st, &txn);
+
+	if (rc < 0)
+		return rc;
+	rc = scan_id(txn, dbi, id, decode, clear, elem, out, n);
+	mdb_txn_abort(txn);
+	return rc;
+}
+
 /* ---- decoders with the scan_prefix signature ---- */
 
 static int dec_ckpt(const MDB_val *k, const MDB_val *v, void *out)
@@ -181,60 +206,28 @@ int ck_store_list_checkpoints(struct ck_store *st, const char *series, struct ck
 
 int ck_txn_list_files(MDB_txn *txn, struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n)
 {
-	uint8_t prefix[8];
-
-	ck_key_id(prefix, ckpt_id);
-	return scan_prefix(txn, st->files, prefix, sizeof(prefix), dec_file, clr_file,
-			   sizeof(**out), (void **)out, n);
+	return scan_id(txn, st->files, ckpt_id, dec_file, clr_file, sizeof(**out), (void **)out, n);
 }
 
 int ck_txn_list_storages(MDB_txn *txn, struct ck_store *st, uint64_t file_id,
 			 struct ck_storage_info **out, size_t *n)
 {
-	uint8_t prefix[8];
-
-	ck_key_id(prefix, file_id);
-	return scan_prefix(txn, st->storages, prefix, sizeof(prefix), dec_storage, clr_storage,
-			   sizeof(**out), (void **)out, n);
+	return scan_id(txn, st->storages, file_id, dec_storage, clr_storage, sizeof(**out), (void **)out, n);
 }
 
 int ck_store_list_files(struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n)
 {
-	MDB_txn *txn;
-	int rc = begin_read(st, &txn);
-
-	if (rc < 0)
-		return rc;
-	rc = ck_txn_list_files(txn, st, ckpt_id, out, n);
-	mdb_txn_abort(txn);
-	return rc;
+	return list_id(st, st->files, ckpt_id, dec_file, clr_file, sizeof(**out), (void **)out, n);
 }
 
 int ck_store_list_storages(struct ck_store *st, uint64_t file_id, struct ck_storage_info **out, size_t *n)
 {
-	MDB_txn *txn;
-	int rc = begin_read(st, &txn);
-
-	if (rc < 0)
-		return rc;
-	rc = ck_txn_list_storages(txn, st, file_id, out, n);
-	mdb_txn_abort(txn);
-	return rc;
+	return list_id(st, st->storages, file_id, dec_storage, clr_storage, sizeof(**out), (void **)out, n);
 }
 
 int ck_store_list_tensors(struct ck_store *st, uint64_t file_id, struct ck_tensor_info **out, size_t *n)
 {
-	uint8_t prefix[8];
-	MDB_txn *txn;
-	int rc = begin_read(st, &txn);
-
-	if (rc < 0)
-		return rc;
-	ck_key_id(prefix, file_id);
-	rc = scan_prefix(txn, st->tensors, prefix, sizeof(prefix), dec_tensor, clr_tensor,
-			 sizeof(**out), (void **)out, n);
-	mdb_txn_abort(txn);
-	return rc;
+	return list_id(st, st->tensors, file_id, dec_tensor, clr_tensor, sizeof(**out), (void **)out, n);
 }
 
 int ck_txn_find_checkpoint(MDB_txn *txn, struct ck_store *st, const char *series, const char *name,
