@@ -549,6 +549,8 @@ int composite_build(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out
 		break;
 	}
 	free(pfs);
+	if (f)
+		f->view = v;
 	if (!rc)
 		rc = vfile_freeze(f);
 	if (rc) {

@@ -221,20 +221,18 @@ out:
 	return rc;
 }
 
-/* Hashes a range once and compares with the hash recorded at import.
- * Concurrent first readers may both hash; the result is the same. */
-int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r)
+/* Hashes [r->offset, +length) of the file.  pread, not mmap: a file
+ * truncated behind our back must give an error, not SIGBUS in the daemon.
+ * The kernel is told up front that the whole range is needed, so it reads
+ * ahead in large requests while we hash. */
+static int hash_range(struct phys_file *pf, const struct phys_range *r, XXH128_hash_t *out)
 {
 	enum { CHUNK = 1 << 20 };
 	XXH3_state_t *st;
-	XXH128_hash_t h;
 	uint8_t *buf;
-	uint64_t done = 0;
-	int state = atomic_load(&r->state), rc = 0;
+	int rc = 0;
 
-	(void)v;
-	if (state)
-		return state > 0 ? 0 : -EIO;
+	posix_fadvise(pf->fd, (off_t)r->offset, (off_t)r->length, POSIX_FADV_WILLNEED);
 	buf = malloc(CHUNK);
 	st = XXH3_createState();
 	if (!buf || !st) {
@@ -243,33 +241,57 @@ int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range
 		return -ENOMEM;
 	}
 	XXH3_128bits_reset(st);
-	while (done < r->length) {
+	for (uint64_t done = 0; done < r->length && !rc;) {
 		size_t len = r->length - done < CHUNK ? (size_t)(r->length - done) : CHUNK;
 
 		rc = phys_read(pf, buf, len, r->offset + done);
-		if (rc)
-			break;
-		XXH3_128bits_update(st, buf, len);
+		if (!rc)
+			XXH3_128bits_update(st, buf, len);
 		done += len;
 	}
-	h = XXH3_128bits_digest(st);
+	*out = XXH3_128bits_digest(st);
 	XXH3_freeState(st);
 	free(buf);
+	return rc;
+}
+
+/* Verifies a range once in the life of the view and compares it with the
+ * hash recorded at import.  The kernel sends several reads of one range at
+ * once (readahead); the first reader hashes, the others wait for its
+ * verdict instead of hashing the same bytes again. */
+int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r)
+{
+	XXH128_hash_t h;
+	int state = 0, rc;
+
+	if (!atomic_compare_exchange_strong(&r->state, &state, RANGE_HASHING)) {
+		if (state == RANGE_HASHING) {
+			pthread_mutex_lock(&v->verify_lock);
+			while ((state = atomic_load(&r->state)) == RANGE_HASHING)
+				pthread_cond_wait(&v->verify_done, &v->verify_lock);
+			pthread_mutex_unlock(&v->verify_lock);
+		}
+		return state == RANGE_GOOD ? 0 : -EIO;
+	}
+	rc = hash_range(pf, r, &h);
 	if (rc) {
 		ck_err("%s/%s: tensor '%s': read of %s failed: %s", pf->ckpt->info.name,
 		       pf->info.relpath, r->key, pf->info.src_path, strerror(-rc));
-		return -EIO;
-	}
-	if (h.low64 != r->hash_lo || h.high64 != r->hash_hi) {
+		state = 0;   /* a read error may pass: let the next reader try again */
+	} else if (h.low64 != r->hash_lo || h.high64 != r->hash_hi) {
 		ck_err("%s/%s: tensor '%s': content hash mismatch in %s at offset %llu (%llu bytes): "
 		       "the file changed or is damaged; refusing to serve it",
 		       pf->ckpt->info.name, pf->info.relpath, r->key, pf->info.src_path,
 		       (unsigned long long)r->offset, (unsigned long long)r->length);
-		atomic_store(&r->state, -1);
-		return -EIO;
+		state = RANGE_BAD;
+	} else {
+		state = RANGE_GOOD;
 	}
-	atomic_store(&r->state, 1);
-	return 0;
+	pthread_mutex_lock(&v->verify_lock);
+	atomic_store(&r->state, state);
+	pthread_cond_broadcast(&v->verify_done);
+	pthread_mutex_unlock(&v->verify_lock);
+	return state == RANGE_GOOD ? 0 : -EIO;
 }
 
 static int tinfo_cmp(const void *a, const void *b)

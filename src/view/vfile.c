@@ -210,7 +210,6 @@ static size_t find_extent(const struct ck_vfile *f, uint64_t off)
 
 int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_extent *out, size_t max)
 {
-	struct ck_view *v = NULL;  /* verification needs no view state */
 	size_t i, n = 0;
 	uint64_t end;
 
@@ -224,8 +223,8 @@ int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_exten
 
 		if (take > end - off)
 			take = end - off;
-		if (e->pf && e->range && atomic_load(&e->range->state) <= 0) {
-			int rc = phys_verify_range(v, e->pf, e->range);
+		if (e->pf && e->range && atomic_load(&e->range->state) != RANGE_GOOD) {
+			int rc = phys_verify_range(f->view, e->pf, e->range);
 
 			if (rc)
 				return rc;

@@ -303,6 +303,8 @@ int ck_view_open(const char *store_dir, const struct ck_view_opts *opts, struct 
 		return -ENOMEM;
 	pthread_mutex_init(&v->lock, NULL);
 	pthread_rwlock_init(&v->ns_lock, NULL);
+	pthread_mutex_init(&v->verify_lock, NULL);
+	pthread_cond_init(&v->verify_done, NULL);
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&v->build_lock, &ma);
@@ -377,6 +379,8 @@ void ck_view_close(struct ck_view *v)
 	ck_store_close(v->store);
 	pthread_mutex_destroy(&v->lock);
 	pthread_rwlock_destroy(&v->ns_lock);
+	pthread_mutex_destroy(&v->verify_lock);
+	pthread_cond_destroy(&v->verify_done);
 	pthread_mutex_destroy(&v->build_lock);
 	free(v);
 }

@@ -18,8 +18,10 @@ struct phys_range {
 	uint64_t offset, length;
 	uint64_t hash_lo, hash_hi;
 	char *key;                  /* storage key or tensor name, for error messages */
-	atomic_int state;           /* 0 unchecked, 1 good, -1 bad */
+	atomic_int state;           /* RANGE_* */
 };
+
+enum { RANGE_UNCHECKED = 0, RANGE_GOOD = 1, RANGE_BAD = -1, RANGE_HASHING = 2 };
 
 /* One physical (imported) file, shared by every composite that uses it. */
 struct phys_file {
@@ -89,6 +91,8 @@ struct ck_view {
 	pthread_rwlock_t ns_lock;   /* the namespace: nodes, children, series (refresh writes) */
 	pthread_mutex_t lock;       /* phys_file caches (short sections) */
 	pthread_mutex_t build_lock; /* composite builds (recursive: an index builds its shards) */
+	pthread_mutex_t verify_lock;   /* with verify_done: readers waiting for a range's hash */
+	pthread_cond_t verify_done;
 	int64_t open_time_ns;
 };
 
@@ -113,6 +117,7 @@ struct vtensor_src {
 
 struct ck_vfile {
 	atomic_int refs;
+	struct ck_view *view;
 	uint64_t size;
 	struct vext *ext;
 	size_t next, capext;
