@@ -6,6 +6,9 @@
  * On disk (docs/format.md):
  *   STORE/ckptfs-store      marker + format version (text)
  *   STORE/index/            LMDB environment (data.mdb, lock.mdb)
+ *   STORE/index.lock        taken by writers (shared) and reindex (exclusive)
+ *   STORE/manifests/        one checksummed text manifest per checkpoint:
+ *                           the durable record the index can be rebuilt from
  *   STORE/layers.conf       optional user layer rules (see layers.h)
  */
 #ifndef CKPTFS_STORE_H
@@ -77,6 +80,8 @@ typedef void (*ck_import_report_fn)(void *ctx, const char *path, int status, con
 #define CK_IMPORT_SKIPPED 1
 
 int ck_store_init(const char *dir, struct ck_error *err);
+/* Opens a store.  A store whose index is gone fails with -ENOENT and
+ * "STORE: index missing: run ckptctl reindex STORE". */
 int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct ck_error *err);
 void ck_store_close(struct ck_store *st);
 const char *ck_store_path(const struct ck_store *st);
@@ -87,6 +92,30 @@ const struct ck_layer_rules *ck_store_layer_rules(const struct ck_store *st);
  * Returns the number of checkpoints indexed or -errno. */
 int ck_store_import(struct ck_store *st, const char *src, const struct ck_import_opts *opts,
 		    ck_import_report_fn report, void *ctx, struct ck_error *err);
+
+struct ck_reindex_opts {
+	int verify;   /* also re-stat every physical file and report those changed since import */
+	int force;    /* replace the index even where it holds checkpoints that have no manifest */
+};
+
+/* What ck_store_reindex reports through report(ctx, path, status, msg):
+ *   0                   a checkpoint indexed; path "SERIES/CKPT", msg its number of files
+ *   -errno              a damaged manifest, skipped; path is the file, msg why
+ *   CK_REINDEX_STALE    (verify) a file changed since import; path "SERIES/CKPT",
+ *                       msg names the file and what changed (it stays indexed; the
+ *                       mount refuses it, as before) */
+#define CK_REINDEX_STALE 2
+
+/* Rebuilds STORE/index from the manifests in STORE/manifests alone (no
+ * checkpoint file is read).  The new LMDB environment is built in a
+ * temporary directory of STORE and swapped in with renames, so a crash
+ * leaves the old index or the new one; an import waits meanwhile.  Ids may
+ * change.  Unless opts->force, refuses (-EEXIST, nothing changed) when the
+ * current index holds checkpoints that have no manifest at all (imported
+ * before manifests existed): import them again first.  Returns the number
+ * of checkpoints indexed, or -errno with err (the old index is kept). */
+int ck_store_reindex(const char *dir, const struct ck_reindex_opts *opts, ck_import_report_fn report, void *ctx,
+		     struct ck_error *err);
 
 /* Listing.  Arrays are allocated (never NULL on success, even when empty);
  * free with the matching *_free. */

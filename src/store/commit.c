@@ -1,7 +1,12 @@
 /* Committing one imported checkpoint: a single LMDB write transaction
  * replaces whatever an earlier import recorded for the same (series, name),
  * so readers see either the old checkpoint or the new one, never a mix.
- * Files whose identity did not change keep their ids. */
+ * Files whose identity did not change keep their ids.
+ *
+ * The checkpoint's manifest (manifest.h) is written durably inside that
+ * transaction, before it commits: whatever the index holds, a manifest
+ * holds too, and `ckptctl reindex` can rebuild the index from them.  If
+ * the commit then fails, the previous manifest is put back. */
 #include "config.h"
 
 #include <errno.h>
@@ -11,6 +16,7 @@
 
 #include "commit.h"
 #include "index.h"
+#include "manifest.h"
 
 static int64_t now_ns(void)
 {
@@ -72,7 +78,7 @@ static int put(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t klen, const st
 	return ck_mdb_errno(mdb_put(txn, dbi, &k, &v, 0));
 }
 
-static int put_series(MDB_txn *txn, struct ck_store *st, const char *series, const char *pattern)
+static int put_series(MDB_txn *txn, struct ck_store *st, const char *series, const char *pattern, int64_t now)
 {
 	MDB_val k = { strlen(series), (void *)series }, v;
 	struct ck_buf b = CK_BUF_INIT;
@@ -83,7 +89,7 @@ static int put_series(MDB_txn *txn, struct ck_store *st, const char *series, con
 		return 0;           /* keep the series and its stored pattern */
 	if (rc != 0 && rc != MDB_NOTFOUND)
 		return ck_mdb_errno(rc);
-	rc = ck_rec_put_series(&b, pattern, now_ns());
+	rc = ck_rec_put_series(&b, pattern, now);
 	if (rc == 0)
 		rc = put(txn, st->series, series, strlen(series), &b);
 	ck_buf_free(&b);
@@ -166,30 +172,23 @@ static int put_file(MDB_txn *txn, struct ck_store *st, struct ck_ingest *f, stru
 	return rc;
 }
 
-int ck_commit_checkpoint(struct ck_store *st, const char *pattern, struct ck_ckpt_info *ck,
-			 struct ck_ingest *files, size_t n, struct ck_error *err)
+/* The records of checkpoint ck and its files, replacing an earlier
+ * checkpoint of the same (series, name); sets ck->id and the files' ids. */
+static int put_checkpoint(MDB_txn *txn, struct ck_store *st, struct ck_ckpt_info *ck, struct ck_ingest *files,
+			  size_t n, int64_t imported_ns)
 {
-	struct ck_ckpt_info old;
 	struct ck_buf key = CK_BUF_INIT, val = CK_BUF_INIT;
-	MDB_txn *txn;
+	struct ck_ckpt_info old;
 	size_t i;
 	int rc;
 
-	if (st->readonly)
-		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
-	rc = ck_mdb_errno(mdb_txn_begin(st->env, NULL, 0, &txn));
-	if (rc < 0)
-		return ck_fail(err, -rc, "%s: cannot start an index transaction: %s", st->path, strerror(-rc));
-	rc = put_series(txn, st, ck->series, pattern);
+	rc = ck_txn_find_checkpoint(txn, st, ck->series, ck->name, &old);
 	if (rc == 0) {
-		rc = ck_txn_find_checkpoint(txn, st, ck->series, ck->name, &old);
-		if (rc == 0) {
-			ck->id = old.id;
-			rc = drop_old(txn, st, &old, files, n);
-			ck_ckpt_info_clear(&old);
-		} else if (rc == -ENOENT) {
-			rc = next_id(txn, st, &ck->id);
-		}
+		ck->id = old.id;
+		rc = drop_old(txn, st, &old, files, n);
+		ck_ckpt_info_clear(&old);
+	} else if (rc == -ENOENT) {
+		rc = next_id(txn, st, &ck->id);
 	}
 	for (i = 0; i < n && rc == 0; i++) {
 		files[i].info.ckpt_id = ck->id;
@@ -202,18 +201,123 @@ int ck_commit_checkpoint(struct ck_store *st, const char *pattern, struct ck_ckp
 		val.len = 0;
 		rc = ck_key_ckpt(&key, ck->series, ck->step, ck->name);
 		if (rc == 0)
-			rc = ck_rec_put_ckpt(&val, ck, now_ns());
+			rc = ck_rec_put_ckpt(&val, ck, imported_ns);
 		if (rc == 0)
 			rc = put(txn, st->ckpts, key.data, key.len, &val);
 	}
+	ck_buf_free(&key);
+	ck_buf_free(&val);
+	return rc;
+}
+
+/* Writes the manifest of what the transaction is about to commit: the
+ * checkpoint and its series' record as the transaction sees it. */
+static int store_manifest(MDB_txn *txn, struct ck_store *st, const struct ck_ckpt_info *ck,
+			  struct ck_ingest *files, size_t n, int64_t imported_ns, struct ck_manifest_txn *mtx,
+			  struct ck_error *err)
+{
+	struct ck_manifest m = { .ckpt = *ck, .imported_ns = imported_ns, .files = files, .nfiles = n };
+	MDB_val k = { strlen(ck->series), ck->series }, v;
+	struct ck_error why = { { 0 } };
+	int rc;
+
+	rc = ck_mdb_errno(mdb_get(txn, st->series, &k, &v));
+	if (rc == 0)
+		rc = ck_rec_get_series_full(&v, &m.pattern, &m.series_created_ns);
+	if (rc < 0)
+		return ck_fail(err, -rc, "%s: cannot read series '%s' back: %s", st->path, ck->series, strerror(-rc));
+	rc = ck_manifest_store(st->path, &m, mtx, &why);
+	free(m.pattern);
+	if (rc < 0)
+		return ck_fail(err, -rc, "cannot write the manifest of %s/%s: %s", ck->series, ck->name, why.msg);
+	return 0;
+}
+
+int ck_commit_checkpoint(struct ck_store *st, const char *pattern, struct ck_ckpt_info *ck,
+			 struct ck_ingest *files, size_t n, struct ck_error *err)
+{
+	struct ck_manifest_txn mtx = { 0 };
+	int64_t imported_ns = now_ns();
+	MDB_txn *txn;
+	int lock, rc;
+
+	if (st->readonly)
+		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
+	rc = ck_store_lock(st->path, 0, &lock, err);
+	if (rc < 0)
+		return rc;
+	rc = ck_store_index_current(st, err);
+	if (rc < 0)
+		goto out;
+	rc = ck_mdb_errno(mdb_txn_begin(st->env, NULL, 0, &txn));
+	if (rc < 0) {
+		ck_fail(err, -rc, "%s: cannot start an index transaction: %s", st->path, strerror(-rc));
+		goto out;
+	}
+	rc = put_series(txn, st, ck->series, pattern, imported_ns);
+	if (rc == 0)
+		rc = put_checkpoint(txn, st, ck, files, n, imported_ns);
+	if (rc < 0) {
+		mdb_txn_abort(txn);
+		goto index_error;
+	}
+	rc = store_manifest(txn, st, ck, files, n, imported_ns, &mtx, err);
+	if (rc < 0) {
+		mdb_txn_abort(txn);
+		goto out;
+	}
+	rc = ck_mdb_errno(mdb_txn_commit(txn));
+	if (rc < 0) {
+		ck_manifest_store_rollback(&mtx);
+		goto index_error;
+	}
+	ck_manifest_store_commit(&mtx);
+	goto out;
+index_error:
+	ck_fail(err, -rc, "%s: cannot record %s/%s in the index: %s", st->path, ck->series, ck->name,
+		rc == -ENOSPC ? "index full" : strerror(-rc));
+out:
+	ck_store_unlock(lock);
+	return rc;
+}
+
+int ck_commit_restore(struct ck_store *st, struct ck_manifest *m, struct ck_error *err)
+{
+	MDB_txn *txn;
+	int rc;
+
+	rc = ck_mdb_errno(mdb_txn_begin(st->env, NULL, 0, &txn));
+	if (rc == 0)
+		rc = put_checkpoint(txn, st, &m->ckpt, m->files, m->nfiles, m->imported_ns);
 	if (rc == 0)
 		rc = ck_mdb_errno(mdb_txn_commit(txn));
 	else
 		mdb_txn_abort(txn);
-	ck_buf_free(&key);
-	ck_buf_free(&val);
 	if (rc < 0)
-		return ck_fail(err, -rc, "%s: cannot record %s/%s in the index: %s", st->path, ck->series, ck->name,
+		return ck_fail(err, -rc, "cannot record %s/%s in the new index: %s", m->ckpt.series, m->ckpt.name,
 			       rc == -ENOSPC ? "index full" : strerror(-rc));
+	return 0;
+}
+
+int ck_commit_series(struct ck_store *st, const char *series, const char *pattern, int64_t created_ns,
+		     struct ck_error *err)
+{
+	struct ck_buf b = CK_BUF_INIT;
+	MDB_txn *txn;
+	int rc;
+
+	rc = ck_rec_put_series(&b, pattern, created_ns);
+	if (rc == 0)
+		rc = ck_mdb_errno(mdb_txn_begin(st->env, NULL, 0, &txn));
+	if (rc == 0) {
+		rc = put(txn, st->series, series, strlen(series), &b);
+		if (rc == 0)
+			rc = ck_mdb_errno(mdb_txn_commit(txn));
+		else
+			mdb_txn_abort(txn);
+	}
+	ck_buf_free(&b);
+	if (rc < 0)
+		return ck_fail(err, -rc, "cannot record series '%s' in the new index: %s", series, strerror(-rc));
 	return 0;
 }

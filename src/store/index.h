@@ -14,6 +14,7 @@
 #define CK_STORE_MARKER_FILE "ckptfs-store"
 #define CK_STORE_INDEX_DIR "index"
 #define CK_STORE_LAYERS_FILE "layers.conf"
+#define CK_STORE_LOCK_FILE "index.lock"      /* writers: shared; reindex: exclusive */
 #define CK_STORE_MAPSIZE (64ULL << 30)   /* sparse: LMDB only reserves address space */
 #define CK_STORE_FORMAT 1                /* version byte of every record */
 
@@ -36,6 +37,21 @@ struct ck_store {
 /* LMDB status (0, MDB_* or errno) to -errno. */
 int ck_mdb_errno(int rc);
 
+/* store.c: 0 if dir has the marker of a store this code reads. */
+int ck_store_check_marker(const char *dir, struct ck_error *err);
+/* Opens (create: makes) the LMDB environment in directory idx with its
+ * named databases into st->env and the dbi fields. */
+int ck_store_open_index(struct ck_store *st, const char *idx, int create, struct ck_error *err);
+
+/* writelock.c: commits hold STORE/index.lock shared, reindex holds it
+ * exclusive, so that no commit goes into an index being replaced.  Returns
+ * the locked descriptor in *fd. */
+int ck_store_lock(const char *dir, int exclusive, int *fd, struct ck_error *err);
+void ck_store_unlock(int fd);
+/* 0 if st's environment is still STORE/index (not replaced by a reindex
+ * since st was opened), -ESTALE with err otherwise. */
+int ck_store_index_current(struct ck_store *st, struct ck_error *err);
+
 /* Keys (big-endian numbers so that byte order is numeric order):
  *   ckpts:    series NUL step(u64, sign bit flipped) name
  *   files:    ckpt_id(u64) relpath
@@ -53,6 +69,7 @@ uint64_t ck_key_get_id(const uint8_t *p);
  * decoders return 0, -EIO for a record they cannot read, or -ENOMEM. */
 int ck_rec_put_series(struct ck_buf *b, const char *pattern, int64_t created_ns);
 int ck_rec_get_series(const MDB_val *v, char **pattern);
+int ck_rec_get_series_full(const MDB_val *v, char **pattern, int64_t *created_ns);
 
 int ck_rec_put_ckpt(struct ck_buf *b, const struct ck_ckpt_info *c, int64_t imported_ns);
 int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, struct ck_ckpt_info *out);

@@ -203,6 +203,13 @@ int ck_rec_put_series(struct ck_buf *b, const char *pattern, int64_t created_ns)
 
 int ck_rec_get_series(const MDB_val *v, char **pattern)
 {
+	int64_t created_ns;
+
+	return ck_rec_get_series_full(v, pattern, &created_ns);
+}
+
+int ck_rec_get_series_full(const MDB_val *v, char **pattern, int64_t *created_ns)
+{
 	struct rd r;
 	uint8_t flags;
 	uint32_t n;
@@ -213,7 +220,7 @@ int ck_rec_get_series(const MDB_val *v, char **pattern)
 	flags = rd_u8(&r);
 	rd_skip(&r, 2);
 	n = rd_u32(&r);
-	rd_u64(&r);
+	*created_ns = (int64_t)rd_u64(&r);
 	rc = rd_str(&r, n, pattern);
 	if (rc == 0)
 		rc = rd_end(&r);

@@ -77,7 +77,7 @@ out:
 	return rc;
 }
 
-static int check_marker(const char *dir, struct ck_error *err)
+int ck_store_check_marker(const char *dir, struct ck_error *err)
 {
 	char *path = path_join(dir, CK_STORE_MARKER_FILE);
 	char buf[64];
@@ -114,16 +114,13 @@ static int check_marker(const char *dir, struct ck_error *err)
 	return 0;
 }
 
-static int open_env(struct ck_store *st, int create, struct ck_error *err)
+int ck_store_open_index(struct ck_store *st, const char *idx, int create, struct ck_error *err)
 {
-	char *idx = path_join(st->path, CK_STORE_INDEX_DIR);
 	unsigned int flags = MDB_NOTLS | (st->readonly ? MDB_RDONLY : 0);
 	unsigned int dbflags = create ? MDB_CREATE : 0;
 	MDB_txn *txn = NULL;
 	int rc;
 
-	if (!idx)
-		return ck_fail(err, ENOMEM, "out of memory");
 	rc = mdb_env_create(&st->env);
 	if (rc == 0)
 		rc = mdb_env_set_maxdbs(st->env, 8);
@@ -162,7 +159,6 @@ static int open_env(struct ck_store *st, int create, struct ck_error *err)
 		rc = mdb_get(txn, st->meta, &k, &v);
 		if (rc == 0 && (v.mv_size != 1 || *(const char *)v.mv_data != '1')) {
 			mdb_txn_abort(txn);
-			free(idx);
 			return ck_fail(err, EPROTONOSUPPORT, "%s: unsupported index format", st->path);
 		}
 	}
@@ -176,14 +172,31 @@ static int open_env(struct ck_store *st, int create, struct ck_error *err)
 		int e = -ck_mdb_errno(rc);
 
 		if (rc == MDB_NOTFOUND)
-			ck_fail(err, EIO, "%s: index lacks its databases (not made by `ckptctl init`?)", idx);
+			ck_fail(err, EIO, "%s: index lacks its databases (rebuild it: ckptctl reindex %s)", idx,
+				st->path);
+		else if (rc == MDB_INVALID || rc == MDB_CORRUPTED || rc == MDB_VERSION_MISMATCH)
+			ck_fail(err, e, "%s: %s (rebuild it: ckptctl reindex %s)", idx, mdb_strerror(rc), st->path);
 		else
 			ck_fail(err, e, "%s: %s", idx, mdb_strerror(rc));
-		free(idx);
 		return -e;
 	}
-	free(idx);
 	return 0;
+}
+
+/* The one error every tool gives for a store whose index is gone: it can
+ * be rebuilt from the manifests. */
+static int check_index_present(const char *dir, const char *idx, struct ck_error *err)
+{
+	char *data = path_join(idx, "data.mdb");
+	struct stat sb;
+	int rc = 0;
+
+	if (!data)
+		return ck_fail(err, ENOMEM, "out of memory");
+	if (stat(data, &sb) < 0 && (errno == ENOENT || errno == ENOTDIR))
+		rc = ck_fail(err, ENOENT, "%s: index missing: run ckptctl reindex %s", dir, dir);
+	free(data);
+	return rc;
 }
 
 int ck_store_init(const char *dir, struct ck_error *err)
@@ -220,7 +233,7 @@ int ck_store_init(const char *dir, struct ck_error *err)
 		goto out;
 	}
 	st.path = (char *)dir;
-	rc = open_env(&st, 1, err);
+	rc = ck_store_open_index(&st, idx, 1, err);
 	if (st.env)
 		mdb_env_close(st.env);
 	if (rc == 0)
@@ -234,10 +247,10 @@ out:
 int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct ck_error *err)
 {
 	struct ck_store *st;
-	char *layers;
+	char *layers, *idx;
 	int rc;
 
-	rc = check_marker(dir, err);
+	rc = ck_store_check_marker(dir, err);
 	if (rc < 0)
 		return rc;
 	st = calloc(1, sizeof(*st));
@@ -249,7 +262,15 @@ int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct c
 		free(st);
 		return ck_fail(err, ENOMEM, "out of memory");
 	}
-	rc = open_env(st, 0, err);
+	idx = path_join(dir, CK_STORE_INDEX_DIR);
+	if (!idx) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto fail;
+	}
+	rc = check_index_present(dir, idx, err);
+	if (rc == 0)
+		rc = ck_store_open_index(st, idx, 0, err);
+	free(idx);
 	if (rc < 0)
 		goto fail;
 	layers = path_join(dir, CK_STORE_LAYERS_FILE);
