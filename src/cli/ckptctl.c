@@ -5,6 +5,7 @@
  *   ckptctl ls STORE [SERIES[/CKPT]] [--json]
  *   ckptctl show STORE SERIES/CKPT FILE [--json]
  *   ckptctl layers STORE [--add REGEX TEMPLATE | NAME...]
+ *   ckptctl reindex STORE [--verify] [--force]
  */
 #include "config.h"
 
@@ -15,7 +16,8 @@
 #include "cli.h"
 
 static const struct cli_cmd *const commands[] = {
-	&cli_cmd_init, &cli_cmd_import, &cli_cmd_ls, &cli_cmd_show, &cli_cmd_layers, &cli_cmd_verify,
+	&cli_cmd_init, &cli_cmd_import, &cli_cmd_ls, &cli_cmd_show, &cli_cmd_layers, &cli_cmd_reindex,
+	&cli_cmd_verify,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -12,7 +12,7 @@
 /* Exit statuses (documented in ckptctl(1)). */
 #define CLI_OK 0
 #define CLI_ERROR 1        /* the command failed */
-#define CLI_PARTIAL 2      /* import: some files refused, the rest indexed */
+#define CLI_PARTIAL 2      /* import: some files refused, the rest indexed; reindex: some manifests damaged */
 #define CLI_USAGE 64       /* bad command line (sysexits EX_USAGE) */
 
 struct cli_cmd {
@@ -25,7 +25,7 @@ struct cli_cmd {
 };
 
 extern const struct cli_cmd cli_cmd_init, cli_cmd_import, cli_cmd_ls, cli_cmd_show,
-	cli_cmd_layers, cli_cmd_verify;
+	cli_cmd_layers, cli_cmd_verify, cli_cmd_reindex;
 
 /* "ckptctl: <msg>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
