@@ -389,11 +389,11 @@ static void store_and_rollback(void)
 	struct ck_error err = { { 0 } };
 	struct ck_manifest_txn tx;
 	struct ck_manifest m, back;
-	char dir[] = "/tmp/t_manifest.XXXXXX";
-	char *path, cmd[128];
+	char dir[256], *path, cmd[600];
 	struct stat sb;
 	int rc;
 
+	snprintf(dir, sizeof(dir), "%s/t_manifest.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
 	SETUP(mkdtemp(dir));
 	sample(&m);
 	path = ck_manifest_path(dir, m.ckpt.series, m.ckpt.name);
@@ -429,9 +429,9 @@ static void store_and_rollback(void)
 	ck_manifest_clear(&m);
 	free(path);
 	/* Only the manifest is left: no temporary or backup file. */
-	snprintf(cmd, sizeof(cmd), "test $(find %s -type f | wc -l) = 1", dir);
+	snprintf(cmd, sizeof(cmd), "test $(find '%s' -type f | wc -l) = 1", dir);
 	CHECK(system(cmd) == 0, "leftover files in %s", dir);
-	snprintf(cmd, sizeof(cmd), "rm -rf %s", dir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", dir);
 	CHECK(system(cmd) == 0, "cannot remove %s", dir);
 }
 
