@@ -415,57 +415,34 @@ static int set_items(struct vm *vm, struct pk_node *target, struct pk_node **ite
 	return 0;
 }
 
-static int op_appends(struct vm *vm)
+/* add_items as ADDITEMS applies it: only to a set. */
+static int add_items(struct vm *vm, struct pk_node *set, struct pk_node **items, size_t n)
 {
-	struct pk_node *target;
-	size_t start;
-
-	if (pop_mark(vm, &start))
-		return vm->rc;
-	if (start <= fence(vm) || start == 0)
-		return underflow(vm);
-	target = vm->stack[start - 1];
-	if (append_items(vm, target, vm->stack + start, vm->sp - start))
-		return vm->rc;
-	vm->sp = start;
-	return 0;
-}
-
-static int op_setitems(struct vm *vm)
-{
-	struct pk_node *target;
-	size_t start;
-
-	if (pop_mark(vm, &start))
-		return vm->rc;
-	if (start <= fence(vm) || start == 0)
-		return underflow(vm);
-	target = vm->stack[start - 1];
-	if (set_items(vm, target, vm->stack + start, vm->sp - start))
-		return vm->rc;
-	vm->sp = start;
-	return 0;
-}
-
-static int op_additems(struct vm *vm)
-{
-	struct pk_node *set;
-	size_t start;
-
-	if (pop_mark(vm, &start))
-		return vm->rc;
-	if (start <= fence(vm) || start == 0)
-		return underflow(vm);
-	set = vm->stack[start - 1];
 	if (set->kind != PK_SET)
 		return fail(vm, "cannot add items to a %s", kind_name(set->kind));
 	mutating(vm, set);
-	for (size_t i = start; i < vm->sp; i++) {
-		if (adopt(vm, set, vm->stack[i]))
+	for (size_t i = 0; i < n; i++) {
+		if (adopt(vm, set, items[i]))
 			return vm->rc;
-		if (pk_set_add(vm->doc, set, vm->stack[i]))
+		if (pk_set_add(vm->doc, set, items[i]))
 			return oom(vm);
 	}
+	return 0;
+}
+
+/* APPENDS, SETITEMS, ADDITEMS: pop back to the mark and apply the items
+ * to the object just below it. */
+static int op_marked_items(struct vm *vm,
+			   int (*apply)(struct vm *, struct pk_node *, struct pk_node **, size_t))
+{
+	size_t start;
+
+	if (pop_mark(vm, &start))
+		return vm->rc;
+	if (start <= fence(vm) || start == 0)
+		return underflow(vm);
+	if (apply(vm, vm->stack[start - 1], vm->stack + start, vm->sp - start))
+		return vm->rc;
 	vm->sp = start;
 	return 0;
 }
@@ -915,7 +892,7 @@ static int step(struct vm *vm)
 			return vm->rc;
 		return append_items(vm, a, &b, 1);
 	case PK_OP_APPENDS:
-		return op_appends(vm);
+		return op_marked_items(vm, append_items);
 	case PK_OP_SETITEM:
 		if (vm->sp - fence(vm) < 3)
 			return underflow(vm);
@@ -925,9 +902,9 @@ static int step(struct vm *vm)
 		vm->sp -= 2;
 		return 0;
 	case PK_OP_SETITEMS:
-		return op_setitems(vm);
+		return op_marked_items(vm, set_items);
 	case PK_OP_ADDITEMS:
-		return op_additems(vm);
+		return op_marked_items(vm, add_items);
 
 	case PK_OP_GLOBAL:
 		return op_global(vm);
