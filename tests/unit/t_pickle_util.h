@@ -27,7 +27,10 @@ extern int t_failures;
 } while (0)
 
 /* Whole file in a malloc'd buffer (NUL-terminated), or NULL. */
-uint8_t *t_read_file(const char *path, size_t *len);
+/* The reader of tests/unit/testutil.c (NUL-terminated; the caller frees).
+ * Declared here because testutil.h's CHECK differs from ours. */
+uint8_t *read_file(const char *path, size_t *len);
+#define t_read_file read_file
 /* $CKPT_SHARED, or exits 77 (skip) when it is not set / not there. */
 const char *t_shared_dir(void);
 
