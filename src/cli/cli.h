@@ -13,6 +13,7 @@
 #define CLI_OK 0
 #define CLI_ERROR 1        /* the command failed */
 #define CLI_PARTIAL 2      /* import: some files refused, the rest indexed; reindex: some manifests damaged */
+#define CLI_DAMAGED 3      /* verify: damage found in the store */
 #define CLI_USAGE 64       /* bad command line (sysexits EX_USAGE) */
 
 struct cli_cmd {

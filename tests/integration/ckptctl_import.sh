@@ -227,7 +227,7 @@ printf 'x' >>"$tmp/run1/checkpoint-10/model.safetensors"
 rc=0
 "$CKPTCTL" verify "$tmp/store" >"$tmp/verify.out" 2>&1 || rc=$?
 cat "$tmp/verify.out"
-[ "$rc" = 1 ] || fail "verify after a change exited $rc, expected 1"
+[ "$rc" = 3 ] || fail "verify after a change exited $rc, expected 3 (damage found)"
 grep -q "checkpoint-10/model.safetensors: changed since import" "$tmp/verify.out" ||
 	fail "verify did not name the changed file"
 [ "$(grep -c CHANGED "$tmp/verify.out")" = 1 ] || fail "verify named more than the changed file"
