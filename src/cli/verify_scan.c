@@ -45,9 +45,12 @@ static double now_s(void)
 /* At most a few lines a second, overwritten in place (stderr is a TTY). */
 static void progress(struct scan_file *sf)
 {
-	double t = now_s();
+	double t;
 
-	if (!sf->r->progress || t - sf->last_progress < 0.25)
+	if (!sf->r->progress)
+		return;
+	t = now_s();
+	if (t - sf->last_progress < 0.25)
 		return;
 	sf->last_progress = t;
 	fprintf(stderr, "\rverify: %.1f of %.1f MiB hashed (%3.0f%%) %s/%s\033[K",
