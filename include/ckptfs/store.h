@@ -10,6 +10,10 @@
  *   STORE/manifests/        one checksummed text manifest per checkpoint:
  *                           the durable record the index can be rebuilt from
  *   STORE/layers.conf       optional user layer rules (see layers.h)
+ *   STORE/staging/          SERIES/DIR/: checkpoints being written, bytes as written
+ *   STORE/data/             SERIES/CKPT/: committed checkpoints, owned by the store
+ *   STORE/quarantine/       SERIES/DIR.TIME/: torn checkpoints set aside, with a REASON
+ *   STORE/commit.lock       taken by staged commits and recovery (exclusive)
  */
 #ifndef CKPTFS_STORE_H
 #define CKPTFS_STORE_H
@@ -116,6 +120,70 @@ struct ck_reindex_opts {
  * of checkpoints indexed, or -errno with err (the old index is kept). */
 int ck_store_reindex(const char *dir, const struct ck_reindex_opts *opts, ck_import_report_fn report, void *ctx,
 		     struct ck_error *err);
+
+/* ---- Staged commits (the writable mount's store side) ----
+ *
+ * Trainers write a checkpoint directory into STORE/staging/<series>/<dir>/.
+ * Committing it makes it a checkpoint of the series atomically, or sets it
+ * aside in the quarantine when any file does not parse completely; never
+ * anything in between, and a crash at any point leaves either the staged
+ * directory (not committed) or a committed checkpoint (after
+ * ck_store_recover).  See docs/format.md, "Staging, data and quarantine". */
+#define CK_STORE_STAGING_DIR "staging"
+#define CK_STORE_DATA_DIR "data"
+#define CK_STORE_QUARANTINE_DIR "quarantine"
+
+/* Statuses report() gets from the calls below besides those of an import
+ * (0 / -errno per file): the directory was quarantined (path: where it is
+ * now), or recovery finished a commit (path: the directory under data/). */
+#define CK_COMMIT_QUARANTINED 3
+#define CK_COMMIT_RECOVERED 4
+
+/* STORE/staging/<series>/<name> (name NULL: STORE/staging/<series>), newly
+ * allocated; NULL with errno EINVAL for a name that cannot be a series or
+ * directory name (empty, ".", "..", a '/', over 255 bytes), or ENOMEM.
+ * The caller creates the directories. */
+char *ck_store_staging_path(const struct ck_store *st, const char *series, const char *name);
+
+/* Commits STORE/staging/<series>/<staged_name>/ as checkpoint final_name
+ * (NULL: staged_name) of series, whose name must carry a step by the
+ * series' pattern (the built-ins unless `import --pattern` stored one):
+ *   1. every file is ingested (parsed, verified, hashed), nothing written;
+ *   2. if a file is bad (truncated zip, short safetensors, hostile pickle),
+ *      or a DCP directory is incomplete (.distcp without .metadata, a
+ *      .metadata naming a missing data file), or an entry is not a regular
+ *      file or directory: the directory is renamed to
+ *      STORE/quarantine/<series>/<staged_name>.<YYYYmmddTHHMMSSZ>/ with a
+ *      REASON file ("relpath: why" per line), and -EBADMSG is returned
+ *      (err names the first reason);
+ *   3. else every file and directory is fsynced, the directory renamed to
+ *      STORE/data/<series>/<final_name>/ and its parents fsynced, then its
+ *      manifest and index records are written as an import's are.
+ * report (may be NULL) gets each file as import reports it, then
+ * CK_COMMIT_QUARANTINED or 0 with "committed" for the directory.  Refuses
+ * to replace a committed checkpoint (-EEXIST).  0 or -errno with err. */
+int ck_store_commit_staged(struct ck_store *st, const char *series, const char *staged_name,
+			   const char *final_name, ck_import_report_fn report, void *ctx, struct ck_error *err);
+
+/* Finishes what commits cut short by a crash: every directory under
+ * STORE/data that the index does not hold is recorded (it was validated
+ * before its rename), temporary manifests are removed, and a quarantined
+ * directory without its REASON gets one.  ck_store_open() runs it for
+ * writable opens (a failure there is only logged).  Returns the number of
+ * commits finished, or -errno with err (the first failure; the others were
+ * still tried). */
+int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx, struct ck_error *err);
+
+struct ck_quarantine_info {
+	char *series;
+	char *name;          /* "<staged dir>.<YYYYmmddTHHMMSSZ>" */
+	char *path;          /* the directory */
+	char *reason;        /* its REASON file (first 64 KiB; "" when missing) */
+};
+
+/* The quarantined directories, by series then name.  Free with ck_quarantine_info_free. */
+int ck_store_list_quarantine(struct ck_store *st, struct ck_quarantine_info **out, size_t *n);
+void ck_quarantine_info_free(struct ck_quarantine_info *v, size_t n);
 
 /* Listing.  Arrays are allocated (never NULL on success, even when empty);
  * free with the matching *_free. */

@@ -6,6 +6,9 @@
  *   ckptctl show STORE SERIES/CKPT FILE [--json]
  *   ckptctl layers STORE [--add REGEX TEMPLATE | NAME...]
  *   ckptctl reindex STORE [--verify] [--force]
+ *   ckptctl commit STORE SERIES/STAGED_NAME [FINAL_NAME]
+ *   ckptctl quarantine STORE [--json]
+ *   ckptctl recover STORE
  */
 #include "config.h"
 
@@ -17,7 +20,7 @@
 
 static const struct cli_cmd *const commands[] = {
 	&cli_cmd_init, &cli_cmd_import, &cli_cmd_ls, &cli_cmd_show, &cli_cmd_layers, &cli_cmd_reindex,
-	&cli_cmd_verify,
+	&cli_cmd_verify, &cli_cmd_commit, &cli_cmd_quarantine, &cli_cmd_recover,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -30,7 +33,7 @@ static void usage(FILE *out)
 		     "Manage ckptfs checkpoint stores.\n\nCommands:\n");
 	for (i = 0; i < NCOMMANDS; i++) {
 		if (!commands[i]->hidden)
-			fprintf(out, "  %-8s %s\n", commands[i]->name, commands[i]->summary);
+			fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
 	}
 	fprintf(out, "\nRun 'ckptctl COMMAND --help' for a command's options; see ckptctl(1).\n");
 }

@@ -17,6 +17,7 @@
 #include "commit.h"
 #include "index.h"
 #include "manifest.h"
+#include "staging.h"
 
 static int64_t now_ns(void)
 {
@@ -266,6 +267,7 @@ int ck_commit_checkpoint(struct ck_store *st, const char *pattern, struct ck_ckp
 		mdb_txn_abort(txn);
 		goto out;
 	}
+	ck_crash_point("manifest");   /* test hook: manifest durable, index not committed */
 	rc = ck_mdb_errno(mdb_txn_commit(txn));
 	if (rc < 0) {
 		ck_manifest_store_rollback(&mtx);

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/log.h"
 #include "index.h"
 
 static char *path_join(const char *dir, const char *name)
@@ -244,6 +245,16 @@ out:
 	return rc;
 }
 
+/* A writable open first finishes staged commits a crash cut short.  The
+ * store is usable either way, so a failure is only logged. */
+static void recover(struct ck_store *st)
+{
+	struct ck_error why = { { 0 } };
+
+	if (ck_store_recover(st, NULL, NULL, &why) < 0)
+		ck_warn("%s: %s", st->path, why.msg);
+}
+
 int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct ck_error *err)
 {
 	struct ck_store *st;
@@ -282,6 +293,8 @@ int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct c
 	free(layers);
 	if (rc < 0)
 		goto fail;
+	if (!readonly)
+		recover(st);
 	*out = st;
 	return 0;
 fail:

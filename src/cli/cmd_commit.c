@@ -1,0 +1,151 @@
+/* ckptctl commit STORE SERIES/STAGED [FINAL]: commit a staged checkpoint
+ * directory, or see it quarantined; ckptctl recover STORE: finish commits
+ * a crash cut short. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define CLI_QUARANTINED 3   /* commit: the directory was quarantined (ckptctl(1)) */
+
+struct commit_args {
+	int verbose;
+	size_t files, bad;
+};
+
+static int on_opt(void *ctx, int c, const char *arg)
+{
+	struct commit_args *a = ctx;
+
+	(void)arg;
+	if (c == 'v') {
+		a->verbose = 1;
+		return 0;
+	}
+	return CLI_USAGE;
+}
+
+static void on_report(void *ctx, const char *path, int status, const char *msg)
+{
+	struct commit_args *a = ctx;
+
+	if (status == CK_COMMIT_QUARANTINED || status == CK_COMMIT_RECOVERED || status == CK_IMPORT_SKIPPED) {
+		if (a->verbose || status != CK_IMPORT_SKIPPED)
+			printf("%-11s %s\n", status == CK_COMMIT_RECOVERED ? "recovered" :
+					     status == CK_IMPORT_SKIPPED ? "skipped" : "quarantined", path);
+		return;
+	}
+	if (status < 0) {
+		a->bad++;
+		cli_error("%s: %s", path, msg);
+	} else if (strcmp(msg, "committed") == 0) {
+		printf("committed   %s\n", path);
+	} else {
+		a->files++;
+		if (a->verbose)
+			printf("  %s (%s)\n", path, msg);
+	}
+}
+
+static const struct option opts[] = {
+	{ "verbose", no_argument, NULL, 'v' },
+	{ 0, 0, 0, 0 },
+};
+
+static int run(const struct cli_cmd *cmd, int argc, char **argv)
+{
+	struct commit_args a = { 0 };
+	struct ck_error err = { { 0 } };
+	struct ck_store *st;
+	char *series, *staged;
+	int rc;
+
+	rc = cli_getopt(cmd, argc, argv, "v", opts, on_opt, &a);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind < 2 || argc - optind > 3)
+		return cli_usage_error(cmd, "expected STORE SERIES/STAGED_NAME [FINAL_NAME]");
+	series = argv[optind + 1];
+	staged = strchr(series, '/');
+	if (!staged || !staged[1] || strchr(staged + 1, '/'))
+		return cli_usage_error(cmd, "'%s' is not SERIES/STAGED_NAME", series);
+	*staged++ = '\0';
+	st = cli_open_store(argv[optind], 0);
+	if (!st)
+		return CLI_ERROR;
+	rc = ck_store_commit_staged(st, series, staged, argc - optind == 3 ? argv[optind + 2] : NULL, on_report, &a,
+				    &err);
+	ck_store_close(st);
+	if (rc == -EBADMSG) {
+		cli_error("%s", err.msg);
+		return CLI_QUARANTINED;
+	}
+	if (rc < 0) {
+		cli_error("commit: %s", err.msg[0] ? err.msg : strerror(-rc));
+		return CLI_ERROR;
+	}
+	return CLI_OK;
+}
+
+const struct cli_cmd cli_cmd_commit = {
+	.name = "commit",
+	.args = "STORE SERIES/STAGED_NAME [FINAL_NAME] [-v]",
+	.summary = "commit a checkpoint written into STORE/staging, or quarantine it",
+	.help = "Commits STORE/staging/SERIES/STAGED_NAME/ as checkpoint FINAL_NAME (default\n"
+		"STAGED_NAME, which must then carry a step: checkpoint-N...) of SERIES.  Every\n"
+		"file is parsed and hashed first; if one does not parse completely (truncated zip,\n"
+		"short safetensors, hostile pickle, DCP directory without its .metadata or data)\n"
+		"the directory is moved to STORE/quarantine/SERIES/STAGED_NAME.TIME/ with a REASON\n"
+		"file instead, and the series' newest checkpoint stays what it was.  Otherwise the\n"
+		"directory is made durable, renamed to STORE/data/SERIES/FINAL_NAME/ and indexed.\n"
+		"A committed checkpoint is never replaced.\n"
+		"\n"
+		"  -v, --verbose  list every file and what it is\n"
+		"\n"
+		"Exit status: 0 committed, 3 quarantined, 1 error (nothing changed).\n",
+	.run = run,
+};
+
+static int run_recover(const struct cli_cmd *cmd, int argc, char **argv)
+{
+	struct commit_args a = { 0 };
+	struct ck_error err = { { 0 } };
+	struct ck_store *st;
+	int rc, n;
+
+	rc = cli_getopt(cmd, argc, argv, "v", opts, on_opt, &a);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind != 1)
+		return cli_usage_error(cmd, "expected one STORE");
+	/* Opening writable already recovers; this says what there was to do. */
+	st = cli_open_store(argv[optind], 0);
+	if (!st)
+		return CLI_ERROR;
+	n = ck_store_recover(st, on_report, &a, &err);
+	ck_store_close(st);
+	if (n < 0) {
+		cli_error("recover: %s", err.msg[0] ? err.msg : strerror(-n));
+		return CLI_ERROR;
+	}
+	return CLI_OK;
+}
+
+const struct cli_cmd cli_cmd_recover = {
+	.name = "recover",
+	.args = "STORE [-v]",
+	.summary = "finish staged commits that a crash cut short",
+	.help = "Records every directory under STORE/data/ that the index does not hold (a commit\n"
+		"that stopped after its rename: it was validated before), removes temporary\n"
+		"manifests, and gives a quarantined directory without a REASON one.  Every writable\n"
+		"open of the store (ckptctl import, commit, a writable mount) does this first.\n"
+		"\n"
+		"  -v, --verbose  list every file recorded\n"
+		"\n"
+		"Exit status: 0 done, 1 error.\n",
+	.run = run_recover,
+};

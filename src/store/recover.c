@@ -1,0 +1,333 @@
+/* After a crash: finishing staged commits that were cut short, removing
+ * temporary files, and listing the quarantine.
+ *
+ * A directory under STORE/data/<series>/ was validated and made durable
+ * before it was renamed there (staged.c), so one that the index does not
+ * hold is a commit that stopped between the rename and the index commit:
+ * recovery records it, as an import of it in place would. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "index.h"
+#include "manifest.h"
+#include "staging.h"
+
+#define MAX_REASON (64u << 10)
+
+int ck_store_commit_lock(const struct ck_store *st, int *fd, struct ck_error *err)
+{
+	char *path = ck_path_join(st->path, CK_STORE_COMMIT_LOCK);
+	int rc = 0;
+
+	*fd = -1;
+	if (!path)
+		return ck_fail(err, ENOMEM, "out of memory");
+	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (*fd < 0) {
+		rc = ck_fail(err, errno, "%s: %s", path, strerror(errno));
+	} else {
+		while ((rc = flock(*fd, LOCK_EX)) < 0 && errno == EINTR)
+			;
+		if (rc < 0) {
+			rc = ck_fail(err, errno, "%s: cannot lock: %s", path, strerror(errno));
+			close(*fd);
+			*fd = -1;
+		}
+	}
+	free(path);
+	return rc;
+}
+
+static int is_dot(const char *name)
+{
+	return !strcmp(name, ".") || !strcmp(name, "..");
+}
+
+/* Calls fn(ctx, series, name, path) for each directory STORE/area/<series>/<name>. */
+static int each_entry(const char *store, const char *area,
+		      int (*fn)(void *ctx, const char *series, const char *name, const char *path), void *ctx)
+{
+	char *top = ck_path_join(store, area);
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	if (!top)
+		return -ENOMEM;
+	d = opendir(top);
+	if (!d) {
+		rc = errno == ENOENT ? 0 : -errno;
+		free(top);
+		return rc;
+	}
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		char *sdir;
+		struct dirent *e;
+		DIR *sd;
+
+		if (is_dot(de->d_name))
+			continue;
+		sdir = ck_path_join(top, de->d_name);
+		if (!sdir) {
+			rc = -ENOMEM;
+			break;
+		}
+		sd = opendir(sdir);
+		while (sd && rc == 0 && (e = readdir(sd)) != NULL) {
+			struct stat sb;
+			char *path;
+
+			if (is_dot(e->d_name))
+				continue;
+			path = ck_path_join(sdir, e->d_name);
+			if (!path)
+				rc = -ENOMEM;
+			else if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+				rc = fn(ctx, de->d_name, e->d_name, path);
+			free(path);
+		}
+		if (sd)
+			closedir(sd);
+		free(sdir);
+	}
+	closedir(d);
+	free(top);
+	return rc;
+}
+
+/* Removes STORE/manifests/<series>/<name>.manifest.tmp.<pid>: the writer
+ * died before its rename (only called while no commit runs). */
+static int remove_manifest_temps(const char *store)
+{
+	char *top = ck_path_join(store, CK_MANIFEST_DIR);
+	struct dirent *de, *e;
+	DIR *d, *sd;
+	int rc = 0;
+
+	if (!top)
+		return -ENOMEM;
+	d = opendir(top);
+	while (d && rc == 0 && (de = readdir(d)) != NULL) {
+		char *sdir = is_dot(de->d_name) ? NULL : ck_path_join(top, de->d_name);
+
+		if (!sdir)
+			continue;
+		sd = opendir(sdir);
+		while (sd && (e = readdir(sd)) != NULL) {
+			if (strstr(e->d_name, CK_MANIFEST_SUFFIX ".tmp.") && unlinkat(dirfd(sd), e->d_name, 0) < 0)
+				rc = -errno;
+		}
+		if (sd)
+			closedir(sd);
+		free(sdir);
+	}
+	if (d)
+		closedir(d);
+	free(top);
+	return rc;
+}
+
+struct recovery {
+	struct ck_store *st;
+	ck_import_report_fn report;
+	void *rctx;
+	struct ck_error *err;
+	int first_rc;
+	int recovered;
+};
+
+static int keep_first(struct recovery *r, int rc, const struct ck_error *why)
+{
+	if (rc < 0 && r->first_rc == 0) {
+		r->first_rc = rc;
+		if (r->err)
+			*r->err = *why;
+	}
+	return 0;
+}
+
+static int recover_data_dir(void *ctx, const char *series, const char *name, const char *path)
+{
+	struct recovery *r = ctx;
+	struct ck_import_opts opts = { .series = series };
+	struct ck_error why = { { 0 } };
+	struct ck_ckpt_info *ck;
+	int rc;
+
+	rc = ck_store_find_checkpoint(r->st, series, name, &ck);
+	if (rc == 0) {
+		ck_ckpt_info_free(ck, 1);
+		return 0;
+	}
+	if (rc != -ENOENT)
+		return keep_first(r, ck_fail(&why, -rc, "%s: cannot read the index: %s", r->st->path, strerror(-rc)),
+				  &why);
+	rc = ck_store_import(r->st, path, &opts, r->report, r->rctx, &why);
+	if (rc < 0)
+		return keep_first(r, ck_fail(&why, -rc, "cannot finish committing %s: %s", path, why.msg), &why);
+	r->recovered++;
+	if (r->report)
+		r->report(r->rctx, path, CK_COMMIT_RECOVERED, "commit finished by recovery");
+	return 0;
+}
+
+/* A quarantined directory whose REASON was not written yet when the commit stopped. */
+static int recover_quarantined(void *ctx, const char *series, const char *name, const char *path)
+{
+	struct recovery *r = ctx;
+	struct ck_error why = { { 0 } };
+	char *reason = ck_path_join(path, CK_QUARANTINE_REASON);
+	char *tmp = ck_path_join(path, CK_QUARANTINE_REASON ".tmp");
+	int rc = 0;
+
+	(void)series;
+	(void)name;
+	if (!reason || !tmp) {
+		rc = -ENOMEM;
+	} else if (access(reason, F_OK) < 0 && errno == ENOENT) {
+		unlink(tmp);
+		rc = ck_store_write_reason(path, ".: the commit stopped before it wrote why; "
+						 "commit a copy of it again to see\n", &why);
+		keep_first(r, rc, &why);
+		rc = 0;
+	}
+	free(reason);
+	free(tmp);
+	return rc;
+}
+
+int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx, struct ck_error *err)
+{
+	struct recovery r = { .st = st, .report = report, .rctx = ctx, .err = err };
+	int lock, rc;
+
+	if (st->readonly)
+		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
+	/* No commit writes a manifest while the index lock is held exclusive. */
+	rc = ck_store_lock(st->path, 1, &lock, err);
+	if (rc < 0)
+		return rc;
+	rc = remove_manifest_temps(st->path);
+	ck_store_unlock(lock);
+	if (rc < 0)
+		return ck_fail(err, -rc, "%s/%s: cannot remove temporary files: %s", st->path, CK_MANIFEST_DIR,
+			       strerror(-rc));
+	rc = ck_store_commit_lock(st, &lock, err);
+	if (rc < 0)
+		return rc;
+	rc = each_entry(st->path, CK_STORE_DATA_DIR, recover_data_dir, &r);
+	if (rc == 0)
+		rc = each_entry(st->path, CK_STORE_QUARANTINE_DIR, recover_quarantined, &r);
+	ck_store_unlock(lock);
+	if (rc < 0)
+		return ck_fail(err, -rc, "%s: recovery: %s", st->path, strerror(-rc));
+	return r.first_rc < 0 ? r.first_rc : r.recovered;
+}
+
+/* ---- listing the quarantine ---- */
+
+struct qlist {
+	struct ck_quarantine_info *v;
+	size_t n, cap;
+};
+
+static char *read_reason(const char *dir)
+{
+	char *path = ck_path_join(dir, CK_QUARANTINE_REASON), *text;
+	size_t n = 0;
+	FILE *f;
+
+	if (!path)
+		return NULL;
+	f = fopen(path, "re");
+	free(path);
+	if (!f)
+		return strdup("");
+	text = malloc(MAX_REASON + 1);
+	if (text) {
+		n = fread(text, 1, MAX_REASON, f);
+		text[n] = '\0';
+	}
+	fclose(f);
+	return text;
+}
+
+static int add_quarantined(void *ctx, const char *series, const char *name, const char *path)
+{
+	struct qlist *q = ctx;
+	struct ck_quarantine_info *e;
+
+	if (q->n == q->cap) {
+		size_t nc = q->cap ? q->cap * 2 : 16;
+
+		e = realloc(q->v, nc * sizeof(*e));
+		if (!e)
+			return -ENOMEM;
+		q->v = e;
+		q->cap = nc;
+	}
+	e = &q->v[q->n];
+	e->series = strdup(series);
+	e->name = strdup(name);
+	e->path = strdup(path);
+	e->reason = read_reason(path);
+	if (!e->series || !e->name || !e->path || !e->reason) {
+		free(e->series);
+		free(e->name);
+		free(e->path);
+		free(e->reason);
+		return -ENOMEM;
+	}
+	q->n++;
+	return 0;
+}
+
+static int cmp_quarantined(const void *a, const void *b)
+{
+	const struct ck_quarantine_info *x = a, *y = b;
+	int c = strcmp(x->series, y->series);
+
+	return c ? c : strcmp(x->name, y->name);
+}
+
+int ck_store_list_quarantine(struct ck_store *st, struct ck_quarantine_info **out, size_t *n)
+{
+	struct qlist q = { 0 };
+	int rc = each_entry(st->path, CK_STORE_QUARANTINE_DIR, add_quarantined, &q);
+
+	if (rc == 0 && !q.v && !(q.v = calloc(1, sizeof(*q.v))))
+		rc = -ENOMEM;
+	if (rc < 0) {
+		ck_quarantine_info_free(q.v, q.n);
+		return rc;
+	}
+	if (q.n > 1)
+		qsort(q.v, q.n, sizeof(*q.v), cmp_quarantined);
+	*out = q.v;
+	*n = q.n;
+	return 0;
+}
+
+void ck_quarantine_info_free(struct ck_quarantine_info *v, size_t n)
+{
+	size_t i;
+
+	if (!v)
+		return;
+	for (i = 0; i < n; i++) {
+		free(v[i].series);
+		free(v[i].name);
+		free(v[i].path);
+		free(v[i].reason);
+	}
+	free(v);
+}

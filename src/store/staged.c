@@ -1,0 +1,422 @@
+/* Committing a staged checkpoint directory (docs/format.md, "Staging, data
+ * and quarantine").
+ *
+ * A trainer writes STORE/staging/<series>/<dir>/.  The commit:
+ *   1. ingests every file (parse, verify, hash) with no index write;
+ *   2. if any file is bad, or a DCP directory is incomplete, renames the
+ *      directory to STORE/quarantine/<series>/<dir>.<UTC time>/, writes its
+ *      REASON file there, and fails with -EBADMSG;
+ *   3. else fsyncs every file and directory, renames the directory to
+ *      STORE/data/<series>/<final name>/ (never over an existing one),
+ *      fsyncs both parents, and records it like an import does (manifest,
+ *      then one index transaction).
+ * A crash before the rename leaves the staged directory; after it, the
+ * directory under data/ has been validated and made durable, and
+ * ck_store_recover() finishes recording it.  The ck_crash_point() calls
+ * name the stages the crash tests stop at. */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "commit.h"
+#include "index.h"
+#include "ingest.h"
+#include "manifest.h"
+#include "staging.h"
+
+struct staged {
+	struct ck_store *st;
+	const char *series, *staged_name, *final_name;
+	ck_import_report_fn report;
+	void *rctx;
+	struct ck_error *err;
+	char *src;            /* STORE/staging/<series>/<staged_name> */
+	char **rel;           /* its files */
+	size_t n;
+	struct ck_ingest *files;
+	size_t ningested;
+	struct ck_buf reasons;   /* "relpath: why\n" per problem */
+};
+
+char *ck_store_staging_path(const struct ck_store *st, const char *series, const char *name)
+{
+	char *area, *dir, *out;
+
+	if (ck_manifest_check_name(series) < 0 || (name && ck_manifest_check_name(name) < 0)) {
+		errno = EINVAL;
+		return NULL;
+	}
+	area = ck_path_join(st->path, CK_STORE_STAGING_DIR);
+	dir = area ? ck_path_join(area, series) : NULL;
+	out = dir && name ? ck_path_join(dir, name) : NULL;
+	free(area);
+	if (!name)
+		return dir;
+	free(dir);
+	return out;
+}
+
+static void report(const struct staged *s, const char *path, int status, const char *msg)
+{
+	if (s->report)
+		s->report(s->rctx, path, status, msg);
+}
+
+static void report_file(const struct staged *s, const struct ck_ingest *in)
+{
+	char msg[64];
+
+	if (in->info.kind == CK_FILE_BAD) {
+		report(s, in->info.src_path, -EINVAL, in->info.error);
+		return;
+	}
+	if (in->info.kind == CK_FILE_TORCH || in->info.kind == CK_FILE_SAFETENSORS)
+		snprintf(msg, sizeof(msg), "%s, %u tensor%s", ck_file_kind_name(in->info.kind), in->info.ntensors,
+			 in->info.ntensors == 1 ? "" : "s");
+	else
+		snprintf(msg, sizeof(msg), "%s", ck_file_kind_name(in->info.kind));
+	report(s, in->info.src_path, 0, msg);
+}
+
+/* Step 1: every file parsed and hashed; the problems go to s->reasons. */
+static int validate(struct staged *s)
+{
+	size_t i;
+	int rc;
+
+	rc = ck_tree_list(s->src, &s->rel, &s->n, &s->reasons, s->err);
+	if (rc < 0)
+		return rc;
+	if (s->n == 0 && s->reasons.len == 0 && ck_buf_puts(&s->reasons, ".: no files at all\n") < 0)
+		return ck_fail(s->err, ENOMEM, "out of memory");
+	s->files = calloc(s->n + 1, sizeof(*s->files));
+	if (!s->files)
+		return ck_fail(s->err, ENOMEM, "out of memory");
+	for (i = 0; i < s->n; i++) {
+		char *path = ck_path_join(s->src, s->rel[i]);
+
+		rc = path ? ck_ingest_file(path, s->rel[i], s->st->rules, NULL, &s->files[i]) : -ENOMEM;
+		free(path);
+		if (rc < 0)
+			return ck_fail(s->err, -rc, "out of memory");
+		s->ningested++;
+		report_file(s, &s->files[i]);
+		if (s->files[i].info.kind == CK_FILE_BAD &&
+		    ck_buf_printf(&s->reasons, "%s: %s\n", s->rel[i], s->files[i].info.error) < 0)
+			return ck_fail(s->err, ENOMEM, "out of memory");
+	}
+	if (ck_dcp_check(s->src, s->rel, s->n, &s->reasons) < 0)
+		return ck_fail(s->err, ENOMEM, "out of memory");
+	return 0;
+}
+
+static int write_file_durably(const char *dir, const char *name, const struct ck_buf *b, struct ck_error *err)
+{
+	char *tmp_name = malloc(strlen(name) + 5);
+	char *tmp = NULL, *dst = ck_path_join(dir, name);
+	size_t off = 0;
+	int fd = -1, rc = 0;
+
+	if (tmp_name) {
+		sprintf(tmp_name, "%s.tmp", name);
+		tmp = ck_path_join(dir, tmp_name);
+	}
+	if (!tmp || !dst) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	while (off < b->len) {
+		ssize_t w = write(fd, b->data + off, b->len - off);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0) {
+			rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
+			goto out;
+		}
+		off += (size_t)w;
+	}
+	if (fsync(fd) < 0 || close(fd) < 0) {
+		fd = -1;
+		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	fd = -1;
+	if (rename(tmp, dst) < 0) {
+		rc = ck_fail(err, errno, "%s: %s", dst, strerror(errno));
+		goto out;
+	}
+	rc = ck_fsync_dir(dir);
+	if (rc < 0)
+		ck_fail(err, -rc, "%s: fsync: %s", dir, strerror(-rc));
+out:
+	if (fd >= 0)
+		close(fd);
+	if (rc < 0 && tmp)
+		unlink(tmp);
+	free(tmp_name);
+	free(tmp);
+	free(dst);
+	return rc;
+}
+
+int ck_store_write_reason(const char *dir, const char *text, struct ck_error *err)
+{
+	struct ck_buf b = CK_BUF_INIT;
+	int rc = ck_buf_puts(&b, text);
+
+	rc = rc < 0 ? ck_fail(err, ENOMEM, "out of memory") : write_file_durably(dir, CK_QUARANTINE_REASON, &b, err);
+	ck_buf_free(&b);
+	return rc;
+}
+
+/* Renames from into dir/name, failing with -EEXIST rather than replacing
+ * anything; the parents of both are fsynced. */
+static int rename_durably(const char *from, const char *dir, const char *name, char **out, struct ck_error *err)
+{
+	char *dst = ck_path_join(dir, name), *from_parent = strdup(from), *slash;
+	int rc = 0;
+
+	if (!dst || !from_parent) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	if (renameat2(AT_FDCWD, from, AT_FDCWD, dst, RENAME_NOREPLACE) < 0) {
+		if (errno != EINVAL && errno != ENOSYS) {
+			rc = ck_fail(err, errno, "%s -> %s: %s", from, dst, strerror(errno));
+			goto out;
+		}
+		/* No RENAME_NOREPLACE here: a commit lock holder is the only one making
+		 * entries in data/ and quarantine/, so a check before rename() does. */
+		if (access(dst, F_OK) == 0) {
+			rc = ck_fail(err, EEXIST, "%s: already there", dst);
+			goto out;
+		}
+		if (rename(from, dst) < 0) {
+			rc = ck_fail(err, errno, "%s -> %s: %s", from, dst, strerror(errno));
+			goto out;
+		}
+	}
+	slash = strrchr(from_parent, '/');
+	if (slash)
+		*slash = '\0';
+	rc = ck_fsync_dir(dir);
+	if (rc == 0 && slash)
+		rc = ck_fsync_dir(from_parent);
+	if (rc < 0) {
+		ck_fail(err, -rc, "fsync after renaming %s: %s", from, strerror(-rc));
+		goto out;
+	}
+	*out = dst;
+	dst = NULL;
+out:
+	free(dst);
+	free(from_parent);
+	return rc;
+}
+
+/* Step 2: the staged directory set aside with its reasons. */
+static int quarantine(struct staged *s)
+{
+	char stamp[32], *dir = NULL, *name = NULL, *moved = NULL;
+	struct ck_error why = { { 0 } };
+	time_t now = time(NULL);
+	struct tm tm;
+	int rc, i;
+
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
+	rc = ck_store_area_dir(s->st->path, CK_STORE_QUARANTINE_DIR, s->series, &dir, s->err);
+	if (rc < 0)
+		goto out;
+	name = malloc(strlen(s->staged_name) + sizeof(stamp) + 16);
+	if (!name) {
+		rc = ck_fail(s->err, ENOMEM, "out of memory");
+		goto out;
+	}
+	/* Quarantined twice in one second: a suffix keeps both. */
+	for (i = 0, rc = -EEXIST; rc == -EEXIST && i < 100; i++) {
+		if (i == 0)
+			sprintf(name, "%s.%s", s->staged_name, stamp);
+		else
+			sprintf(name, "%s.%s-%d", s->staged_name, stamp, i);
+		rc = rename_durably(s->src, dir, name, &moved, &why);
+	}
+	if (rc < 0) {
+		ck_fail(s->err, -rc, "cannot quarantine %s: %s", s->src, why.msg);
+		goto out;
+	}
+	ck_crash_point("quarantined");
+	rc = ck_store_write_reason(moved, (const char *)s->reasons.data, s->err);
+	if (rc == 0) {
+		size_t first = strcspn((const char *)s->reasons.data, "\n");
+
+		report(s, moved, CK_COMMIT_QUARANTINED, "quarantined");
+		rc = ck_fail(s->err, EBADMSG, "%s/%s quarantined as %s: %.*s%s", s->series, s->staged_name, moved,
+			     (int)first, (const char *)s->reasons.data,
+			     s->reasons.len > first + 1 ? " (and more: see REASON)" : "");
+	}
+out:
+	free(dir);
+	free(name);
+	free(moved);
+	return rc;
+}
+
+/* Step 3: durable, renamed into data/, recorded. */
+static int commit(struct staged *s, int64_t step)
+{
+	struct ck_ckpt_info ck = { .series = (char *)s->series, .name = (char *)s->final_name, .step = step };
+	char *dir = NULL, *dst = NULL, *abs = NULL;
+	struct ck_error why = { { 0 } };
+	size_t i;
+	int rc;
+
+	rc = ck_tree_fsync(s->src, s->rel, s->n, s->err);
+	if (rc < 0)
+		return rc;
+	ck_crash_point("synced");
+	rc = ck_store_area_dir(s->st->path, CK_STORE_DATA_DIR, s->series, &dir, s->err);
+	if (rc < 0)
+		return rc;
+	rc = rename_durably(s->src, dir, s->final_name, &dst, &why);
+	free(dir);
+	if (rc == -EEXIST || rc == -ENOTEMPTY)
+		return ck_fail(s->err, EEXIST, "%s/%s is already committed: a committed checkpoint is never replaced",
+			       s->series, s->final_name);
+	if (rc < 0)
+		return ck_fail(s->err, -rc, "cannot commit: %s", why.msg);
+	ck_crash_point("renamed");
+	/* The files were ingested under staging/: they are now under data/ (same inodes). */
+	abs = realpath(dst, NULL);
+	if (!abs) {
+		rc = ck_fail(s->err, errno, "%s: %s", dst, strerror(errno));
+		goto out;
+	}
+	ck.src_path = abs;
+	for (i = 0; i < s->n; i++) {
+		char *p = ck_path_join(abs, s->rel[i]);
+
+		if (!p) {
+			rc = ck_fail(s->err, ENOMEM, "out of memory");
+			goto out;
+		}
+		free(s->files[i].info.src_path);
+		s->files[i].info.src_path = p;
+	}
+	rc = ck_commit_checkpoint(s->st, NULL, &ck, s->files, s->n, s->err);
+	if (rc == 0) {
+		ck_crash_point("indexed");
+		report(s, abs, 0, "committed");
+	}
+out:
+	free(abs);
+	free(dst);
+	return rc;
+}
+
+static int check_names(const struct ck_store *st, const char *series, const char *staged_name,
+		       const char *final_name, int64_t *step, struct ck_error *err)
+{
+	char *pattern = NULL;
+	int rc;
+
+	if (ck_manifest_check_name(series) < 0)
+		return ck_fail(err, EINVAL, "'%s' cannot name a series", series);
+	if (ck_manifest_check_name(staged_name) < 0)
+		return ck_fail(err, EINVAL, "'%s' cannot name a staged directory", staged_name);
+	if (ck_manifest_check_name(final_name) < 0)
+		return ck_fail(err, EINVAL, "'%s' cannot name a checkpoint", final_name);
+	rc = ck_store_series_pattern((struct ck_store *)st, series, &pattern);
+	if (rc < 0 && rc != -ENOENT)
+		return ck_fail(err, -rc, "%s: cannot read the index: %s", st->path, strerror(-rc));
+	rc = ck_series_step(final_name, pattern, step);
+	if (rc < 0)
+		ck_fail(err, EINVAL, "'%s' has no step number in its name (%s%s)", final_name,
+			pattern ? "series pattern " : "e.g. checkpoint-N, global_stepN, iter_N, step_N",
+			pattern ? pattern : "");
+	free(pattern);
+	return rc < 0 ? -EINVAL : 0;
+}
+
+int ck_store_commit_staged(struct ck_store *st, const char *series, const char *staged_name, const char *final_name,
+			   ck_import_report_fn report_fn, void *ctx, struct ck_error *err)
+{
+	struct staged s = { .st = st, .series = series, .staged_name = staged_name,
+			    .final_name = final_name ? final_name : staged_name, .report = report_fn, .rctx = ctx,
+			    .err = err, .reasons = CK_BUF_INIT };
+	struct ck_ckpt_info *old;
+	struct stat sb;
+	int64_t step;
+	int lock = -1, rc;
+	size_t i;
+
+	if (st->readonly)
+		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
+	rc = check_names(st, series, staged_name, s.final_name, &step, err);
+	if (rc < 0)
+		return rc;
+	s.src = ck_store_staging_path(st, series, staged_name);
+	if (!s.src)
+		return ck_fail(err, ENOMEM, "out of memory");
+	if (lstat(s.src, &sb) < 0) {
+		rc = ck_fail(err, errno, "%s: %s", s.src, strerror(errno));
+		goto out;
+	}
+	if (!S_ISDIR(sb.st_mode)) {
+		rc = ck_fail(err, ENOTDIR, "%s: not a directory (only checkpoint directories are staged)", s.src);
+		goto out;
+	}
+	rc = ck_store_find_checkpoint(st, series, s.final_name, &old);
+	if (rc == 0) {
+		ck_ckpt_info_free(old, 1);
+		rc = ck_fail(err, EEXIST, "%s/%s is already committed: a committed checkpoint is never replaced",
+			     series, s.final_name);
+		goto out;
+	}
+	if (rc != -ENOENT) {
+		ck_fail(err, -rc, "%s: cannot read the index: %s", st->path, strerror(-rc));
+		goto out;
+	}
+	rc = validate(&s);
+	if (rc < 0)
+		goto out;
+	ck_crash_point("validated");
+	/* From here on the data/ and quarantine/ areas change: one commit or
+	 * recovery at a time. */
+	rc = ck_store_commit_lock(st, &lock, err);
+	if (rc < 0)
+		goto out;
+	if (s.reasons.len) {
+		if (ck_buf_putc(&s.reasons, '\0') < 0) {
+			rc = ck_fail(err, ENOMEM, "out of memory");
+			goto out;
+		}
+		s.reasons.len--;
+		rc = quarantine(&s);
+	} else {
+		rc = commit(&s, step);
+	}
+out:
+	ck_store_unlock(lock);
+	for (i = 0; i < s.ningested; i++)
+		ck_ingest_clear(&s.files[i]);
+	free(s.files);
+	ck_strv_free(s.rel, s.n);
+	ck_buf_free(&s.reasons);
+	free(s.src);
+	return rc;
+}

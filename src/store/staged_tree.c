@@ -1,0 +1,218 @@
+/* Walking a staged checkpoint directory: which files it holds, making all
+ * of it durable before it is renamed into place, and creating the store's
+ * staging / data / quarantine areas. */
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "manifest.h"
+#include "staging.h"
+
+#define MAX_DEPTH 32
+
+char *ck_path_join(const char *a, const char *b)
+{
+	size_t n = strlen(a) + strlen(b) + 2;
+	char *p = malloc(n);
+
+	if (p)
+		snprintf(p, n, "%s%s%s", a, *a ? "/" : "", b);
+	return p;
+}
+
+struct tree {
+	char **rel;
+	size_t n, cap;
+	struct ck_buf *reasons;
+	struct ck_error *err;
+};
+
+static int tree_push(struct tree *t, char *s)
+{
+	if (t->n == t->cap) {
+		size_t nc = t->cap ? t->cap * 2 : 16;
+		char **v = realloc(t->rel, nc * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		t->rel = v;
+		t->cap = nc;
+	}
+	t->rel[t->n++] = s;
+	return 0;
+}
+
+static int walk(struct tree *t, const char *root, const char *rel, int depth)
+{
+	char *dir = *rel ? ck_path_join(root, rel) : strdup(root);
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	if (!dir)
+		return ck_fail(t->err, ENOMEM, "out of memory");
+	d = opendir(dir);
+	if (!d) {
+		rc = ck_fail(t->err, errno, "%s: %s", dir, strerror(errno));
+		free(dir);
+		return rc;
+	}
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		struct stat sb;
+		char *child;
+
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		child = ck_path_join(rel, de->d_name);
+		if (!child) {
+			rc = ck_fail(t->err, ENOMEM, "out of memory");
+			break;
+		}
+		if (fstatat(dirfd(d), de->d_name, &sb, AT_SYMLINK_NOFOLLOW) < 0) {
+			rc = ck_fail(t->err, errno, "%s/%s: %s", dir, de->d_name, strerror(errno));
+		} else if (S_ISDIR(sb.st_mode)) {
+			if (depth >= MAX_DEPTH)
+				rc = ck_buf_printf(t->reasons, "%s: directories nested deeper than %d\n", child,
+						   MAX_DEPTH);
+			else
+				rc = walk(t, root, child, depth + 1);
+		} else if (S_ISREG(sb.st_mode)) {
+			rc = tree_push(t, child);
+			child = NULL;
+		} else {
+			rc = ck_buf_printf(t->reasons, "%s: not a regular file or directory (%s)\n", child,
+					   S_ISLNK(sb.st_mode) ? "a symbolic link" : "a special file");
+		}
+		if (rc == -ENOMEM)
+			ck_fail(t->err, ENOMEM, "out of memory");
+		free(child);
+	}
+	closedir(d);
+	free(dir);
+	return rc;
+}
+
+static int cmp_str(const void *a, const void *b)
+{
+	return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+int ck_tree_list(const char *root, char ***rel, size_t *n, struct ck_buf *reasons, struct ck_error *err)
+{
+	struct tree t = { .reasons = reasons, .err = err };
+	int rc = walk(&t, root, "", 0);
+
+	if (rc < 0) {
+		ck_strv_free(t.rel, t.n);
+		return rc;
+	}
+	if (t.n > 1)
+		qsort(t.rel, t.n, sizeof(*t.rel), cmp_str);
+	*rel = t.rel;
+	*n = t.n;
+	return 0;
+}
+
+static int fsync_path(const char *path, int flags)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | flags);
+	int rc = 0;
+
+	if (fd < 0)
+		return -errno;
+	if (fsync(fd) < 0 && errno != EINVAL)
+		rc = -errno;
+	close(fd);
+	return rc;
+}
+
+/* The directories of the tree: root and every directory a listed file is in. */
+static int fsync_dirs(const char *root, char *const *rel, size_t n, struct ck_error *err)
+{
+	size_t i;
+	int rc = ck_fsync_dir(root);
+
+	if (rc < 0)
+		return ck_fail(err, -rc, "%s: fsync: %s", root, strerror(-rc));
+	for (i = 0; i < n; i++) {
+		char *path = ck_path_join(root, rel[i]), *slash;
+
+		if (!path)
+			return ck_fail(err, ENOMEM, "out of memory");
+		/* Each parent up to root; directories shared by several files are synced again, which is cheap. */
+		while ((slash = strrchr(path, '/')) != NULL && (size_t)(slash - path) > strlen(root)) {
+			*slash = '\0';
+			rc = ck_fsync_dir(path);
+			if (rc < 0) {
+				rc = ck_fail(err, -rc, "%s: fsync: %s", path, strerror(-rc));
+				free(path);
+				return rc;
+			}
+		}
+		free(path);
+	}
+	return 0;
+}
+
+int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error *err)
+{
+	size_t i;
+	int rc;
+
+	for (i = 0; i < n; i++) {
+		char *path = ck_path_join(root, rel[i]);
+
+		if (!path)
+			return ck_fail(err, ENOMEM, "out of memory");
+		rc = fsync_path(path, 0);
+		if (rc < 0) {
+			rc = ck_fail(err, -rc, "%s: fsync: %s", path, strerror(-rc));
+			free(path);
+			return rc;
+		}
+		free(path);
+	}
+	return fsync_dirs(root, rel, n, err);
+}
+
+static int mkdir_durable(const char *parent, const char *path, struct ck_error *err)
+{
+	int rc;
+
+	if (mkdir(path, 0755) < 0) {
+		if (errno == EEXIST)
+			return 0;
+		return ck_fail(err, errno, "%s: %s", path, strerror(errno));
+	}
+	rc = ck_fsync_dir(parent);
+	return rc < 0 ? ck_fail(err, -rc, "%s: fsync: %s", parent, strerror(-rc)) : 0;
+}
+
+int ck_store_area_dir(const char *store, const char *area, const char *series, char **out, struct ck_error *err)
+{
+	char *top = ck_path_join(store, area), *dir = top ? ck_path_join(top, series) : NULL;
+	int rc;
+
+	if (!top || !dir) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = mkdir_durable(store, top, err);
+	if (rc == 0)
+		rc = mkdir_durable(top, dir, err);
+	if (rc == 0) {
+		*out = dir;
+		dir = NULL;
+	}
+out:
+	free(top);
+	free(dir);
+	return rc;
+}

@@ -1,0 +1,48 @@
+/* Private to src/store: the pieces of committing a staged checkpoint
+ * directory (staged.c) and of recovering from a commit that was cut short
+ * (recover.c).  See docs/format.md, "Staging, data and quarantine". */
+#ifndef CKPTFS_STORE_STAGING_H
+#define CKPTFS_STORE_STAGING_H
+
+#include <stddef.h>
+
+#include "ckptfs/buf.h"
+#include "ckptfs/error.h"
+#include "ckptfs/store.h"
+
+#define CK_STORE_COMMIT_LOCK "commit.lock"   /* flock()ed exclusive: staged commits, recovery */
+#define CK_QUARANTINE_REASON "REASON"
+
+/* Test hook: when the environment variable CKPT_TEST_CRASH_AT equals stage,
+ * the process ends on the spot with _exit(137), as a kill -9 would.  Test
+ * only: it lets the crash tests stop a commit between any two steps. */
+void ck_crash_point(const char *stage);
+
+/* "a/b" (or a copy of b when a is empty); NULL when out of memory. */
+char *ck_path_join(const char *a, const char *b);
+
+/* The regular files under root, as paths relative to it in byte order.
+ * Entries that are neither directories nor regular files (symlinks,
+ * sockets...) cannot be committed: each adds a "relpath: why" line to
+ * reasons.  0 or -errno with err. */
+int ck_tree_list(const char *root, char ***rel, size_t *n, struct ck_buf *reasons, struct ck_error *err);
+/* fsync of every listed file and of every directory under root, root too. */
+int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error *err);
+/* mkdir of STORE/area and STORE/area/series as needed, each new entry
+ * made durable (fsync of its parent).  0 or -errno with err. */
+int ck_store_area_dir(const char *store, const char *area, const char *series, char **out, struct ck_error *err);
+
+/* STORE/commit.lock taken exclusive (blocking): 0 and *fd for
+ * ck_store_unlock(), or -errno with err. */
+int ck_store_commit_lock(const struct ck_store *st, int *fd, struct ck_error *err);
+
+/* Writes dir/REASON durably (temporary file, fsync, rename, fsync of dir). */
+int ck_store_write_reason(const char *dir, const char *text, struct ck_error *err);
+
+/* Torch Distributed Checkpoint (DCP) completeness of the listed files: in
+ * every directory, .distcp files need a .metadata beside them, and every
+ * data file a .metadata names must be there.  Appends a "relpath: why"
+ * line to reasons for each problem.  0 or -ENOMEM. */
+int ck_dcp_check(const char *root, char *const *rel, size_t n, struct ck_buf *reasons);
+
+#endif
