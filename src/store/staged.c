@@ -276,6 +276,22 @@ out:
 	return rc;
 }
 
+/* 0 if series/name is not a committed checkpoint, else -EEXIST (or -errno) with err. */
+static int already_committed(struct ck_store *st, const char *series, const char *name, struct ck_error *err)
+{
+	struct ck_ckpt_info *old;
+	int rc = ck_store_find_checkpoint(st, series, name, &old);
+
+	if (rc == 0) {
+		ck_ckpt_info_free(old, 1);
+		return ck_fail(err, EEXIST, "%s/%s is already committed: a committed checkpoint is never replaced",
+			       series, name);
+	}
+	if (rc != -ENOENT)
+		return ck_fail(err, -rc, "%s: cannot read the index: %s", st->path, strerror(-rc));
+	return 0;
+}
+
 /* Step 3: durable, renamed into data/, recorded. */
 static int commit(struct staged *s, int64_t step)
 {
@@ -285,6 +301,10 @@ static int commit(struct staged *s, int64_t step)
 	size_t i;
 	int rc;
 
+	/* Checked again under the commit lock: an import may have recorded the name meanwhile. */
+	rc = already_committed(s->st, s->series, s->final_name, s->err);
+	if (rc < 0)
+		return rc;
 	rc = ck_tree_fsync(s->src, s->rel, s->n, s->err);
 	if (rc < 0)
 		return rc;
@@ -358,7 +378,6 @@ int ck_store_commit_staged(struct ck_store *st, const char *series, const char *
 	struct staged s = { .st = st, .series = series, .staged_name = staged_name,
 			    .final_name = final_name ? final_name : staged_name, .report = report_fn, .rctx = ctx,
 			    .err = err, .reasons = CK_BUF_INIT };
-	struct ck_ckpt_info *old;
 	struct stat sb;
 	int64_t step;
 	int lock = -1, rc;
@@ -380,17 +399,9 @@ int ck_store_commit_staged(struct ck_store *st, const char *series, const char *
 		rc = ck_fail(err, ENOTDIR, "%s: not a directory (only checkpoint directories are staged)", s.src);
 		goto out;
 	}
-	rc = ck_store_find_checkpoint(st, series, s.final_name, &old);
-	if (rc == 0) {
-		ck_ckpt_info_free(old, 1);
-		rc = ck_fail(err, EEXIST, "%s/%s is already committed: a committed checkpoint is never replaced",
-			     series, s.final_name);
+	rc = already_committed(st, series, s.final_name, err);   /* before the work of validating */
+	if (rc < 0)
 		goto out;
-	}
-	if (rc != -ENOENT) {
-		ck_fail(err, -rc, "%s: cannot read the index: %s", st->path, strerror(-rc));
-		goto out;
-	}
 	rc = validate(&s);
 	if (rc < 0)
 		goto out;
