@@ -9,6 +9,7 @@
  *   ckptctl commit STORE SERIES/STAGED_NAME [FINAL_NAME]
  *   ckptctl quarantine STORE [--json]
  *   ckptctl recover STORE
+ *   ckptctl stats STORE [SERIES] [--json] [--chunk-size N]
  */
 #include "config.h"
 
@@ -21,6 +22,7 @@
 static const struct cli_cmd *const commands[] = {
 	&cli_cmd_init, &cli_cmd_import, &cli_cmd_ls, &cli_cmd_show, &cli_cmd_layers, &cli_cmd_reindex,
 	&cli_cmd_verify, &cli_cmd_commit, &cli_cmd_quarantine, &cli_cmd_recover,
+	&cli_cmd_stats,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -26,7 +26,8 @@ struct cli_cmd {
 };
 
 extern const struct cli_cmd cli_cmd_init, cli_cmd_import, cli_cmd_ls, cli_cmd_show,
-	cli_cmd_layers, cli_cmd_verify, cli_cmd_reindex, cli_cmd_commit, cli_cmd_recover, cli_cmd_quarantine;
+	cli_cmd_layers, cli_cmd_verify, cli_cmd_reindex, cli_cmd_commit, cli_cmd_recover, cli_cmd_quarantine,
+	cli_cmd_stats;
 
 /* "ckptctl: <msg>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -69,6 +70,8 @@ void jw_key(struct jw *w, const char *key);
 void jw_str(struct jw *w, const char *s);
 void jw_int(struct jw *w, int64_t v);
 void jw_uint(struct jw *w, uint64_t v);
+/* %.17g, or null when v is not finite (JSON has no NaN or infinity). */
+void jw_double(struct jw *w, double v);
 void jw_bool(struct jw *w, int v);
 void jw_null(struct jw *w);
 /* Writes the document and a newline to stdout, frees it: CLI_OK or CLI_ERROR. */

@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -194,6 +195,18 @@ void jw_uint(struct jw *w, uint64_t v)
 {
 	jw_sep(w);
 	if (!w->err && ck_buf_printf(&w->b, "%" PRIu64, v) < 0)
+		w->err = -ENOMEM;
+}
+
+/* A finite number with 17 significant digits (it reads back exactly); null otherwise. */
+void jw_double(struct jw *w, double v)
+{
+	if (!isfinite(v)) {
+		jw_null(w);
+		return;
+	}
+	jw_sep(w);
+	if (!w->err && ck_buf_printf(&w->b, "%.17g", v) < 0)
 		w->err = -ENOMEM;
 }
 

@@ -1,0 +1,85 @@
+/* ckptctl stats: what a series costs and how its layers change.
+ *
+ * The numeric core (decoding floating-point tensor bytes, accumulating the
+ * squared norms of an update) is kept apart from the store walk so that it
+ * can be tested on its own. */
+#ifndef CKPTFS_CLI_STATS_H
+#define CKPTFS_CLI_STATS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckptfs/dtype.h"
+#include "ckptfs/store.h"
+
+/* IEEE 754 binary16 and bfloat16 (the upper half of a binary32), exactly. */
+float stats_f16_to_float(uint16_t h);
+float stats_bf16_to_float(uint16_t b);
+
+/* 1 for the dtypes whose updates are measured: float32, float16, bfloat16,
+ * float64.  Other tensors still count for chunk identity. */
+int stats_dtype_is_measured(enum ck_dtype dt);
+
+/* Sums over elements of (cur - prev)^2, prev^2 and cur^2, in double. */
+struct stats_l2 {
+	double diff2, prev2, cur2;
+};
+
+/* Adds n elements of a measured dtype, little-endian as torch and
+ * safetensors store them.  prev may be NULL (only cur2 accumulates). */
+void stats_l2_add(struct stats_l2 *acc, enum ck_dtype dt, const void *prev, const void *cur, size_t n);
+
+/* ---- The store walk (stats_walk.c) ---- */
+
+struct ck_view;
+
+/* One logical tensor of a composite, as a resume would load it. */
+struct stats_tensor {
+	char *key;            /* "relpath\nname": unique within a composite */
+	char *layer;
+	enum ck_dtype dtype;
+	char *src_path;       /* physical file and byte range serving it */
+	uint64_t off, nbytes;
+	double norm2;         /* sum of squares, when norm_known */
+	int norm_known;
+};
+
+/* A checkpoint's composite and what it costs. */
+struct stats_ckpt {
+	struct stats_tensor *t;
+	size_t n, cap;
+	uint64_t logical;     /* bytes of every composite file (headers + tensors) */
+	uint64_t physical;    /* bytes of the files the checkpoint itself holds */
+	uint64_t tensor_bytes;
+	uint64_t partial;     /* tensor bytes served from older checkpoints */
+	size_t unservable;    /* composite files the view refuses (changed or bad): their tensors are not counted */
+};
+
+/* How one layer changed from the previous checkpoint. */
+struct stats_layer {
+	char *name;
+	size_t tensors;       /* in both checkpoints */
+	size_t measured;      /* of those, floating-point with the same dtype and size */
+	size_t added;         /* only in the newer checkpoint */
+	uint64_t bytes, chunks, same_chunks;
+	struct stats_l2 l2;
+};
+
+/* Collects the composite of series/name from the view and the physical
+ * size of the checkpoint's own files (ckpt_id) from the store. */
+int stats_collect(struct ck_view *v, struct ck_store *st, const char *series, const struct ck_ckpt_info *c,
+		  struct stats_ckpt *out);
+void stats_ckpt_free(struct stats_ckpt *c);
+
+/* Compares cur with prev layer by layer, reading chunk_size bytes at a
+ * time from each side (norms learnt on the way are kept in cur for the
+ * next comparison).  *layers is allocated, in order of first appearance. */
+int stats_compare(struct stats_ckpt *prev, struct stats_ckpt *cur, size_t chunk_size, struct stats_layer **layers,
+		  size_t *nlayers);
+void stats_layers_free(struct stats_layer *l, size_t n);
+
+/* sqrt(diff2 / prev2); NAN when undefined (nothing measured, or a zero
+ * previous norm under a non-zero update). */
+double stats_relative_l2(const struct stats_layer *l);
+
+#endif
