@@ -273,6 +273,31 @@ static int one_series(struct series_ctx *sc, const char *series)
 	return rc;
 }
 
+/* The series to report: SERIES alone (which must have checkpoints), or all. */
+static int series_names(struct ck_store *st, const char *series, char ***names, size_t *n)
+{
+	struct ck_ckpt_info *c;
+	size_t nc;
+	int rc;
+
+	if (!series)
+		return ck_store_list_series(st, names, n);
+	rc = ck_store_list_checkpoints(st, series, &c, &nc);
+	if (rc < 0)
+		return rc;
+	ck_ckpt_info_free(c, nc);
+	if (nc == 0) {
+		cli_error("stats: no series '%s' in %s", series, ck_store_path(st));
+		return -ENOENT;
+	}
+	*names = malloc(sizeof(**names));
+	if (!*names)
+		return -ENOMEM;
+	(*names)[0] = strdup(series);
+	*n = 1;
+	return (*names)[0] ? 0 : -ENOMEM;
+}
+
 static int run(const struct cli_cmd *cmd, int argc, char **argv)
 {
 	static const struct option opts[] = {
@@ -305,28 +330,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		ck_store_close(sc.st);
 		return CLI_ERROR;
 	}
-	if (series) {
-		struct ck_ckpt_info *c;
-		size_t nc;
-
-		rc = ck_store_list_checkpoints(sc.st, series, &c, &nc);
-		if (rc == 0) {
-			ck_ckpt_info_free(c, nc);
-			if (nc == 0) {
-				cli_error("stats: no series '%s' in %s", series, ck_store_path(sc.st));
-				rc = -ENOENT;
-				goto out;
-			}
-			names = malloc(sizeof(*names));
-			rc = names ? 0 : -ENOMEM;
-			if (names)
-				names[n++] = strdup(series);
-			if (names && !names[0])
-				rc = -ENOMEM;
-		}
-	} else {
-		rc = ck_store_list_series(sc.st, &names, &n);
-	}
+	rc = series_names(sc.st, series, &names, &n);
 	if (a.json && rc == 0) {
 		jw_begin_obj(&w);
 		jw_key(&w, "store");
@@ -346,7 +350,6 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		jw_end_obj(&w);
 		rc = jw_finish(&w) == CLI_OK ? 0 : -EIO;
 	}
-out:
 	ck_buf_free(&w.b);
 	if (names)
 		ck_strv_free(names, n);
