@@ -406,22 +406,6 @@ static const struct ck_ingest_prev *previous_find(const struct previous *pv, con
 	return NULL;
 }
 
-static void report_file(const struct import_ctx *ic, const struct ck_ingest *in)
-{
-	char msg[64];
-
-	if (in->info.kind == CK_FILE_BAD) {
-		report(ic, in->info.src_path, -EINVAL, in->info.error);
-		return;
-	}
-	if (in->info.kind == CK_FILE_TORCH || in->info.kind == CK_FILE_SAFETENSORS)
-		snprintf(msg, sizeof(msg), "%s, %u tensor%s", ck_file_kind_name(in->info.kind), in->info.ntensors,
-			 in->info.ntensors == 1 ? "" : "s");
-	else
-		snprintf(msg, sizeof(msg), "%s", ck_file_kind_name(in->info.kind));
-	report(ic, in->info.src_path, 0, msg);
-}
-
 static int import_checkpoint(const struct import_ctx *ic, const char *series, const char *pattern,
 			     const struct plan_entry *e)
 {
@@ -461,7 +445,7 @@ static int import_checkpoint(const struct import_ctx *ic, const char *series, co
 			ck_fail(ic->err, -rc, "out of memory");
 			goto out;
 		}
-		report_file(ic, &files[n]);
+		ck_ingest_report(&files[n], ic->report, ic->rctx);
 		n++;
 	}
 	rc = ck_commit_checkpoint(ic->st, pattern, &ck, files, n, ic->err);

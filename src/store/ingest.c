@@ -358,3 +358,21 @@ out:
 		ck_ingest_clear(out);
 	return rc;
 }
+
+void ck_ingest_report(const struct ck_ingest *in, ck_import_report_fn fn, void *ctx)
+{
+	char msg[64];
+
+	if (!fn)
+		return;
+	if (in->info.kind == CK_FILE_BAD) {
+		fn(ctx, in->info.src_path, -EINVAL, in->info.error);
+		return;
+	}
+	if (in->info.kind == CK_FILE_TORCH || in->info.kind == CK_FILE_SAFETENSORS)
+		snprintf(msg, sizeof(msg), "%s, %u tensor%s", ck_file_kind_name(in->info.kind), in->info.ntensors,
+			 in->info.ntensors == 1 ? "" : "s");
+	else
+		snprintf(msg, sizeof(msg), "%s", ck_file_kind_name(in->info.kind));
+	fn(ctx, in->info.src_path, 0, msg);
+}

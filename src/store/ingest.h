@@ -48,6 +48,9 @@ struct ck_ingest_io {
 int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_rules *rules,
 		   const struct ck_ingest_prev *prev, struct ck_ingest *out);
 void ck_ingest_clear(struct ck_ingest *in);
+/* Tells an import report callback (may be NULL) how a file went: refused
+ * with its reason, or indexed with its kind and tensor count. */
+void ck_ingest_report(const struct ck_ingest *in, ck_import_report_fn fn, void *ctx);
 
 /* Per format; same return convention as ck_ingest_file. */
 int ck_ingest_torch(struct ck_ingest_io *io, struct ck_ingest *in);

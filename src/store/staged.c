@@ -70,22 +70,6 @@ static void report(const struct staged *s, const char *path, int status, const c
 		s->report(s->rctx, path, status, msg);
 }
 
-static void report_file(const struct staged *s, const struct ck_ingest *in)
-{
-	char msg[64];
-
-	if (in->info.kind == CK_FILE_BAD) {
-		report(s, in->info.src_path, -EINVAL, in->info.error);
-		return;
-	}
-	if (in->info.kind == CK_FILE_TORCH || in->info.kind == CK_FILE_SAFETENSORS)
-		snprintf(msg, sizeof(msg), "%s, %u tensor%s", ck_file_kind_name(in->info.kind), in->info.ntensors,
-			 in->info.ntensors == 1 ? "" : "s");
-	else
-		snprintf(msg, sizeof(msg), "%s", ck_file_kind_name(in->info.kind));
-	report(s, in->info.src_path, 0, msg);
-}
-
 /* Step 1: every file parsed and hashed; the problems go to s->reasons. */
 static int validate(struct staged *s)
 {
@@ -108,7 +92,7 @@ static int validate(struct staged *s)
 		if (rc < 0)
 			return ck_fail(s->err, -rc, "out of memory");
 		s->ningested++;
-		report_file(s, &s->files[i]);
+		ck_ingest_report(&s->files[i], s->report, s->rctx);
 		if (s->files[i].info.kind == CK_FILE_BAD &&
 		    ck_buf_printf(&s->reasons, "%s: %s\n", s->rel[i], s->files[i].info.error) < 0)
 			return ck_fail(s->err, ENOMEM, "out of memory");
