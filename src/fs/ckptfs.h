@@ -4,6 +4,8 @@
  *
  * The daemon is a thin adapter over the view (include/ckptfs/view.h): it
  * turns FUSE requests into view calls and -errno results into replies.
+ * A writable mount adds in-progress directories beside the view's
+ * committed checkpoints (staging.c, staged_names.c, write.c, commit.c).
  */
 #ifndef CKPTFS_FS_CKPTFS_H
 #define CKPTFS_FS_CKPTFS_H
@@ -76,6 +78,8 @@ struct ckfs {
 	uint64_t root_ino;      /* the view's inode number of its root */
 	uid_t uid;              /* owner shown for every node: whoever mounted */
 	gid_t gid;
+	struct fuse_session *se;        /* for invalidations after a commit */
+	struct ckfs_staging *staging;   /* in-progress directories; NULL with -o ro */
 };
 
 /* Follows the store while mounted (refresh.c): every refresh_secs a thread
@@ -99,6 +103,10 @@ void ckfs_refresher_stop(struct ckfs_refresher *r);
 
 /* The operation table (table.c): namespace, read path, EROFS for writes. */
 extern const struct fuse_lowlevel_ops ckfs_ops;
+
+/* The table of a writable mount (write.c): routes each request to the
+ * view (committed, read-only) or to the in-progress space (staging.c). */
+extern const struct fuse_lowlevel_ops ckfs_rw_ops;
 
 /* Pieces of the table: namespace (ops.c), read path (read.c), xattrs (xattr.c). */
 void ckfs_op_init(void *userdata, struct fuse_conn_info *conn);
@@ -153,6 +161,60 @@ static inline struct ckfs *ckfs_of(fuse_req_t req)
 const struct ck_vnode *ckfs_node(struct ckfs *fs, fuse_ino_t ino);
 /* stat for a node: 0 or -errno from the view. */
 int ckfs_stat(struct ckfs *fs, const struct ck_vnode *n, struct stat *st);
+/* The entry for the view's child name of parent: 0 or -errno. */
+int ckfs_view_entry(struct ckfs *fs, fuse_ino_t parent, const char *name, struct fuse_entry_param *e);
+/* Directory listings of root and series directories in a writable mount
+ * go on, after the view's children, with the in-progress directories
+ * (write.c): positions from CKFS_STAGED_DIRPOS on.  Fills name (NAME_MAX
+ * + 1 bytes) and the entry; 0, -ENOENT past the end, or -errno. */
+#define CKFS_STAGED_DIRPOS ((off_t)1 << 40)
+int ckfs_staged_dir_entry(struct ckfs *fs, const struct ck_vnode *dir, off_t pos, char *name,
+			  struct fuse_entry_param *e);
+
+/* The in-progress space (staging.c): directories being written, backed by
+ * STORE/staging/<series>/<dir>/.  Its inode numbers have CKFS_STAGED_BIT
+ * set, so they never meet the view's.  Nodes are named by their parent and
+ * name (a path is built on demand); a node is "top" when it is a
+ * directory right under a series, "series" when it is STORE/staging/<series>
+ * itself (a series with no committed checkpoint yet).  Thread-safe. */
+#define CKFS_STAGED_BIT ((uint64_t)1 << 62)
+struct ckfs_staging;
+static inline int ckfs_is_staged(fuse_ino_t ino)
+{
+	return (ino & CKFS_STAGED_BIT) != 0;
+}
+int ckfs_staging_new(const char *store, struct ckfs_staging **out);
+void ckfs_staging_free(struct ckfs_staging *s);
+/* Finds or adds the node (parent 0: a series node when name is NULL, else
+ * the top directory name of series), counting one lookup.  0 or -ENOMEM. */
+int ckfs_staging_get(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name,
+		     uint64_t *ino);
+void ckfs_staging_forget(struct ckfs_staging *s, uint64_t ino, uint64_t nlookup);
+/* The real path of a node, or of its child name (NULL: the node itself);
+ * allocated.  -ESTALE for a node removed or renamed away, -ENOMEM. */
+int ckfs_staging_path(struct ckfs_staging *s, uint64_t ino, const char *child, char **path);
+/* The real path of STORE/staging/<series>[/<name>], allocated, or NULL (ENOMEM/EINVAL). */
+char *ckfs_staging_top_path(struct ckfs_staging *s, const char *series, const char *name);
+/* For a top node: its series and name (allocated) and 0; -EINVAL for any other. */
+int ckfs_staging_top(struct ckfs_staging *s, uint64_t ino, char **series, char **name);
+/* For a series node: its series (allocated); -EINVAL for any other. */
+int ckfs_staging_series(struct ckfs_staging *s, uint64_t ino, char **series);
+/* After a rename of (parent, name) to (newparent, newname): the node
+ * follows; a node that was at the destination is left without a name. */
+void ckfs_staging_moved(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name,
+			uint64_t newparent, const char *newname);
+/* After an unlink, rmdir or commit: the node at (parent, name) has no name any more. */
+void ckfs_staging_removed(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name);
+
+/* Commits the in-progress directory STORE/staging/<series>/<staged> as
+ * checkpoint final (commit.c): ck_store_commit_staged() in a child process
+ * (the view holds the store's LMDB environment open read-only, and one
+ * process must not open it twice).  0, -EIO when it was quarantined, or
+ * the commit's -errno. */
+int ckfs_commit(struct ckfs *fs, const char *series, const char *staged, const char *final);
+/* After a commit, with the request answered: the view follows the index
+ * and the kernel forgets the names and listings that changed. */
+void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);
 
 /* Kernel tuning that only root may do (tune.c).  Both log what they did
  * and never fail the mount: they are about speed, not correctness. */

@@ -221,7 +221,10 @@ static int new_session(struct mount_run *run)
 	    (cfg->debug && fuse_opt_add_arg(&args, "-d")))
 		rc = -ENOMEM;
 	if (!rc) {
-		run->se = fuse_session_new(&args, &ckfs_ops, sizeof(ckfs_ops), &run->fs);
+		/* Without -o ro, the table that also serves in-progress directories. */
+		const struct fuse_lowlevel_ops *ops = cfg->read_only ? &ckfs_ops : &ckfs_rw_ops;
+
+		run->se = fuse_session_new(&args, ops, sizeof(*ops), &run->fs);
 		if (!run->se)
 			rc = -EINVAL;	/* libfuse said why */
 	}
@@ -261,8 +264,13 @@ static int serve(struct mount_run *run)
 		goto close_view;
 	}
 	run->fs.root_ino = root.ino;
+	if (!cfg->read_only && ckfs_staging_new(cfg->store, &run->fs.staging)) {
+		ck_err("out of memory");
+		goto close_view;
+	}
 	if (new_session(run))
 		goto close_view;
+	run->fs.se = run->se;
 	if (!cfg->foreground)
 		accept_stop_signals();
 	if (fuse_set_signal_handlers(run->se) != 0)
@@ -313,6 +321,7 @@ remove_handlers:
 destroy:
 	fuse_session_destroy(run->se);
 close_view:
+	ckfs_staging_free(run->fs.staging);
 	ck_view_close(run->fs.view);
 	return status;
 }

@@ -111,21 +111,23 @@ static int fill_entry(struct ckfs *fs, const struct ck_vnode *n, struct fuse_ent
 	return 0;
 }
 
-void ckfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+int ckfs_view_entry(struct ckfs *fs, fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
 {
-	struct ckfs *fs = ckfs_of(req);
 	const struct ck_vnode *dir = ckfs_node(fs, parent);
 	const struct ck_vnode *child;
-	struct fuse_entry_param e;
 	int rc;
 
-	if (!dir) {
-		fuse_reply_err(req, ESTALE);
-		return;
-	}
+	if (!dir)
+		return -ESTALE;
 	rc = ck_view_lookup(fs->view, dir, name, &child);
-	if (rc == 0)
-		rc = fill_entry(fs, child, &e);
+	return rc ? rc : fill_entry(fs, child, e);
+}
+
+void ckfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct fuse_entry_param e;
+	int rc = ckfs_view_entry(ckfs_of(req), parent, name, &e);
+
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -236,10 +238,20 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, i
 	}
 	for (off_t pos = off; ; pos++) {
 		struct fuse_entry_param e;
-		const char *name;
+		char staged_name[NAME_MAX + 1];
+		const char *name = staged_name;
 		size_t len;
 
-		rc = dir_entry(fs, dir, &dir_st, pos, plus, &name, &e);
+		if (pos < CKFS_STAGED_DIRPOS) {
+			rc = dir_entry(fs, dir, &dir_st, pos, plus, &name, &e);
+			if (rc == -ENOENT && fs->staging) {
+				pos = CKFS_STAGED_DIRPOS;	/* then the in-progress directories */
+				rc = ckfs_staged_dir_entry(fs, dir, pos, staged_name, &e);
+				name = staged_name;
+			}
+		} else {
+			rc = fs->staging ? ckfs_staged_dir_entry(fs, dir, pos, staged_name, &e) : -ENOENT;
+		}
 		if (rc)
 			break;
 		if (plus)

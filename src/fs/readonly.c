@@ -1,6 +1,6 @@
-/* Write-type operations.  The mount is read-only for now (the writable
- * mount is a later step): every one of them fails with EROFS, also when
- * the kernel mount itself is read-write (no -o ro).
+/* Write-type operations of the read-only table (-o ro): every one of them
+ * fails with EROFS.  The writable table (write.c) uses the ones that have
+ * no in-progress counterpart yet (mknod, symlink, link, fallocate...).
  */
 #include "config.h"
 

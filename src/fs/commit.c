@@ -1,0 +1,94 @@
+/* Committing an in-progress directory from the mount.
+ *
+ * The store's commit (ck_store_commit_staged) writes the index, which needs
+ * the store open writable.  The view already holds the LMDB environment
+ * open read-only in this process, and LMDB forbids opening one
+ * environment twice in a process (its POSIX locks are per process: the
+ * second open would take itself for the only user and reset the reader
+ * table).  So the commit runs in a forked child, as `ckptctl commit`
+ * would, and reports through its exit status.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/wait.h>
+
+#include "ckptfs.h"
+#include "ckptfs/store.h"
+
+static int commit_in_child(const char *store, const char *series, const char *staged, const char *final)
+{
+	struct ck_error err = { { 0 } };
+	struct ck_store *st;
+	int rc = ck_store_open(store, 0, &st, &err);
+
+	if (rc == 0) {
+		rc = ck_store_commit_staged(st, series, staged, final, NULL, NULL, &err);
+		ck_store_close(st);
+	}
+	if (rc == -EBADMSG)
+		ck_warn("%s/%s: not committed, moved to the quarantine: %s", series, staged, err.msg);
+	else if (rc)
+		ck_warn("%s/%s: commit as %s failed: %s", series, staged, final,
+			err.msg[0] ? err.msg : strerror(-rc));
+	else
+		ck_info("%s/%s: committed as %s", series, staged, final);
+	return rc;
+}
+
+int ckfs_commit(struct ckfs *fs, const char *series, const char *staged, const char *final)
+{
+	int status, rc;
+	pid_t pid = fork();
+
+	if (pid < 0)
+		return -errno;
+	if (pid == 0) {
+		rc = commit_in_child(fs->cfg->store, series, staged, final);
+		/* _exit: the child must not run the parent's atexit work. */
+		_exit(rc < 0 && -rc < 256 ? -rc : rc ? EIO : 0);
+	}
+	while (waitpid(pid, &status, 0) < 0)
+		if (errno != EINTR)
+			return -errno;
+	if (!WIFEXITED(status))
+		return -EIO;	/* killed mid-commit: recovery finishes it at the next writable open */
+	rc = WEXITSTATUS(status);
+	if (rc == EBADMSG)
+		return -EIO;
+	return -rc;
+}
+
+static void inval_entry(struct ckfs *fs, fuse_ino_t dir, const char *name)
+{
+	int rc;
+
+	if (!name)
+		return;
+	rc = fuse_lowlevel_notify_inval_entry(fs->se, dir, name, strlen(name));
+	if (rc && rc != -ENOENT)
+		ck_debug("invalidating %s: %s", name, strerror(-rc));
+}
+
+void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name)
+{
+	uint64_t changed[64];
+	size_t n = 0;
+	int rc = ck_view_refresh(fs->view, changed, 64, &n);
+
+	if (rc)
+		ck_warn("after a commit: cannot read the index: %s", strerror(-rc));
+	for (size_t i = 0; i < n; i++) {
+		/* The view's root is FUSE's 1 (see swap_root_ino in ops.c). */
+		uint64_t ino = changed[i] == fs->root_ino ? FUSE_ROOT_ID :
+			       changed[i] == FUSE_ROOT_ID ? fs->root_ino : changed[i];
+
+		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+	}
+	inval_entry(fs, dir, old_name);
+	if (!old_name || strcmp(old_name, new_name) != 0)
+		inval_entry(fs, dir, new_name);
+	fuse_lowlevel_notify_inval_inode(fs->se, dir, 0, 0);
+}

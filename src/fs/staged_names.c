@@ -1,0 +1,387 @@
+/* Names in a writable mount: lookup, listing, mkdir, unlink, rmdir and
+ * rename where the in-progress space meets the view, and the commit rules.
+ *
+ *   /                  series: the view's, then STORE/staging/<series>/
+ *                      of series with no committed checkpoint yet
+ *   /<series>/         committed checkpoints (view), then in-progress
+ *                      directories STORE/staging/<series>/<dir>/
+ *   in-progress dirs   passthrough to the real files and directories
+ *
+ * Commit rules built so far: renaming an in-progress directory to a name
+ * that carries a step when its own name has none or is temporary ("tmp*",
+ * ".*", "*.tmp"), or setting user.ckptfs.commit on it.  The rename (or
+ * setxattr) is answered only after the commit: EIO when the directory was
+ * quarantined.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "ckptfs.h"
+#include "ckptfs/store.h"
+#include "staged.h"
+
+/* The series name of a view directory right under the root, or NULL. */
+static const char *view_series(struct ckfs *fs, const struct ck_vnode *n)
+{
+	const struct ck_vnode *root = ck_view_root(fs->view), *c;
+
+	if (!n || n == root || ck_view_lookup(fs->view, root, ck_vnode_name(n), &c) || c != n)
+		return NULL;
+	return ck_vnode_name(n);
+}
+
+int ckfs_dir_ctx(struct ckfs *fs, fuse_ino_t ino, struct ckfs_dir_ctx *c)
+{
+	const struct ck_vnode *n, *root = ck_view_root(fs->view);
+	const char *series;
+	int rc;
+
+	memset(c, 0, sizeof(*c));
+	if (ckfs_is_staged(ino)) {
+		rc = ckfs_staging_series(fs->staging, ino, &c->series);
+		if (rc == -ENOMEM)
+			return rc;
+		c->kind = rc == 0 ? CKFS_DIR_SERIES : CKFS_DIR_STAGED;
+		c->staged = ino;
+		/* A new series gets its view directory with its first commit. */
+		if (c->kind == CKFS_DIR_SERIES && ck_view_lookup(fs->view, root, c->series, &n) == 0)
+			c->view_dir = n;
+		return 0;
+	}
+	n = ckfs_node(fs, ino);
+	if (!n)
+		return -ESTALE;
+	c->view_dir = n;
+	if (ino == FUSE_ROOT_ID) {
+		c->kind = CKFS_DIR_ROOT;
+		return 0;
+	}
+	series = view_series(fs, n);
+	if (!series) {
+		c->kind = CKFS_DIR_VIEW;
+		return 0;
+	}
+	c->kind = CKFS_DIR_SERIES;
+	c->series = strdup(series);
+	return c->series ? 0 : -ENOMEM;
+}
+
+void ckfs_dir_ctx_free(struct ckfs_dir_ctx *c)
+{
+	free(c->series);
+	c->series = NULL;
+}
+
+/* Whether the view has name in the directory of c. */
+static int in_view(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name)
+{
+	const struct ck_vnode *n;
+
+	return c->view_dir && ck_view_lookup(fs->view, c->view_dir, name, &n) == 0;
+}
+
+int ckfs_child_path(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name, char **path)
+{
+	switch (c->kind) {
+	case CKFS_DIR_ROOT:
+		*path = ckfs_staging_top_path(fs->staging, name, NULL);
+		break;
+	case CKFS_DIR_SERIES:
+		*path = ckfs_staging_top_path(fs->staging, c->series, name);
+		break;
+	case CKFS_DIR_STAGED:
+		return ckfs_staging_path(fs->staging, c->staged, name, path);
+	default:
+		return -EROFS;
+	}
+	return *path ? 0 : -ENOMEM;
+}
+
+/* Registers the child name of c (it exists) and fills its entry. */
+static int staged_entry(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name,
+			struct fuse_entry_param *e)
+{
+	char *path;
+	uint64_t ino;
+	int rc = ckfs_child_path(fs, c, name, &path);
+
+	if (rc)
+		return rc;
+	memset(e, 0, sizeof(*e));
+	if (lstat(path, &e->attr) != 0)
+		rc = -errno;
+	free(path);
+	if (rc)
+		return rc;
+	if (c->kind == CKFS_DIR_ROOT)
+		rc = ckfs_staging_get(fs->staging, 0, name, NULL, &ino);
+	else if (c->kind == CKFS_DIR_SERIES)
+		rc = ckfs_staging_get(fs->staging, 0, c->series, name, &ino);
+	else
+		rc = ckfs_staging_get(fs->staging, c->staged, NULL, name, &ino);
+	if (rc)
+		return rc;
+	e->ino = ino;
+	e->attr.st_ino = ino;
+	e->generation = 1;
+	/* Files being written change under the kernel's feet: no caching. */
+	e->attr_timeout = 0;
+	e->entry_timeout = 0;
+	return 0;
+}
+
+void ckfs_rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct ckfs_dir_ctx c;
+	struct fuse_entry_param e;
+	int rc = ckfs_dir_ctx(fs, parent, &c);
+
+	if (rc == 0) {
+		rc = -ENOENT;
+		if (c.view_dir && c.kind != CKFS_DIR_STAGED) {
+			struct ck_vattr a;
+
+			/* The view first: a staged series node may have a view
+			 * directory by now (its first commit). */
+			rc = ck_view_getattr(fs->view, c.view_dir, &a);
+			if (rc == 0)
+				rc = ckfs_view_entry(fs, ckfs_is_staged(parent) ? a.ino : parent, name, &e);
+		}
+		if (rc == -ENOENT && c.kind != CKFS_DIR_VIEW)
+			rc = staged_entry(fs, &c, name, &e);
+	}
+	ckfs_dir_ctx_free(&c);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+int ckfs_staged_dir_entry(struct ckfs *fs, const struct ck_vnode *dir, off_t pos, char *name,
+			  struct fuse_entry_param *e)
+{
+	const struct ck_vnode *root = ck_view_root(fs->view), *n;
+	const char *series = dir == root ? NULL : view_series(fs, dir);
+	off_t want = pos - CKFS_STAGED_DIRPOS;
+	char *path;
+	struct dirent *d;
+	DIR *dd;
+	int rc = -ENOENT;
+
+	if (dir != root && !series)
+		return -ENOENT;
+	path = ckfs_staging_top_path(fs->staging, series ? series : "", NULL);
+	if (!path)
+		return -ENOMEM;
+	dd = opendir(path);
+	free(path);
+	if (!dd)
+		return -ENOENT;
+	while ((d = readdir(dd)) != NULL) {
+		struct stat st;
+		int is_dir = d->d_type == DT_DIR;
+
+		/* Some filesystems leave d_type unknown. */
+		if (d->d_type == DT_UNKNOWN)
+			is_dir = fstatat(dirfd(dd), d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+				 S_ISDIR(st.st_mode);
+		if (!is_dir || d->d_name[0] == '.' || ck_view_lookup(fs->view, dir, d->d_name, &n) == 0)
+			continue;
+		if (want-- > 0)
+			continue;
+		snprintf(name, NAME_MAX + 1, "%s", d->d_name);
+		memset(e, 0, sizeof(*e));
+		/* No node yet (ino 0): the kernel looks it up when used. */
+		e->attr.st_ino = CKFS_STAGED_BIT;
+		e->attr.st_mode = S_IFDIR;
+		rc = 0;
+		break;
+	}
+	closedir(dd);
+	return rc;
+}
+
+/* Creates a directory and its missing parent, tolerating both existing. */
+static int mkdir_parent_too(const char *path, mode_t mode)
+{
+	char *slash, *parent = strdup(path);
+	int rc = 0;
+
+	if (!parent)
+		return -ENOMEM;
+	slash = strrchr(parent, '/');
+	if (slash) {
+		*slash = '\0';
+		if (mkdir(parent, 0755) != 0 && errno == ENOENT) {
+			/* STORE/staging itself is missing too */
+			char *up = strrchr(parent, '/');
+
+			if (up) {
+				*up = '\0';
+				mkdir(parent, 0755);
+				*up = '/';
+			}
+			mkdir(parent, 0755);
+		}
+	}
+	free(parent);
+	if (mkdir(path, mode) != 0)
+		rc = -errno;
+	return rc;
+}
+
+void ckfs_rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct ckfs_dir_ctx c;
+	struct fuse_entry_param e;
+	char *path = NULL;
+	int rc = ckfs_dir_ctx(fs, parent, &c);
+
+	if (rc == 0 && in_view(fs, &c, name))
+		rc = -EEXIST;
+	if (rc == 0)
+		rc = ckfs_child_path(fs, &c, name, &path);
+	if (rc == 0)
+		rc = c.kind == CKFS_DIR_STAGED ? (mkdir(path, mode) ? -errno : 0) :
+		     mkdir_parent_too(path, mode);
+	if (rc == 0)
+		rc = staged_entry(fs, &c, name, &e);
+	free(path);
+	ckfs_dir_ctx_free(&c);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int is_dir)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct ckfs_dir_ctx c;
+	char *path = NULL;
+	int rc = ckfs_dir_ctx(fs, parent, &c);
+
+	if (rc == 0 && in_view(fs, &c, name))
+		rc = -EROFS;	/* committed checkpoints stay (rm -r: later) */
+	if (rc == 0 && !is_dir && c.kind != CKFS_DIR_STAGED)
+		rc = -EROFS;
+	if (rc == 0)
+		rc = ckfs_child_path(fs, &c, name, &path);
+	if (rc == 0 && (is_dir ? rmdir(path) : unlink(path)) != 0)
+		rc = -errno;
+	if (rc == 0) {
+		if (c.kind == CKFS_DIR_ROOT)
+			ckfs_staging_removed(fs->staging, 0, name, NULL);
+		else if (c.kind == CKFS_DIR_SERIES)
+			ckfs_staging_removed(fs->staging, 0, c.series, name);
+		else
+			ckfs_staging_removed(fs->staging, c.staged, NULL, name);
+	}
+	free(path);
+	ckfs_dir_ctx_free(&c);
+	fuse_reply_err(req, -rc);
+}
+
+void ckfs_rw_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, 0);
+}
+
+void ckfs_rw_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, 1);
+}
+
+/* "tmp-checkpoint-20", ".checkpoint-20", "checkpoint-20.tmp" */
+static int is_temp_name(const char *name)
+{
+	size_t len = strlen(name);
+
+	return strncmp(name, "tmp", 3) == 0 || name[0] == '.' ||
+	       (len > 4 && strcmp(name + len - 4, ".tmp") == 0);
+}
+
+static int is_commit_rename(const char *from, const char *to)
+{
+	int64_t step;
+
+	if (ck_series_step(to, NULL, &step) != 0)
+		return 0;
+	return is_temp_name(from) || ck_series_step(from, NULL, &step) != 0;
+}
+
+/* Commits top directory name of series (c) as final and answers req;
+ * then lets the view and the kernel catch up. */
+void ckfs_commit_and_reply(fuse_req_t req, struct ckfs *fs, fuse_ino_t dir, const char *series,
+			   const char *name, const char *final)
+{
+	struct stat st;
+	char *path = ckfs_staging_top_path(fs->staging, series, name);
+	int rc = ckfs_commit(fs, series, name, final);
+
+	/* Committed or quarantined, the directory left the staging area. */
+	if (path && lstat(path, &st) != 0 && errno == ENOENT)
+		ckfs_staging_removed(fs->staging, 0, series, name);
+	free(path);
+	fuse_reply_err(req, -rc);
+	ckfs_after_commit(fs, dir, name, final);
+}
+
+void ckfs_rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct ckfs_dir_ctx a, b;
+	char *from = NULL, *to = NULL;
+	int rc = ckfs_dir_ctx(fs, parent, &a);
+
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = ckfs_dir_ctx(fs, newparent, &b);
+	if (rc) {
+		ckfs_dir_ctx_free(&a);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (in_view(fs, &a, name) || a.kind == CKFS_DIR_VIEW || b.kind == CKFS_DIR_VIEW)
+		rc = -EROFS;
+	else if (in_view(fs, &b, newname))
+		rc = -EEXIST;	/* a committed checkpoint is never replaced */
+	else if (a.kind != b.kind || a.kind == CKFS_DIR_ROOT ||
+		 (a.kind == CKFS_DIR_SERIES && strcmp(a.series, b.series) != 0))
+		rc = -EXDEV;
+	else if (a.kind == CKFS_DIR_SERIES && is_commit_rename(name, newname))
+		rc = flags & ~RENAME_NOREPLACE ? -EINVAL : 1;	/* a commit never replaces */
+	if (rc == 1) {
+		ckfs_commit_and_reply(req, fs, parent, a.series, name, newname);
+		goto out;
+	}
+	if (rc == 0)
+		rc = ckfs_child_path(fs, &a, name, &from);
+	if (rc == 0)
+		rc = ckfs_child_path(fs, &b, newname, &to);
+	if (rc == 0 && renameat2(AT_FDCWD, from, AT_FDCWD, to, flags) != 0)
+		rc = -errno;
+	if (rc == 0)
+		ckfs_staging_moved(fs->staging, a.kind == CKFS_DIR_STAGED ? a.staged : 0, a.series, name,
+				   b.kind == CKFS_DIR_STAGED ? b.staged : 0, newname);
+	fuse_reply_err(req, -rc);
+out:
+	free(from);
+	free(to);
+	ckfs_dir_ctx_free(&a);
+	ckfs_dir_ctx_free(&b);
+}

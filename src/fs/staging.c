@@ -1,0 +1,306 @@
+/* The in-progress inode table of a writable mount: directories being
+ * written under STORE/staging/<series>/ and everything in them, as nodes
+ * named by (parent, name).  The real filesystem is the truth; a node only
+ * remembers where it is, so a rename moves one node and its subtree
+ * follows.  Inode numbers are CKFS_STAGED_BIT | slot, slots never reused
+ * while mounted (so a forgotten number cannot come back as another file).
+ * Lookups by name scan the table: a checkpoint holds few files.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckptfs.h"
+#include "ckptfs/store.h"
+
+struct snode {
+	uint64_t parent;        /* a staged ino, or 0 for series and top nodes */
+	char *series;           /* series and top nodes */
+	char *name;             /* NULL once removed or renamed over */
+	int is_series;
+	uint64_t nlookup;
+};
+
+struct ckfs_staging {
+	char *staging_dir;      /* STORE/staging */
+	pthread_mutex_t lock;
+	struct snode **nodes;   /* slot i is ino CKFS_STAGED_BIT | (i + 1) */
+	size_t n, cap;
+};
+
+int ckfs_staging_new(const char *store, struct ckfs_staging **out)
+{
+	struct ckfs_staging *s = calloc(1, sizeof(*s));
+	struct ck_buf dir = CK_BUF_INIT;
+
+	if (!s)
+		return -ENOMEM;
+	if (ck_buf_printf(&dir, "%s/%s", store, CK_STORE_STAGING_DIR) || ck_buf_putc(&dir, '\0')) {
+		ck_buf_free(&dir);
+		free(s);
+		return -ENOMEM;
+	}
+	s->staging_dir = (char *)ck_buf_steal(&dir, NULL);
+	pthread_mutex_init(&s->lock, NULL);
+	*out = s;
+	return 0;
+}
+
+static void snode_free(struct snode *n)
+{
+	if (!n)
+		return;
+	free(n->series);
+	free(n->name);
+	free(n);
+}
+
+void ckfs_staging_free(struct ckfs_staging *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->n; i++)
+		snode_free(s->nodes[i]);
+	free(s->nodes);
+	free(s->staging_dir);
+	pthread_mutex_destroy(&s->lock);
+	free(s);
+}
+
+static struct snode *node_at(struct ckfs_staging *s, uint64_t ino)
+{
+	uint64_t slot = (ino & ~CKFS_STAGED_BIT) - 1;
+
+	if (!ckfs_is_staged(ino) || slot >= s->n)
+		return NULL;
+	return s->nodes[slot];
+}
+
+static int same(const char *a, const char *b)
+{
+	return (!a && !b) || (a && b && strcmp(a, b) == 0);
+}
+
+/* The slot of the named node, or -1.  name NULL with parent 0: a series node. */
+static long find(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name)
+{
+	int is_series = parent == 0 && !name;
+
+	for (size_t i = 0; i < s->n; i++) {
+		struct snode *n = s->nodes[i];
+
+		if (!n || n->parent != parent || n->is_series != is_series)
+			continue;
+		if (is_series ? same(n->series, series) :
+		    n->name && strcmp(n->name, name) == 0 && (parent || same(n->series, series)))
+			return (long)i;
+	}
+	return -1;
+}
+
+int ckfs_staging_get(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name,
+		     uint64_t *ino)
+{
+	struct snode *n;
+	long slot;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	slot = find(s, parent, series, name);
+	if (slot >= 0) {
+		s->nodes[slot]->nlookup++;
+		*ino = CKFS_STAGED_BIT | (uint64_t)(slot + 1);
+		goto out;
+	}
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct snode **nodes = realloc(s->nodes, cap * sizeof(*nodes));
+
+		if (!nodes) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		s->nodes = nodes;
+		s->cap = cap;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	n->parent = parent;
+	n->is_series = parent == 0 && !name;
+	n->name = strdup(name ? name : series);
+	n->series = parent == 0 ? strdup(series) : NULL;
+	if (!n->name || (parent == 0 && !n->series)) {
+		snode_free(n);
+		rc = -ENOMEM;
+		goto out;
+	}
+	n->nlookup = 1;
+	s->nodes[s->n++] = n;
+	*ino = CKFS_STAGED_BIT | (uint64_t)s->n;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void ckfs_staging_forget(struct ckfs_staging *s, uint64_t ino, uint64_t nlookup)
+{
+	struct snode *n;
+
+	pthread_mutex_lock(&s->lock);
+	n = node_at(s, ino);
+	if (n) {
+		n->nlookup = nlookup < n->nlookup ? n->nlookup - nlookup : 0;
+		/* Only a removed node may go: a named one may be a parent. */
+		if (n->nlookup == 0 && !n->name) {
+			s->nodes[(ino & ~CKFS_STAGED_BIT) - 1] = NULL;
+			snode_free(n);
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+char *ckfs_staging_top_path(struct ckfs_staging *s, const char *series, const char *name)
+{
+	struct ck_buf p = CK_BUF_INIT;
+	int rc = ck_buf_printf(&p, "%s/%s", s->staging_dir, series);
+
+	if (!rc && name)
+		rc = ck_buf_printf(&p, "/%s", name);
+	if (!rc)
+		rc = ck_buf_putc(&p, '\0');
+	if (rc) {
+		ck_buf_free(&p);
+		return NULL;
+	}
+	return (char *)ck_buf_steal(&p, NULL);
+}
+
+/* Appends the path of n below STORE/staging to p, lock held. */
+static int append_path(struct ckfs_staging *s, const struct snode *n, struct ck_buf *p, int depth)
+{
+	int rc;
+
+	if (!n || !n->name || depth > 4096)
+		return -ESTALE;
+	if (n->parent == 0) {
+		if (n->is_series)
+			return ck_buf_printf(p, "%s/%s", s->staging_dir, n->series);
+		return ck_buf_printf(p, "%s/%s/%s", s->staging_dir, n->series, n->name);
+	}
+	rc = append_path(s, node_at(s, n->parent), p, depth + 1);
+	return rc ? rc : ck_buf_printf(p, "/%s", n->name);
+}
+
+int ckfs_staging_path(struct ckfs_staging *s, uint64_t ino, const char *child, char **path)
+{
+	struct ck_buf p = CK_BUF_INIT;
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	rc = append_path(s, node_at(s, ino), &p, 0);
+	pthread_mutex_unlock(&s->lock);
+	if (!rc && child)
+		rc = ck_buf_printf(&p, "/%s", child);
+	if (!rc)
+		rc = ck_buf_putc(&p, '\0');
+	if (rc) {
+		ck_buf_free(&p);
+		return rc;
+	}
+	*path = (char *)ck_buf_steal(&p, NULL);
+	return 0;
+}
+
+static int top_info(struct ckfs_staging *s, uint64_t ino, int want_series, char **series, char **name)
+{
+	struct snode *n;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	n = node_at(s, ino);
+	if (!n || !n->name || n->parent != 0 || n->is_series != want_series) {
+		rc = -EINVAL;
+	} else {
+		*series = strdup(n->series);
+		if (name)
+			*name = strdup(n->name);
+		if (!*series || (name && !*name)) {
+			free(*series);
+			if (name)
+				free(*name);
+			rc = -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int ckfs_staging_top(struct ckfs_staging *s, uint64_t ino, char **series, char **name)
+{
+	return top_info(s, ino, 0, series, name);
+}
+
+int ckfs_staging_series(struct ckfs_staging *s, uint64_t ino, char **series)
+{
+	return top_info(s, ino, 1, series, NULL);
+}
+
+static void unname(struct ckfs_staging *s, long slot)
+{
+	struct snode *n = s->nodes[slot];
+
+	free(n->name);
+	n->name = NULL;
+	if (n->nlookup == 0) {
+		s->nodes[slot] = NULL;
+		snode_free(n);
+	}
+}
+
+void ckfs_staging_moved(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name,
+			uint64_t newparent, const char *newname)
+{
+	long from, over;
+	char *copy = strdup(newname);
+
+	pthread_mutex_lock(&s->lock);
+	from = find(s, parent, series, name);
+	over = find(s, newparent, series, newname);
+	if (over >= 0 && over != from)
+		unname(s, over);
+	if (from >= 0) {
+		struct snode *n = s->nodes[from];
+
+		if (copy) {
+			free(n->name);
+			n->name = copy;
+			copy = NULL;
+			n->parent = newparent;
+			if (newparent) {
+				free(n->series);
+				n->series = NULL;
+			}
+		} else {
+			unname(s, from);	/* out of memory: forget where it is */
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	free(copy);
+}
+
+void ckfs_staging_removed(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name)
+{
+	long slot;
+
+	pthread_mutex_lock(&s->lock);
+	slot = find(s, parent, series, name);
+	if (slot >= 0)
+		unname(s, slot);
+	pthread_mutex_unlock(&s->lock);
+}

@@ -1,0 +1,498 @@
+/* The writable mount's operations on inodes, and its table.  Each request
+ * goes to the view (committed checkpoints: read-only, EROFS for changes)
+ * or, for an inode of the in-progress space, to the real file or
+ * directory under STORE/staging: file handles are real fds (directories:
+ * DIR *), writes go straight to them, bytes never stay in memory.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+
+#include "ckptfs.h"
+#include "ckptfs/store.h"
+#include "staged.h"
+
+#define COMMIT_XATTR "user.ckptfs.commit"
+
+static int fd_of(const struct fuse_file_info *fi)
+{
+	return (int)fi->fh;
+}
+
+/* stat of a staged node, with our inode number. */
+static int staged_stat(struct ckfs *fs, fuse_ino_t ino, struct stat *st)
+{
+	char *path;
+	int rc = ckfs_staging_path(fs->staging, ino, NULL, &path);
+
+	if (rc)
+		return rc;
+	if (lstat(path, st) != 0)
+		rc = -errno;
+	free(path);
+	st->st_ino = ino;
+	return rc;
+}
+
+static void reply_staged_attr(fuse_req_t req, fuse_ino_t ino)
+{
+	struct stat st;
+	int rc = staged_stat(ckfs_of(req), ino, &st);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_attr(req, &st, 0);
+}
+
+static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
+{
+	if (ckfs_is_staged(ino))
+		ckfs_staging_forget(ckfs_of(req)->staging, ino, nlookup);
+	fuse_reply_none(req);
+}
+
+static void rw_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_data *forgets)
+{
+	struct ckfs *fs = ckfs_of(req);
+
+	for (size_t i = 0; i < count; i++)
+		if (ckfs_is_staged(forgets[i].ino))
+			ckfs_staging_forget(fs->staging, forgets[i].ino, forgets[i].nlookup);
+	fuse_reply_none(req);
+}
+
+static void rw_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (ckfs_is_staged(ino))
+		reply_staged_attr(req, ino);
+	else
+		ckfs_op_getattr(req, ino, fi);
+}
+
+static void rw_access(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct ckfs *fs = ckfs_of(req);
+	char *path = NULL;
+	int rc;
+
+	if (!ckfs_is_staged(ino)) {
+		struct ckfs_dir_ctx c;
+
+		/* Root and series directories take new directories. */
+		if (ckfs_dir_ctx(fs, ino, &c) == 0 && (c.kind == CKFS_DIR_ROOT || c.kind == CKFS_DIR_SERIES))
+			mask &= ~W_OK;
+		ckfs_dir_ctx_free(&c);
+		ckfs_op_access(req, ino, mask);
+		return;
+	}
+	rc = ckfs_staging_path(fs->staging, ino, NULL, &path);
+	if (rc == 0 && access(path, mask) != 0)
+		rc = -errno;
+	free(path);
+	fuse_reply_err(req, -rc);
+}
+
+static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	char *path;
+	DIR *d = NULL;
+	int rc;
+
+	if (!ckfs_is_staged(ino)) {
+		ckfs_op_opendir(req, ino, fi);
+		return;
+	}
+	rc = ckfs_staging_path(ckfs_of(req)->staging, ino, NULL, &path);
+	if (rc == 0) {
+		d = opendir(path);
+		if (!d)
+			rc = -errno;
+		free(path);
+	}
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)d;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		closedir(d);
+}
+
+/* A real directory's entries from off on (telldir positions).  Entries
+ * carry no node (ino 0 in readdirplus): the kernel looks them up. */
+static void staged_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi, int plus)
+{
+	DIR *d = (DIR *)(uintptr_t)fi->fh;
+	char *buf = malloc(size ? size : 1);
+	size_t used = 0;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	if (off == 0)
+		rewinddir(d);
+	else
+		seekdir(d, off);
+	for (;;) {
+		struct fuse_entry_param e;
+		struct dirent *de;
+		size_t len;
+		off_t next;
+
+		errno = 0;
+		de = readdir(d);
+		if (!de)
+			break;
+		next = telldir(d);
+		memset(&e, 0, sizeof(e));
+		e.attr.st_ino = de->d_ino;
+		e.attr.st_mode = (mode_t)DTTOIF(de->d_type);
+		if (plus)
+			len = fuse_add_direntry_plus(req, buf + used, size - used, de->d_name, &e, next);
+		else
+			len = fuse_add_direntry(req, buf + used, size - used, de->d_name, &e.attr, next);
+		if (len > size - used)
+			break;
+		used += len;
+	}
+	if (errno && used == 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_buf(req, buf, used);
+	free(buf);
+}
+
+static void rw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	if (ckfs_is_staged(ino))
+		staged_readdir(req, size, off, fi, 0);
+	else
+		ckfs_op_readdir(req, ino, size, off, fi);
+}
+
+static void rw_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+			   struct fuse_file_info *fi)
+{
+	if (ckfs_is_staged(ino))
+		staged_readdir(req, size, off, fi, 1);
+	else
+		ckfs_op_readdirplus(req, ino, size, off, fi);
+}
+
+static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (ckfs_is_staged(ino))
+		closedir((DIR *)(uintptr_t)fi->fh);
+	fuse_reply_err(req, 0);
+}
+
+static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
+		      struct fuse_file_info *fi)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct fuse_entry_param e;
+	char *path = NULL, *series = NULL;
+	int fd = -1, rc = 0;
+
+	if (!ckfs_is_staged(parent))
+		rc = -EROFS;	/* files only inside in-progress directories */
+	else if (ckfs_staging_series(fs->staging, parent, &series) == 0)
+		rc = -EROFS;	/* not directly in a series directory (yet) */
+	free(series);
+	if (rc == 0)
+		rc = ckfs_staging_path(fs->staging, parent, name, &path);
+	if (rc == 0) {
+		fd = open(path, (fi->flags | O_CREAT | O_CLOEXEC) & ~O_NOCTTY, mode);
+		if (fd < 0)
+			rc = -errno;
+		free(path);
+	}
+	if (rc == 0) {
+		uint64_t ino;
+
+		memset(&e, 0, sizeof(e));
+		if (fstat(fd, &e.attr) != 0)
+			rc = -errno;
+		if (rc == 0)
+			rc = ckfs_staging_get(fs->staging, parent, NULL, name, &ino);
+		if (rc == 0) {
+			e.ino = ino;
+			e.attr.st_ino = ino;
+			e.generation = 1;
+		}
+	}
+	if (rc) {
+		if (fd >= 0)
+			close(fd);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)fd;
+	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+		close(fd);
+}
+
+static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	char *path;
+	int fd = -1, rc;
+
+	if (!ckfs_is_staged(ino)) {
+		ckfs_op_open(req, ino, fi);
+		return;
+	}
+	rc = ckfs_staging_path(ckfs_of(req)->staging, ino, NULL, &path);
+	if (rc == 0) {
+		fd = open(path, (fi->flags | O_CLOEXEC) & ~(O_CREAT | O_EXCL | O_NOCTTY));
+		if (fd < 0)
+			rc = -errno;
+		free(path);
+	}
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)fd;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		close(fd);
+}
+
+static void rw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
+{
+	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
+
+	if (!ckfs_is_staged(ino)) {
+		ckfs_op_read(req, ino, size, off, fi);
+		return;
+	}
+	buf.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	buf.buf[0].fd = fd_of(fi);
+	buf.buf[0].pos = off;
+	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
+}
+
+static void rw_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
+		     struct fuse_file_info *fi)
+{
+	size_t done = 0;
+
+	if (!ckfs_is_staged(ino)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	while (done < size) {
+		ssize_t n = pwrite(fd_of(fi), data + done, size - done, off + (off_t)done);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n <= 0) {
+			int err = n < 0 ? errno : EIO;
+
+			if (done == 0) {
+				fuse_reply_err(req, err);
+				return;
+			}
+			break;
+		}
+		done += (size_t)n;
+	}
+	fuse_reply_write(req, done);
+}
+
+/* close() of a dup reports delayed write errors, as a local close would. */
+static void rw_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	int rc = 0;
+
+	if (ckfs_is_staged(ino)) {
+		int fd = dup(fd_of(fi));
+
+		if (fd < 0 || close(fd) != 0)
+			rc = errno;
+	}
+	fuse_reply_err(req, rc);
+}
+
+static void rw_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_file_info *fi)
+{
+	int rc = 0;
+
+	if (ckfs_is_staged(ino) && (datasync ? fdatasync(fd_of(fi)) : fsync(fd_of(fi))) != 0)
+		rc = errno;
+	fuse_reply_err(req, rc);
+}
+
+static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
+{
+	if (!ckfs_is_staged(ino)) {
+		ckfs_op_release(req, ino, fi);
+		return;
+	}
+	close(fd_of(fi));
+	fuse_reply_err(req, 0);
+}
+
+static int staged_setattr(struct ckfs *fs, fuse_ino_t ino, const struct stat *attr, int to_set,
+			  struct fuse_file_info *fi)
+{
+	char *path;
+	int rc = ckfs_staging_path(fs->staging, ino, NULL, &path);
+	int fd = fi ? fd_of(fi) : -1;
+
+	if (rc)
+		return rc;
+	if ((to_set & FUSE_SET_ATTR_MODE) &&
+	    (fd >= 0 ? fchmod(fd, attr->st_mode) : chmod(path, attr->st_mode)) != 0)
+		rc = -errno;
+	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE) &&
+	    (fd >= 0 ? ftruncate(fd, attr->st_size) : truncate(path, attr->st_size)) != 0)
+		rc = -errno;
+	if (rc == 0 && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
+		struct timespec tv[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
+
+		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+			tv[0].tv_nsec = UTIME_NOW;
+		else if (to_set & FUSE_SET_ATTR_ATIME)
+			tv[0] = attr->st_atim;
+		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+			tv[1].tv_nsec = UTIME_NOW;
+		else if (to_set & FUSE_SET_ATTR_MTIME)
+			tv[1] = attr->st_mtim;
+		if ((fd >= 0 ? futimens(fd, tv) : utimensat(AT_FDCWD, path, tv, AT_SYMLINK_NOFOLLOW)) != 0)
+			rc = -errno;
+	}
+	if (rc == 0 && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
+		rc = -EPERM;	/* every node belongs to whoever mounted */
+	free(path);
+	return rc;
+}
+
+static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
+		       struct fuse_file_info *fi)
+{
+	int rc;
+
+	if (!ckfs_is_staged(ino)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	/* Directory handles are DIR *, not fds: use the path for them. */
+	if (fi) {
+		struct stat st;
+
+		if (staged_stat(ckfs_of(req), ino, &st) == 0 && S_ISDIR(st.st_mode))
+			fi = NULL;
+	}
+	rc = staged_setattr(ckfs_of(req), ino, attr, to_set, fi);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_staged_attr(req, ino);
+}
+
+/* The series directory's FUSE inode (for invalidations), or 0 when the
+ * series has none in the view yet. */
+static fuse_ino_t series_dir_ino(struct ckfs *fs, const char *series)
+{
+	const struct ck_vnode *n;
+	struct ck_vattr a;
+
+	if (ck_view_lookup(fs->view, ck_view_root(fs->view), series, &n) ||
+	    ck_view_getattr(fs->view, n, &a))
+		return 0;
+	return a.ino;
+}
+
+/* setxattr user.ckptfs.commit on an in-progress directory commits it
+ * under its own name (which must carry a step). */
+static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
+			size_t size, int flags)
+{
+	struct ckfs *fs = ckfs_of(req);
+	char *series = NULL, *dir = NULL;
+	int64_t step;
+	int rc;
+
+	(void)value, (void)size, (void)flags;
+	if (!ckfs_is_staged(ino)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (strcmp(name, COMMIT_XATTR) != 0) {
+		fuse_reply_err(req, ENOTSUP);
+		return;
+	}
+	rc = ckfs_staging_top(fs->staging, ino, &series, &dir);
+	if (rc == 0 && ck_series_step(dir, NULL, &step) != 0)
+		rc = -EINVAL;	/* no step in the name: rename it instead */
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		ckfs_commit_and_reply(req, fs, series_dir_ino(fs, series), series, dir, dir);
+	free(series);
+	free(dir);
+}
+
+static void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
+{
+	if (ckfs_is_staged(ino))
+		fuse_reply_err(req, ENODATA);
+	else
+		ckfs_op_getxattr(req, ino, name, size);
+}
+
+static void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
+{
+	if (ckfs_is_staged(ino))
+		fuse_reply_xattr(req, 0);	/* none; size 0 is also a valid empty list */
+	else
+		ckfs_op_listxattr(req, ino, size);
+}
+
+const struct fuse_lowlevel_ops ckfs_rw_ops = {
+	.init = ckfs_op_init,
+	.lookup = ckfs_rw_lookup,
+	.forget = rw_forget,
+	.forget_multi = rw_forget_multi,
+	.getattr = rw_getattr,
+	.opendir = rw_opendir,
+	.readdir = rw_readdir,
+	.readdirplus = rw_readdirplus,
+	.releasedir = rw_releasedir,
+	.statfs = ckfs_op_statfs,
+	.access = rw_access,
+	.open = rw_open,
+	.read = rw_read,
+	.write = rw_write,
+	.flush = rw_flush,
+	.fsync = rw_fsync,
+	.release = rw_release,
+	.create = rw_create,
+	.setattr = rw_setattr,
+	.mkdir = ckfs_rw_mkdir,
+	.unlink = ckfs_rw_unlink,
+	.rmdir = ckfs_rw_rmdir,
+	.rename = ckfs_rw_rename,
+	.getxattr = rw_getxattr,
+	.listxattr = rw_listxattr,
+	.setxattr = rw_setxattr,
+
+	/* Not for checkpoints (yet): EROFS everywhere. */
+	.mknod = ckfs_rofs_mknod,
+	.symlink = ckfs_rofs_symlink,
+	.link = ckfs_rofs_link,
+	.removexattr = ckfs_rofs_removexattr,
+	.fallocate = ckfs_rofs_fallocate,
+	.copy_file_range = ckfs_rofs_copy_file_range,
+};
