@@ -13,8 +13,29 @@ static enum ck_log_level log_max = CK_LOG_INFO;
 static const char *log_ident = "ckptfs";
 static pthread_mutex_t log_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* A child forked while another thread held log_lock (the daemon forks its
+ * commits) would block forever on its first message: hold the lock across
+ * fork and release it on both sides. */
+static void log_atfork_prepare(void)
+{
+	pthread_mutex_lock(&log_lock);
+}
+
+static void log_atfork_release(void)
+{
+	pthread_mutex_unlock(&log_lock);
+}
+
+static pthread_once_t log_atfork_once = PTHREAD_ONCE_INIT;
+
+static void log_register_atfork(void)
+{
+	pthread_atfork(log_atfork_prepare, log_atfork_release, log_atfork_release);
+}
+
 void ck_log_init(const char *ident, int use_syslog, enum ck_log_level max_level)
 {
+	pthread_once(&log_atfork_once, log_register_atfork);
 	if (ident)
 		log_ident = ident;
 	log_max = max_level;
