@@ -46,6 +46,7 @@ struct ckfs_config {
 	unsigned readahead_kb;  /* bdi read_ahead_kb to set as root; 0 = leave */
 	unsigned pipe_max_kb;   /* lower bound for fs.pipe-max-size as root; 0 = leave */
 	unsigned refresh_secs;  /* follow new imports/commits every N s; 0 = never */
+	unsigned commit_idle;   /* commit a closed step dir idle N s; 0 = never */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
@@ -205,6 +206,22 @@ void ckfs_staging_moved(struct ckfs_staging *s, uint64_t parent, const char *ser
 			uint64_t newparent, const char *newname);
 /* After an unlink, rmdir or commit: the node at (parent, name) has no name any more. */
 void ckfs_staging_removed(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name);
+/* Open handles, counted per node so a commit waits for the last close.
+ * open_begin counts one; -EBUSY when writing into a directory being
+ * committed, -ESTALE for an unknown node.  open_end drops one. */
+int ckfs_staging_open_begin(struct ckfs_staging *s, uint64_t ino, int writing);
+void ckfs_staging_open_end(struct ckfs_staging *s, uint64_t ino);
+/* Whether the top directory that ino is in is being committed. */
+int ckfs_staging_busy(struct ckfs_staging *s, uint64_t ino);
+/* Marks top directory name of series as being committed: 0, or -EBUSY
+ * when a commit of it runs or (need_closed) a file in it is open.  A
+ * directory with no node yet (never looked up) has nothing open: 0,
+ * nothing marked. */
+int ckfs_staging_claim(struct ckfs_staging *s, const char *series, const char *name, int need_closed);
+void ckfs_staging_unclaim(struct ckfs_staging *s, const char *series, const char *name);
+/* The series and name (allocated) of the top directory ino is in: 0,
+ * -EINVAL for a series node or one without a name, -ENOMEM. */
+int ckfs_staging_top_of(struct ckfs_staging *s, uint64_t ino, char **series, char **name);
 
 /* Commits the in-progress directory STORE/staging/<series>/<staged> as
  * checkpoint final (commit.c): ck_store_commit_staged() in a child process
@@ -212,6 +229,35 @@ void ckfs_staging_removed(struct ckfs_staging *s, uint64_t parent, const char *s
  * process must not open it twice).  0, -EIO when it was quarantined, or
  * the commit's -errno. */
 int ckfs_commit(struct ckfs *fs, const char *series, const char *staged, const char *final);
+/* Commits top directory name of series under its own name when it
+ * carries a step, exists and (need_closed) has no open file; new writes
+ * into it fail with EBUSY meanwhile.  Then the view and the kernel catch
+ * up.  0, -EAGAIN when it is not (or no longer) to be committed, or the
+ * commit's -errno (markers.c). */
+int ckfs_commit_dir(struct ckfs *fs, const char *series, const char *name, int need_closed);
+/* Completion markers (markers.c).  After the last close of the staged
+ * file at real path, or a rename onto it: when it is a marker (see
+ * ckptfs(1)), commits the directory it completes. */
+void ckfs_marker_check(struct ckfs *fs, const char *path);
+/* Whether name is a marker written directly into a series directory
+ * (Megatron's latest_checkpointed_iteration.txt, DeepSpeed's latest). */
+int ckfs_is_series_marker(const char *name);
+
+/* Idle commits (idle.c): every second a thread commits in-progress
+ * directories whose name carries a step, with all files closed and
+ * nothing written for secs seconds.  start: 0 or -errno. */
+struct ckfs_idler {
+	struct ckfs *fs;
+	unsigned secs;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	int stop;
+	int running;
+};
+int ckfs_idler_start(struct ckfs_idler *r, struct ckfs *fs, unsigned secs);
+void ckfs_idler_stop(struct ckfs_idler *r);
+
 /* After a commit, with the request answered: the view follows the index
  * and the kernel forgets the names and listings that changed. */
 void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);

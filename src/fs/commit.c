@@ -87,6 +87,8 @@ void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, co
 
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 	}
+	if (!dir)
+		return;	/* a new series: the root changed above */
 	inval_entry(fs, dir, old_name);
 	if (!old_name || strcmp(old_name, new_name) != 0)
 		inval_entry(fs, dir, new_name);

@@ -29,6 +29,7 @@ struct mount_run {
 	pthread_t main_thread;
 	int probe_failed;
 	struct ckfs_refresher refresher;
+	struct ckfs_idler idler;
 };
 
 /* "/dev/fd/N": mount.fuse3 -o drop_privileges mounted already, we serve N. */
@@ -301,7 +302,11 @@ static int serve(struct mount_run *run)
 	if (cfg->refresh_secs &&
 	    ckfs_refresher_start(&run->refresher, run->fs.view, run->se, run->fs.root_ino, cfg->refresh_secs))
 		ck_warn("cannot start the refresh thread: checkpoints imported while mounted stay hidden");
+	if (cfg->commit_idle && run->fs.staging &&
+	    ckfs_idler_start(&run->idler, &run->fs, cfg->commit_idle))
+		ck_warn("cannot start the idle-commit thread: directories commit by rename or marker only");
 	rc = run_loop(run);
+	ckfs_idler_stop(&run->idler);
 	ckfs_refresher_stop(&run->refresher);
 	if (rc < 0)
 		ck_err("request loop: %s", strerror(-rc));

@@ -44,7 +44,7 @@ static const char *const ignored_prefixes[] = { "x-", "comment=", "user=", NULL 
 static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
 	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
-	"subtype", "refresh", NULL,
+	"subtype", "refresh", "commit_idle", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -179,6 +179,8 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		return parse_uint(opt, val, 0, 1024 * 1024, &cfg->readahead_kb);
 	if (KEY("refresh") && val)
 		return parse_uint(opt, val, 0, 86400, &cfg->refresh_secs);
+	if (KEY("commit_idle") && val)
+		return parse_uint(opt, val, 0, 86400 * 7, &cfg->commit_idle);
 	if (KEY("pipe_max_kb") && val)
 		return parse_uint(opt, val, 0, 1024 * 1024, &cfg->pipe_max_kb);
 	if (KEY("pidfile") && val) {
@@ -421,6 +423,9 @@ void ckfs_print_help(const char *progname)
 	       "                           that could be served as it was saved\n"
 	       "    -o refresh=SEC         show checkpoints imported while mounted, checking\n"
 	       "                           every SEC seconds (default 5; 0 = never)\n"
+	       "    -o commit_idle=SEC     commit an in-progress directory named with a step once\n"
+	       "                           its files are closed and unchanged for SEC seconds\n"
+	       "                           (default 0 = never)\n"
 	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
 	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
 	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"

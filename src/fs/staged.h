@@ -23,6 +23,9 @@ int ckfs_dir_ctx(struct ckfs *fs, fuse_ino_t ino, struct ckfs_dir_ctx *c);
 void ckfs_dir_ctx_free(struct ckfs_dir_ctx *c);
 /* The real path of the child name of c: 0, -EROFS in the view, -ENOMEM. */
 int ckfs_child_path(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name, char **path);
+/* The series directory's FUSE inode (for invalidations), or 0 when the
+ * series has none in the view yet (write.c). */
+fuse_ino_t ckfs_series_dir_ino(struct ckfs *fs, const char *series);
 /* Commits series/name as final, answers req (0 or -errno), then lets the
  * view and the kernel (dir: the series directory) catch up. */
 void ckfs_commit_and_reply(fuse_req_t req, struct ckfs *fs, fuse_ino_t dir, const char *series,

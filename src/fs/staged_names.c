@@ -7,11 +7,12 @@
  *                      directories STORE/staging/<series>/<dir>/
  *   in-progress dirs   passthrough to the real files and directories
  *
- * Commit rules built so far: renaming an in-progress directory to a name
- * that carries a step when its own name has none or is temporary ("tmp*",
- * ".*", "*.tmp"), or setting user.ckptfs.commit on it.  The rename (or
- * setxattr) is answered only after the commit: EIO when the directory was
- * quarantined.
+ * Commit rules: renaming an in-progress directory to a name that carries
+ * a step when its own name has none or is temporary ("tmp*", ".*",
+ * "*.tmp"), or setting user.ckptfs.commit on it.  The rename (or setxattr)
+ * is answered only after the commit: EIO when the directory was
+ * quarantined.  Completion markers (markers.c) and idle time (idle.c)
+ * commit too; while a commit runs, changes inside the directory get EBUSY.
  */
 #define _GNU_SOURCE
 #include "config.h"
@@ -250,6 +251,8 @@ void ckfs_rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 
 	if (rc == 0 && in_view(fs, &c, name))
 		rc = -EEXIST;
+	if (rc == 0 && c.kind == CKFS_DIR_STAGED && ckfs_staging_busy(fs->staging, c.staged))
+		rc = -EBUSY;	/* being committed */
 	if (rc == 0)
 		rc = ckfs_child_path(fs, &c, name, &path);
 	if (rc == 0)
@@ -274,8 +277,11 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int
 
 	if (rc == 0 && in_view(fs, &c, name))
 		rc = -EROFS;	/* committed checkpoints stay (rm -r: later) */
-	if (rc == 0 && !is_dir && c.kind != CKFS_DIR_STAGED)
+	if (rc == 0 && !is_dir && c.kind != CKFS_DIR_STAGED &&
+	    !(c.kind == CKFS_DIR_SERIES && ckfs_is_series_marker(name)))
 		rc = -EROFS;
+	if (rc == 0 && c.kind == CKFS_DIR_STAGED && ckfs_staging_busy(fs->staging, c.staged))
+		rc = -EBUSY;	/* being committed */
 	if (rc == 0)
 		rc = ckfs_child_path(fs, &c, name, &path);
 	if (rc == 0 && (is_dir ? rmdir(path) : unlink(path)) != 0)
@@ -322,14 +328,19 @@ static int is_commit_rename(const char *from, const char *to)
 }
 
 /* Commits top directory name of series (c) as final and answers req;
- * then lets the view and the kernel catch up. */
+ * then lets the view and the kernel catch up.  A rename commit does not
+ * wait for closes (the kernel may still be releasing the last file). */
 void ckfs_commit_and_reply(fuse_req_t req, struct ckfs *fs, fuse_ino_t dir, const char *series,
 			   const char *name, const char *final)
 {
 	struct stat st;
 	char *path = ckfs_staging_top_path(fs->staging, series, name);
-	int rc = ckfs_commit(fs, series, name, final);
+	int rc = ckfs_staging_claim(fs->staging, series, name, 0);
 
+	if (rc == 0) {
+		rc = ckfs_commit(fs, series, name, final);
+		ckfs_staging_unclaim(fs->staging, series, name);
+	}
 	/* Committed or quarantined, the directory left the staging area. */
 	if (path && lstat(path, &st) != 0 && errno == ENOENT)
 		ckfs_staging_removed(fs->staging, 0, series, name);
@@ -365,6 +376,9 @@ void ckfs_rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		rc = -EXDEV;
 	else if (a.kind == CKFS_DIR_SERIES && is_commit_rename(name, newname))
 		rc = flags & ~RENAME_NOREPLACE ? -EINVAL : 1;	/* a commit never replaces */
+	else if (a.kind == CKFS_DIR_STAGED &&
+		 (ckfs_staging_busy(fs->staging, a.staged) || ckfs_staging_busy(fs->staging, b.staged)))
+		rc = -EBUSY;	/* being committed */
 	if (rc == 1) {
 		ckfs_commit_and_reply(req, fs, parent, a.series, name, newname);
 		goto out;
@@ -379,6 +393,9 @@ void ckfs_rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		ckfs_staging_moved(fs->staging, a.kind == CKFS_DIR_STAGED ? a.staged : 0, a.series, name,
 				   b.kind == CKFS_DIR_STAGED ? b.staged : 0, newname);
 	fuse_reply_err(req, -rc);
+	/* DCP's .metadata.tmp -> .metadata: the marker lands by rename. */
+	if (rc == 0 && to)
+		ckfs_marker_check(fs, to);
 out:
 	free(from);
 	free(to);

@@ -22,6 +22,8 @@ struct snode {
 	char *name;             /* NULL once removed or renamed over */
 	int is_series;
 	uint64_t nlookup;
+	unsigned open;          /* file handles open on it */
+	int busy;               /* top node: being committed */
 };
 
 struct ckfs_staging {
@@ -303,4 +305,110 @@ void ckfs_staging_removed(struct ckfs_staging *s, uint64_t parent, const char *s
 	if (slot >= 0)
 		unname(s, slot);
 	pthread_mutex_unlock(&s->lock);
+}
+
+/* The top node (directly under a series) that n is in, lock held; NULL
+ * for series nodes and nodes removed or renamed away. */
+static struct snode *top_of(struct ckfs_staging *s, struct snode *n)
+{
+	for (int depth = 0; n && n->name && depth < 4096; depth++) {
+		if (n->parent == 0)
+			return n->is_series ? NULL : n;
+		n = node_at(s, n->parent);
+	}
+	return NULL;
+}
+
+int ckfs_staging_open_begin(struct ckfs_staging *s, uint64_t ino, int writing)
+{
+	struct snode *n, *top;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	n = node_at(s, ino);
+	top = top_of(s, n);
+	if (!n)
+		rc = -ESTALE;
+	else if (writing && top && top->busy)
+		rc = -EBUSY;
+	else
+		n->open++;
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int ckfs_staging_busy(struct ckfs_staging *s, uint64_t ino)
+{
+	struct snode *top;
+	int busy;
+
+	pthread_mutex_lock(&s->lock);
+	top = top_of(s, node_at(s, ino));
+	busy = top && top->busy;
+	pthread_mutex_unlock(&s->lock);
+	return busy;
+}
+
+void ckfs_staging_open_end(struct ckfs_staging *s, uint64_t ino)
+{
+	struct snode *n;
+
+	pthread_mutex_lock(&s->lock);
+	n = node_at(s, ino);
+	if (n && n->open)
+		n->open--;
+	pthread_mutex_unlock(&s->lock);
+}
+
+int ckfs_staging_claim(struct ckfs_staging *s, const char *series, const char *name, int need_closed)
+{
+	struct snode *top;
+	long slot;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	slot = find(s, 0, series, name);
+	top = slot >= 0 ? s->nodes[slot] : NULL;
+	if (top && top->busy)
+		rc = -EBUSY;
+	for (size_t i = 0; need_closed && top && rc == 0 && i < s->n; i++)
+		if (s->nodes[i] && s->nodes[i]->open && top_of(s, s->nodes[i]) == top)
+			rc = -EBUSY;
+	if (rc == 0 && top)
+		top->busy = 1;
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void ckfs_staging_unclaim(struct ckfs_staging *s, const char *series, const char *name)
+{
+	long slot;
+
+	pthread_mutex_lock(&s->lock);
+	slot = find(s, 0, series, name);
+	if (slot >= 0)
+		s->nodes[slot]->busy = 0;
+	pthread_mutex_unlock(&s->lock);
+}
+
+int ckfs_staging_top_of(struct ckfs_staging *s, uint64_t ino, char **series, char **name)
+{
+	struct snode *top;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	top = top_of(s, node_at(s, ino));
+	if (!top) {
+		rc = -EINVAL;
+	} else {
+		*series = strdup(top->series);
+		*name = strdup(top->name);
+		if (!*series || !*name) {
+			free(*series);
+			free(*name);
+			rc = -ENOMEM;
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }

@@ -197,41 +197,73 @@ static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 	fuse_reply_err(req, 0);
 }
 
+/* Where create may make a file: inside an in-progress directory, or a
+ * series marker right in a series directory.  The real path, node parent
+ * and series (for a marker) of the new name; 0 or -errno. */
+static int create_target(struct ckfs *fs, fuse_ino_t parent, const char *name, char **path,
+			 uint64_t *node_parent, char **series)
+{
+	struct ckfs_dir_ctx c;
+	int rc = ckfs_dir_ctx(fs, parent, &c);
+
+	if (rc)
+		return rc;
+	if (c.kind == CKFS_DIR_STAGED)
+		rc = ckfs_staging_busy(fs->staging, c.staged) ? -EBUSY : 0;
+	else if (c.kind == CKFS_DIR_SERIES && ckfs_is_series_marker(name))
+		rc = 0;
+	else
+		rc = -EROFS;	/* files only inside in-progress directories */
+	if (rc == 0)
+		rc = ckfs_child_path(fs, &c, name, path);
+	if (rc == 0 && c.kind == CKFS_DIR_SERIES) {
+		/* a series with no staging directory yet */
+		char *dir = ckfs_staging_top_path(fs->staging, c.series, NULL);
+
+		if (dir)
+			mkdir(dir, 0755);
+		free(dir);
+		*node_parent = 0;
+		*series = c.series;
+		c.series = NULL;
+	} else {
+		*node_parent = c.staged;
+	}
+	ckfs_dir_ctx_free(&c);
+	return rc;
+}
+
 static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode,
 		      struct fuse_file_info *fi)
 {
 	struct ckfs *fs = ckfs_of(req);
 	struct fuse_entry_param e;
 	char *path = NULL, *series = NULL;
-	int fd = -1, rc = 0;
+	uint64_t node_parent = 0, ino = 0;
+	int fd = -1, rc = create_target(fs, parent, name, &path, &node_parent, &series);
 
-	if (!ckfs_is_staged(parent))
-		rc = -EROFS;	/* files only inside in-progress directories */
-	else if (ckfs_staging_series(fs->staging, parent, &series) == 0)
-		rc = -EROFS;	/* not directly in a series directory (yet) */
-	free(series);
-	if (rc == 0)
-		rc = ckfs_staging_path(fs->staging, parent, name, &path);
 	if (rc == 0) {
 		fd = open(path, (fi->flags | O_CREAT | O_CLOEXEC) & ~O_NOCTTY, mode);
 		if (fd < 0)
 			rc = -errno;
-		free(path);
 	}
+	free(path);
 	if (rc == 0) {
-		uint64_t ino;
-
 		memset(&e, 0, sizeof(e));
 		if (fstat(fd, &e.attr) != 0)
 			rc = -errno;
 		if (rc == 0)
-			rc = ckfs_staging_get(fs->staging, parent, NULL, name, &ino);
+			rc = ckfs_staging_get(fs->staging, node_parent, series, name, &ino);
 		if (rc == 0) {
 			e.ino = ino;
 			e.attr.st_ino = ino;
 			e.generation = 1;
+			rc = ckfs_staging_open_begin(fs->staging, ino, 1);
+			if (rc)
+				ckfs_staging_forget(fs->staging, ino, 1);
 		}
 	}
+	free(series);
 	if (rc) {
 		if (fd >= 0)
 			close(fd);
@@ -239,12 +271,16 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		return;
 	}
 	fi->fh = (uint64_t)fd;
-	if (fuse_reply_create(req, &e, fi) == -ENOENT)
+	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		close(fd);
+		ckfs_staging_open_end(fs->staging, ino);
+	}
 }
 
 static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct ckfs *fs = ckfs_of(req);
+	int writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
 	char *path;
 	int fd = -1, rc;
 
@@ -252,7 +288,12 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		ckfs_op_open(req, ino, fi);
 		return;
 	}
-	rc = ckfs_staging_path(ckfs_of(req)->staging, ino, NULL, &path);
+	rc = ckfs_staging_open_begin(fs->staging, ino, writing);
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = ckfs_staging_path(fs->staging, ino, NULL, &path);
 	if (rc == 0) {
 		fd = open(path, (fi->flags | O_CLOEXEC) & ~(O_CREAT | O_EXCL | O_NOCTTY));
 		if (fd < 0)
@@ -260,12 +301,15 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		free(path);
 	}
 	if (rc) {
+		ckfs_staging_open_end(fs->staging, ino);
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	fi->fh = (uint64_t)fd;
-	if (fuse_reply_open(req, fi) == -ENOENT)
+	if (fuse_reply_open(req, fi) == -ENOENT) {
 		close(fd);
+		ckfs_staging_open_end(fs->staging, ino);
+	}
 }
 
 static void rw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
@@ -335,12 +379,20 @@ static void rw_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 
 static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct ckfs *fs = ckfs_of(req);
+	char *path = NULL;
+
 	if (!ckfs_is_staged(ino)) {
 		ckfs_op_release(req, ino, fi);
 		return;
 	}
 	close(fd_of(fi));
+	ckfs_staging_open_end(fs->staging, ino);
 	fuse_reply_err(req, 0);
+	/* The last close of a completion marker may commit its directory. */
+	if (ckfs_staging_path(fs->staging, ino, NULL, &path) == 0)
+		ckfs_marker_check(fs, path);
+	free(path);
 }
 
 static int staged_setattr(struct ckfs *fs, fuse_ino_t ino, const struct stat *attr, int to_set,
@@ -387,6 +439,10 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		fuse_reply_err(req, EROFS);
 		return;
 	}
+	if ((to_set & FUSE_SET_ATTR_SIZE) && ckfs_staging_busy(ckfs_of(req)->staging, ino)) {
+		fuse_reply_err(req, EBUSY);	/* being committed */
+		return;
+	}
 	/* Directory handles are DIR *, not fds: use the path for them. */
 	if (fi) {
 		struct stat st;
@@ -401,9 +457,7 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		reply_staged_attr(req, ino);
 }
 
-/* The series directory's FUSE inode (for invalidations), or 0 when the
- * series has none in the view yet. */
-static fuse_ino_t series_dir_ino(struct ckfs *fs, const char *series)
+fuse_ino_t ckfs_series_dir_ino(struct ckfs *fs, const char *series)
 {
 	const struct ck_vnode *n;
 	struct ck_vattr a;
@@ -439,7 +493,7 @@ static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
-		ckfs_commit_and_reply(req, fs, series_dir_ino(fs, series), series, dir, dir);
+		ckfs_commit_and_reply(req, fs, ckfs_series_dir_ino(fs, series), series, dir, dir);
 	free(series);
 	free(dir);
 }

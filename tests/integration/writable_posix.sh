@@ -42,6 +42,6 @@ mkdir "$tmp/mnt/run/tmp-b"
 mv -T "$tmp/mnt/run/tmp-b" "$tmp/mnt/run/step_5" 2>/dev/null && fail "rename onto a committed checkpoint succeeded"
 [ "$(ls "$tmp/mnt/run" | tr '\n' ' ')" = "step_5 tmp-b " ] || fail "listing: $(ls "$tmp/mnt/run")"
 df "$tmp/mnt" >/dev/null || fail "statfs"
-# Files directly in a series directory are not built yet (DeepSpeed's latest).
-touch "$tmp/mnt/run/latest" 2>/dev/null && fail "a file directly in a series directory was created"
+# A series directory takes only completion markers (writable_rules.sh) as files.
+touch "$tmp/mnt/run/notes.txt" 2>/dev/null && fail "a file directly in a series directory was created"
 ck_umount "$tmp/mnt"

@@ -1,0 +1,170 @@
+/* Idle commits (-o commit_idle=SEC): a trainer that writes a checkpoint
+ * directory and leaves no marker still gets it committed once it rests.
+ * Every second a thread walks STORE/staging/<series>/<dir>/ and commits
+ * each directory whose name carries a step, that holds at least one file,
+ * has nothing open, and whose newest modification is SEC seconds old.
+ * A file that does not parse sends the directory to the quarantine, as
+ * every commit does.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "ckptfs.h"
+#include "ckptfs/store.h"
+
+/* Newest mtime under the directory fd (closed here) and how many regular
+ * files it holds; 0 or -errno. */
+static int newest_change(int fd, time_t *newest, size_t *files, int depth)
+{
+	DIR *d = fdopendir(fd);
+	struct dirent *de;
+	struct stat st;
+	int rc = 0;
+
+	if (!d) {
+		close(fd);
+		return -errno;
+	}
+	if (fstat(dirfd(d), &st) == 0 && st.st_mtime > *newest)
+		*newest = st.st_mtime;
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
+			continue;
+		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+			continue;	/* removed meanwhile */
+		if (st.st_mtime > *newest)
+			*newest = st.st_mtime;
+		if (S_ISREG(st.st_mode)) {
+			(*files)++;
+		} else if (S_ISDIR(st.st_mode) && depth < 64) {
+			int sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+
+			if (sub >= 0)
+				rc = newest_change(sub, newest, files, depth + 1);
+		}
+	}
+	closedir(d);
+	return rc;
+}
+
+static void check_dir(struct ckfs_idler *r, const char *series, const char *name, int fd)
+{
+	time_t newest = 0;
+	size_t files = 0;
+	int64_t step;
+	int rc;
+
+	if (ck_series_step(name, NULL, &step) != 0) {
+		close(fd);
+		return;
+	}
+	if (newest_change(fd, &newest, &files, 0) || files == 0 || time(NULL) - newest < (time_t)r->secs)
+		return;
+	rc = ckfs_commit_dir(r->fs, series, name, 1);
+	if (rc && rc != -EAGAIN)
+		ck_warn("%s/%s: idle commit: %s", series, name, strerror(-rc));
+}
+
+static void check_series(struct ckfs_idler *r, int top, const char *series)
+{
+	int fd = openat(top, series, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	struct dirent *de;
+	DIR *d;
+
+	if (fd < 0)
+		return;
+	d = fdopendir(fd);
+	if (!d) {
+		close(fd);
+		return;
+	}
+	while ((de = readdir(d)) != NULL) {
+		int sub;
+
+		if (de->d_name[0] == '.')
+			continue;	/* dot names are temporary by convention */
+		sub = openat(dirfd(d), de->d_name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		if (sub >= 0)
+			check_dir(r, series, de->d_name, sub);
+	}
+	closedir(d);
+}
+
+static void check_all(struct ckfs_idler *r)
+{
+	char *top = ckfs_staging_top_path(r->fs->staging, "", NULL);
+	struct dirent *de;
+	DIR *d = top ? opendir(top) : NULL;
+
+	free(top);
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL)
+		if (de->d_name[0] != '.')
+			check_series(r, dirfd(d), de->d_name);
+	closedir(d);
+}
+
+static void *idle_main(void *arg)
+{
+	struct ckfs_idler *r = arg;
+
+	pthread_mutex_lock(&r->lock);
+	while (!r->stop) {
+		struct timespec until;
+
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += 1;
+		while (!r->stop && pthread_cond_timedwait(&r->wake, &r->lock, &until) != ETIMEDOUT)
+			;
+		if (r->stop)
+			break;
+		pthread_mutex_unlock(&r->lock);
+		check_all(r);
+		pthread_mutex_lock(&r->lock);
+	}
+	pthread_mutex_unlock(&r->lock);
+	return NULL;
+}
+
+int ckfs_idler_start(struct ckfs_idler *r, struct ckfs *fs, unsigned secs)
+{
+	int rc;
+
+	memset(r, 0, sizeof(*r));
+	r->fs = fs;
+	r->secs = secs;
+	pthread_mutex_init(&r->lock, NULL);
+	pthread_cond_init(&r->wake, NULL);
+	rc = pthread_create(&r->thread, NULL, idle_main, r);
+	if (rc) {
+		pthread_cond_destroy(&r->wake);
+		pthread_mutex_destroy(&r->lock);
+		return -rc;
+	}
+	r->running = 1;
+	return 0;
+}
+
+void ckfs_idler_stop(struct ckfs_idler *r)
+{
+	if (!r->running)
+		return;
+	pthread_mutex_lock(&r->lock);
+	r->stop = 1;
+	pthread_cond_signal(&r->wake);
+	pthread_mutex_unlock(&r->lock);
+	pthread_join(r->thread, NULL);
+	pthread_cond_destroy(&r->wake);
+	pthread_mutex_destroy(&r->lock);
+	r->running = 0;
+}

@@ -1,0 +1,183 @@
+/* Completion markers: the file a trainer writes last when a checkpoint is
+ * complete.  When one lands (its last handle is closed, or a rename puts
+ * it in place) and nothing else in its directory is open, the directory
+ * is committed under its own name, which must carry a step:
+ *
+ *   <series>/<dir>/.metadata            PyTorch DCP (after .metadata.tmp)
+ *   <series>/<dir>/trainer_state.json   Hugging Face Trainer
+ *   <series>/latest_checkpointed_iteration.txt
+ *                                       Megatron: "N" names iter_%07d
+ *   <series>/latest                     DeepSpeed: the tag names the dir
+ *
+ * The two series markers are the only files a series directory takes;
+ * they live in STORE/staging/<series>/ beside the in-progress directories.
+ * Releases arrive in any order, so the last close of any file in a
+ * directory that has its marker also commits it.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "ckptfs.h"
+#include "ckptfs/store.h"
+#include "staged.h"
+
+#define MEGATRON_MARKER "latest_checkpointed_iteration.txt"
+#define DEEPSPEED_MARKER "latest"
+
+int ckfs_is_series_marker(const char *name)
+{
+	return strcmp(name, MEGATRON_MARKER) == 0 || strcmp(name, DEEPSPEED_MARKER) == 0;
+}
+
+int ckfs_commit_dir(struct ckfs *fs, const char *series, const char *name, int need_closed)
+{
+	char *path = ckfs_staging_top_path(fs->staging, series, name);
+	struct stat st;
+	int64_t step;
+	int rc;
+
+	if (!path)
+		return -ENOMEM;
+	if (ck_series_step(name, NULL, &step) != 0 || lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+		free(path);
+		return -EAGAIN;
+	}
+	rc = ckfs_staging_claim(fs->staging, series, name, need_closed);
+	if (rc) {
+		free(path);
+		return rc == -EBUSY ? -EAGAIN : rc;
+	}
+	/* Another commit of it may have ended between the check and the claim. */
+	if (lstat(path, &st) != 0) {
+		ckfs_staging_unclaim(fs->staging, series, name);
+		free(path);
+		return -EAGAIN;
+	}
+	rc = ckfs_commit(fs, series, name, name);
+	ckfs_staging_unclaim(fs->staging, series, name);
+	/* Committed or quarantined, the directory left the staging area. */
+	if (lstat(path, &st) != 0 && errno == ENOENT)
+		ckfs_staging_removed(fs->staging, 0, series, name);
+	free(path);
+	ckfs_after_commit(fs, ckfs_series_dir_ino(fs, series), name, name);
+	return rc;
+}
+
+/* The directory a series marker names: Megatron's iteration number
+ * becomes iter_%07d, DeepSpeed's tag is the name itself. */
+static char *marker_target(const char *path, const char *marker)
+{
+	char text[256], *out = NULL;
+	ssize_t n = -1;
+	size_t len;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+
+	if (fd >= 0) {
+		n = read(fd, text, sizeof(text) - 1);
+		close(fd);
+	}
+	if (n <= 0)
+		return NULL;
+	len = (size_t)n;
+	while (len && isspace((unsigned char)text[len - 1]))
+		len--;
+	text[len] = '\0';
+	if (!len || strchr(text, '/') || text[0] == '.')
+		return NULL;
+	if (strcmp(marker, MEGATRON_MARKER) == 0) {
+		char *end;
+		unsigned long long it;
+
+		errno = 0;
+		it = strtoull(text, &end, 10);
+		if (errno || *end || !isdigit((unsigned char)text[0]))
+			return NULL;	/* "release" and the like: no step to commit */
+		if (asprintf(&out, "iter_%07llu", it) < 0)
+			return NULL;
+		return out;
+	}
+	return strdup(text);
+}
+
+/* Whether directory dir of series is complete by a marker: one of its
+ * own, or a series marker that names it. */
+static int has_marker(struct ckfs *fs, const char *series, const char *dir)
+{
+	static const char *const own[] = { ".metadata", "trainer_state.json" };
+	static const char *const of_series[] = { MEGATRON_MARKER, DEEPSPEED_MARKER };
+	char *path, *target;
+	struct stat st;
+	int found = 0;
+
+	for (size_t i = 0; !found && i < 2; i++) {
+		char *full = NULL;
+
+		path = ckfs_staging_top_path(fs->staging, series, dir);
+		if (path && asprintf(&full, "%s/%s", path, own[i]) >= 0) {
+			found = lstat(full, &st) == 0 && S_ISREG(st.st_mode);
+			free(full);
+		}
+		free(path);
+	}
+	for (size_t i = 0; !found && i < 2; i++) {
+		path = ckfs_staging_top_path(fs->staging, series, of_series[i]);
+		target = path ? marker_target(path, of_series[i]) : NULL;
+		found = target && strcmp(target, dir) == 0;
+		free(target);
+		free(path);
+	}
+	return found;
+}
+
+static void commit_for(struct ckfs *fs, const char *series, const char *dir, const char *why)
+{
+	int rc = ckfs_commit_dir(fs, series, dir, 1);
+
+	if (rc && rc != -EAGAIN)
+		ck_warn("%s/%s: commit after %s: %s", series, dir, why, strerror(-rc));
+}
+
+void ckfs_marker_check(struct ckfs *fs, const char *path)
+{
+	char *root = ckfs_staging_top_path(fs->staging, "", NULL);
+	char *rel, *series, *dir, *file = NULL, *target;
+	size_t rlen;
+
+	if (!root)
+		return;
+	rlen = strlen(root);	/* "STORE/staging/" */
+	if (strncmp(path, root, rlen) != 0 || !(rel = strdup(path + rlen))) {
+		free(root);
+		return;
+	}
+	series = rel;
+	dir = strchr(series, '/');
+	if (dir) {
+		*dir++ = '\0';
+		file = strchr(dir, '/');
+		if (file)
+			*file++ = '\0';
+	}
+	if (dir && !file && ckfs_is_series_marker(dir)) {
+		target = marker_target(path, dir);
+		if (target)
+			commit_for(fs, series, target, dir);
+		free(target);
+	} else if (dir && file && has_marker(fs, series, dir)) {
+		/* The marker, or the last other file of a marked directory
+		 * (releases arrive in any order). */
+		commit_for(fs, series, dir, "its completion marker");
+	}
+	free(rel);
+	free(root);
+}
