@@ -83,6 +83,22 @@ struct ckfs {
 	struct ckfs_staging *staging;   /* in-progress directories; NULL with -o ro */
 };
 
+/* A thread that calls tick(arg) every secs seconds until stopped
+ * (ticker.c); stop wakes it at once and joins it. */
+struct ckfs_ticker {
+	unsigned secs;
+	void (*tick)(void *arg);
+	void *arg;
+	pthread_t thread;
+	pthread_mutex_t lock;
+	pthread_cond_t wake;
+	int stop;
+	int running;
+};
+
+int ckfs_ticker_start(struct ckfs_ticker *t, unsigned secs, void (*tick)(void *arg), void *arg);
+void ckfs_ticker_stop(struct ckfs_ticker *t);
+
 /* Follows the store while mounted (refresh.c): every refresh_secs a thread
  * asks the view for new series and checkpoints and tells the kernel which
  * directories changed. */
@@ -90,12 +106,7 @@ struct ckfs_refresher {
 	struct ck_view *view;
 	struct fuse_session *se;
 	uint64_t root_ino;
-	unsigned secs;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	int stop;
-	int running;
+	struct ckfs_ticker ticker;
 };
 
 int ckfs_refresher_start(struct ckfs_refresher *r, struct ck_view *view, struct fuse_session *se,
@@ -249,11 +260,7 @@ int ckfs_is_series_marker(const char *name);
 struct ckfs_idler {
 	struct ckfs *fs;
 	unsigned secs;
-	pthread_t thread;
-	pthread_mutex_t lock;
-	pthread_cond_t wake;
-	int stop;
-	int running;
+	struct ckfs_ticker ticker;
 };
 int ckfs_idler_start(struct ckfs_idler *r, struct ckfs *fs, unsigned secs);
 void ckfs_idler_stop(struct ckfs_idler *r);

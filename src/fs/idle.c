@@ -114,57 +114,21 @@ static void check_all(struct ckfs_idler *r)
 	closedir(d);
 }
 
-static void *idle_main(void *arg)
+static void idle_tick(void *arg)
 {
-	struct ckfs_idler *r = arg;
-
-	pthread_mutex_lock(&r->lock);
-	while (!r->stop) {
-		struct timespec until;
-
-		clock_gettime(CLOCK_REALTIME, &until);
-		until.tv_sec += 1;
-		while (!r->stop && pthread_cond_timedwait(&r->wake, &r->lock, &until) != ETIMEDOUT)
-			;
-		if (r->stop)
-			break;
-		pthread_mutex_unlock(&r->lock);
-		check_all(r);
-		pthread_mutex_lock(&r->lock);
-	}
-	pthread_mutex_unlock(&r->lock);
-	return NULL;
+	check_all(arg);
 }
 
 int ckfs_idler_start(struct ckfs_idler *r, struct ckfs *fs, unsigned secs)
 {
-	int rc;
-
 	memset(r, 0, sizeof(*r));
 	r->fs = fs;
 	r->secs = secs;
-	pthread_mutex_init(&r->lock, NULL);
-	pthread_cond_init(&r->wake, NULL);
-	rc = pthread_create(&r->thread, NULL, idle_main, r);
-	if (rc) {
-		pthread_cond_destroy(&r->wake);
-		pthread_mutex_destroy(&r->lock);
-		return -rc;
-	}
-	r->running = 1;
-	return 0;
+	/* Checked every second; secs is how long a directory must be quiet. */
+	return ckfs_ticker_start(&r->ticker, 1, idle_tick, r);
 }
 
 void ckfs_idler_stop(struct ckfs_idler *r)
 {
-	if (!r->running)
-		return;
-	pthread_mutex_lock(&r->lock);
-	r->stop = 1;
-	pthread_cond_signal(&r->wake);
-	pthread_mutex_unlock(&r->lock);
-	pthread_join(r->thread, NULL);
-	pthread_cond_destroy(&r->wake);
-	pthread_mutex_destroy(&r->lock);
-	r->running = 0;
+	ckfs_ticker_stop(&r->ticker);
 }
