@@ -346,6 +346,16 @@ static int op_get(struct vm *vm, uint64_t idx)
 }
 
 /* A decimal memo index of the text opcodes. */
+/* The u8 (BINPUT/BINGET) or u32 (LONG_BINPUT/LONG_BINGET) memo index. */
+static int bin_index(struct vm *vm, size_t width, uint64_t *idx)
+{
+	if (need(vm, width))
+		return vm->rc;
+	*idx = width == 1 ? *vm->p : ck_le32(vm->p);
+	vm->p += width;
+	return 0;
+}
+
 static int text_index(struct vm *vm, uint64_t *idx)
 {
 	const char *s, *why;
@@ -764,7 +774,7 @@ static int step(struct vm *vm)
 {
 	struct pk_node *a, *b;
 	size_t start, len;
-	uint64_t idx;
+	uint64_t idx = 0;
 
 	switch (vm->op) {
 	case PK_OP_MARK:
@@ -940,29 +950,17 @@ static int step(struct vm *vm)
 	case PK_OP_PUT:
 		return text_index(vm, &idx) ? vm->rc : op_put(vm, idx);
 	case PK_OP_BINPUT:
-		if (need(vm, 1))
-			return vm->rc;
-		return op_put(vm, *vm->p++);
+		return bin_index(vm, 1, &idx) ? vm->rc : op_put(vm, idx);
 	case PK_OP_LONG_BINPUT:
-		if (need(vm, 4))
-			return vm->rc;
-		idx = ck_le32(vm->p);
-		vm->p += 4;
-		return op_put(vm, idx);
+		return bin_index(vm, 4, &idx) ? vm->rc : op_put(vm, idx);
 	case PK_OP_MEMOIZE:
 		return op_put(vm, vm->memo.len);
 	case PK_OP_GET:
 		return text_index(vm, &idx) ? vm->rc : op_get(vm, idx);
 	case PK_OP_BINGET:
-		if (need(vm, 1))
-			return vm->rc;
-		return op_get(vm, *vm->p++);
+		return bin_index(vm, 1, &idx) ? vm->rc : op_get(vm, idx);
 	case PK_OP_LONG_BINGET:
-		if (need(vm, 4))
-			return vm->rc;
-		idx = ck_le32(vm->p);
-		vm->p += 4;
-		return op_get(vm, idx);
+		return bin_index(vm, 4, &idx) ? vm->rc : op_get(vm, idx);
 
 	case PK_OP_PROTO:
 		if (need(vm, 1))
