@@ -19,9 +19,6 @@
 #include "ckptfs/store.h"
 #include "testutil.h"
 
-#define SETUP(cond) \
-	do { if (!(cond)) { printf("setup failed at %s:%d\n", __FILE__, __LINE__); exit(99); } } while (0)
-
 static char tmp[256];
 static char store[300];
 static const char *fixture;   /* a valid safetensors file */
@@ -30,17 +27,6 @@ static const char *fixture;   /* a valid safetensors file */
  * .metadata says of the data file holding a tensor. */
 static const char dcp_metadata[] = "\x80\x02}X\x0d\x00\x00\x00relative_pathX\x0c\x00\x00\x00__0_0.distcps.";
 
-static const char *pathf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static const char *pathf(char *buf, size_t size, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	SETUP((size_t)vsnprintf(buf, size, fmt, ap) < size);
-	va_end(ap);
-	return buf;
-}
-
 /* Whether STORE/rel exists. */
 static int exists(const char *rel)
 {
@@ -48,13 +34,6 @@ static int exists(const char *rel)
 	struct stat sb;
 
 	return lstat(pathf(p, sizeof(p), "%s/%s", store, rel), &sb) == 0;
-}
-
-static void write_bytes(const char *path, const void *p, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-
-	SETUP(f && fwrite(p, 1, n, f) == n && fclose(f) == 0);
 }
 
 /* STORE/staging/run/<name>/ with model.safetensors (cut by `cut` bytes) and config.json. */

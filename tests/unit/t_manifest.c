@@ -19,9 +19,6 @@
 #include "../../src/store/manifest.h"
 #include "testutil.h"
 
-#define SETUP(cond) \
-	do { if (!(cond)) { printf("setup failed at %s:%d\n", __FILE__, __LINE__); exit(99); } } while (0)
-
 static char *xstrdup(const char *s)
 {
 	char *p = strdup(s);

@@ -26,27 +26,6 @@
 static char tmp[256];
 static const char *fixtures;
 
-#define SETUP(cond) \
-	do { if (!(cond)) { printf("setup failed at %s:%d\n", __FILE__, __LINE__); exit(99); } } while (0)
-
-static const char *pathf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static const char *pathf(char *buf, size_t size, const char *fmt, ...)
-{
-	va_list ap;
-
-	va_start(ap, fmt);
-	SETUP((size_t)vsnprintf(buf, size, fmt, ap) < size);
-	va_end(ap);
-	return buf;
-}
-
-static void write_bytes(const char *path, const void *p, size_t n)
-{
-	FILE *f = fopen(path, "wb");
-
-	SETUP(f && fwrite(p, 1, n, f) == n && fclose(f) == 0);
-}
-
 /* read_file for the files a test is built from: without them it cannot run. */
 static uint8_t *read_all(const char *path, size_t *n)
 {

@@ -122,3 +122,20 @@ char *python_on(const char *script, const void *bytes, size_t len)
 	unlink(path);
 	return out;
 }
+
+const char *pathf(char *buf, size_t size, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	SETUP((size_t)vsnprintf(buf, size, fmt, ap) < size);
+	va_end(ap);
+	return buf;
+}
+
+void write_bytes(const char *path, const void *p, size_t n)
+{
+	FILE *f = fopen(path, "wb");
+
+	SETUP(f && fwrite(p, 1, n, f) == n && fclose(f) == 0);
+}

@@ -6,6 +6,8 @@
 #define CKPTFS_TESTUTIL_H
 
 #include <stddef.h>
+#include <stdlib.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "ckptfs/buf.h"
@@ -52,5 +54,14 @@ char *run_output(const char *cmd);
  * (see test_python) or no temporary file.  script goes between single
  * quotes in a shell command, so it must not contain any. */
 char *python_on(const char *script, const void *bytes, size_t len);
+
+/* Test scaffolding that must work for the test to mean anything: on
+ * failure the test stops with status 99 (a hard error, not a failure). */
+#define SETUP(cond) \
+	do { if (!(cond)) { printf("setup failed at %s:%d\n", __FILE__, __LINE__); exit(99); } } while (0)
+/* snprintf into buf; stops the test (99) when it does not fit.  Returns buf. */
+const char *pathf(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* Writes n bytes to path (created or truncated); stops the test (99) on failure. */
+void write_bytes(const char *path, const void *p, size_t n);
 
 #endif
