@@ -278,8 +278,12 @@ static void view_free_nodes(struct ck_view *v)
 	for (size_t i = 0; i < v->nnodes; i++) {
 		struct ck_vnode *n = v->nodes[i];
 
+		/* Freed whatever its count: the view owns its composites, and a
+		 * handle whose FUSE_RELEASE was still queued when the session
+		 * ended (releases are asynchronous) will never put its reference.
+		 * Nothing can use a composite after the view that describes it. */
 		if (n->vfile)
-			ck_vfile_put(n->vfile);
+			vfile_free(n->vfile);
 		free(n->children);
 		free(n->versions);
 		free(n->name);
