@@ -12,6 +12,7 @@
 
 #define FUSE_USE_VERSION 314
 
+#include <dirent.h>
 #include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -230,6 +231,12 @@ int ckfs_staging_busy(struct ckfs_staging *s, uint64_t ino);
  * nothing marked. */
 int ckfs_staging_claim(struct ckfs_staging *s, const char *series, const char *name, int need_closed);
 void ckfs_staging_unclaim(struct ckfs_staging *s, const char *series, const char *name);
+/* In-progress directory handles (opendir's fi->fh), tracked so that a
+ * handle whose RELEASEDIR never came is closed by ckfs_staging_free. */
+struct ckfs_staged_dir;
+int ckfs_staging_opendir(struct ckfs_staging *s, const char *path, struct ckfs_staged_dir **out);
+DIR *ckfs_staged_dir_stream(struct ckfs_staged_dir *d);
+void ckfs_staging_closedir(struct ckfs_staging *s, struct ckfs_staged_dir *d);
 /* The series and name (allocated) of the top directory ino is in: 0,
  * -EINVAL for a series node or one without a name, -ENOMEM. */
 int ckfs_staging_top_of(struct ckfs_staging *s, uint64_t ino, char **series, char **name);

@@ -4,14 +4,19 @@
  * remembers where it is, so a rename moves one node and its subtree
  * follows.  Inode numbers are CKFS_STAGED_BIT | slot, slots never reused
  * while mounted (so a forgotten number cannot come back as another file).
- * Lookups by name scan the table: a checkpoint holds few files.
+ * Lookups by name go through a hash of (parent, series, name): a long run
+ * creates many thousands of files, and every one of them stays a slot.
+ * Directory handles are kept on a list so that those whose RELEASEDIR was
+ * lost at unmount are still closed.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <dirent.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "ckptfs.h"
 #include "ckptfs/store.h"
@@ -24,6 +29,13 @@ struct snode {
 	uint64_t nlookup;
 	unsigned open;          /* file handles open on it */
 	int busy;               /* top node: being committed */
+	long hnext;             /* next slot in its hash chain; -1 ends it */
+};
+
+/* An open in-progress directory (fi->fh of opendir). */
+struct ckfs_staged_dir {
+	DIR *dir;
+	struct ckfs_staged_dir *prev, *next;
 };
 
 struct ckfs_staging {
@@ -31,6 +43,9 @@ struct ckfs_staging {
 	pthread_mutex_t lock;
 	struct snode **nodes;   /* slot i is ino CKFS_STAGED_BIT | (i + 1) */
 	size_t n, cap;
+	long *buckets;          /* first slot of each hash chain, -1 if none */
+	size_t nbuckets;        /* a power of two */
+	struct ckfs_staged_dir *dirs;   /* open directory handles */
 };
 
 int ckfs_staging_new(const char *store, struct ckfs_staging **out)
@@ -64,9 +79,12 @@ void ckfs_staging_free(struct ckfs_staging *s)
 {
 	if (!s)
 		return;
+	while (s->dirs)
+		ckfs_staging_closedir(s, s->dirs);
 	for (size_t i = 0; i < s->n; i++)
 		snode_free(s->nodes[i]);
 	free(s->nodes);
+	free(s->buckets);
 	free(s->staging_dir);
 	pthread_mutex_destroy(&s->lock);
 	free(s);
@@ -86,19 +104,81 @@ static int same(const char *a, const char *b)
 	return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
+/* The hash of a node's key: (parent, name) inside a directory, (series,
+ * name) for a top node, the series alone for a series node. */
+static uint64_t key_hash(uint64_t parent, int is_series, const char *series, const char *name)
+{
+	uint64_t h = XXH3_64bits_withSeed(name ? name : "", name ? strlen(name) : 0, parent * 2 + (uint64_t)is_series);
+
+	if (parent == 0 && series)
+		h ^= XXH3_64bits(series, strlen(series)) * 0x9E3779B97F4A7C15ull;
+	return h;
+}
+
+static uint64_t node_hash(const struct snode *n)
+{
+	return key_hash(n->parent, n->is_series, n->parent ? NULL : n->series, n->is_series ? NULL : n->name);
+}
+
+static void hash_insert(struct ckfs_staging *s, long slot)
+{
+	size_t b = node_hash(s->nodes[slot]) & (s->nbuckets - 1);
+
+	s->nodes[slot]->hnext = s->buckets[b];
+	s->buckets[b] = slot;
+}
+
+/* Takes a named node out of its chain (before its key changes). */
+static void hash_remove(struct ckfs_staging *s, long slot)
+{
+	long *link = &s->buckets[node_hash(s->nodes[slot]) & (s->nbuckets - 1)];
+
+	while (*link >= 0 && *link != slot)
+		link = &s->nodes[*link]->hnext;
+	if (*link == slot)
+		*link = s->nodes[slot]->hnext;
+}
+
+/* Keeps chains short as slots accumulate: at most two slots a bucket.
+ * 0 or -ENOMEM (the old table stays usable). */
+static int hash_grow(struct ckfs_staging *s)
+{
+	size_t nb = s->nbuckets ? s->nbuckets * 2 : 256;
+	long *b;
+
+	if (s->n < s->nbuckets * 2)
+		return 0;
+	b = malloc(nb * sizeof(*b));
+	if (!b)
+		return -ENOMEM;
+	free(s->buckets);
+	s->buckets = b;
+	s->nbuckets = nb;
+	for (size_t i = 0; i < nb; i++)
+		b[i] = -1;
+	for (size_t i = 0; i < s->n; i++)
+		if (s->nodes[i] && s->nodes[i]->name)
+			hash_insert(s, (long)i);
+	return 0;
+}
+
 /* The slot of the named node, or -1.  name NULL with parent 0: a series node. */
 static long find(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name)
 {
 	int is_series = parent == 0 && !name;
+	long i;
 
-	for (size_t i = 0; i < s->n; i++) {
+	if (!s->nbuckets)
+		return -1;
+	i = s->buckets[key_hash(parent, is_series, parent ? NULL : series, name) & (s->nbuckets - 1)];
+	for (; i >= 0; i = s->nodes[i]->hnext) {
 		struct snode *n = s->nodes[i];
 
-		if (!n || n->parent != parent || n->is_series != is_series)
+		if (n->parent != parent || n->is_series != is_series)
 			continue;
 		if (is_series ? same(n->series, series) :
-		    n->name && strcmp(n->name, name) == 0 && (parent || same(n->series, series)))
-			return (long)i;
+		    strcmp(n->name, name) == 0 && (parent || same(n->series, series)))
+			return i;
 	}
 	return -1;
 }
@@ -115,6 +195,10 @@ int ckfs_staging_get(struct ckfs_staging *s, uint64_t parent, const char *series
 	if (slot >= 0) {
 		s->nodes[slot]->nlookup++;
 		*ino = CKFS_STAGED_BIT | (uint64_t)(slot + 1);
+		goto out;
+	}
+	if (hash_grow(s)) {
+		rc = -ENOMEM;
 		goto out;
 	}
 	if (s->n == s->cap) {
@@ -144,6 +228,7 @@ int ckfs_staging_get(struct ckfs_staging *s, uint64_t parent, const char *series
 	}
 	n->nlookup = 1;
 	s->nodes[s->n++] = n;
+	hash_insert(s, (long)s->n - 1);
 	*ino = CKFS_STAGED_BIT | (uint64_t)s->n;
 out:
 	pthread_mutex_unlock(&s->lock);
@@ -257,6 +342,7 @@ static void unname(struct ckfs_staging *s, long slot)
 {
 	struct snode *n = s->nodes[slot];
 
+	hash_remove(s, slot);
 	free(n->name);
 	n->name = NULL;
 	if (n->nlookup == 0) {
@@ -280,6 +366,7 @@ void ckfs_staging_moved(struct ckfs_staging *s, uint64_t parent, const char *ser
 		struct snode *n = s->nodes[from];
 
 		if (copy) {
+			hash_remove(s, from);
 			free(n->name);
 			n->name = copy;
 			copy = NULL;
@@ -288,6 +375,7 @@ void ckfs_staging_moved(struct ckfs_staging *s, uint64_t parent, const char *ser
 				free(n->series);
 				n->series = NULL;
 			}
+			hash_insert(s, from);
 		} else {
 			unname(s, from);	/* out of memory: forget where it is */
 		}
@@ -411,4 +499,46 @@ int ckfs_staging_top_of(struct ckfs_staging *s, uint64_t ino, char **series, cha
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+int ckfs_staging_opendir(struct ckfs_staging *s, const char *path, struct ckfs_staged_dir **out)
+{
+	struct ckfs_staged_dir *d = calloc(1, sizeof(*d));
+
+	if (!d)
+		return -ENOMEM;
+	d->dir = opendir(path);
+	if (!d->dir) {
+		int rc = -errno;
+
+		free(d);
+		return rc;
+	}
+	pthread_mutex_lock(&s->lock);
+	d->next = s->dirs;
+	if (s->dirs)
+		s->dirs->prev = d;
+	s->dirs = d;
+	pthread_mutex_unlock(&s->lock);
+	*out = d;
+	return 0;
+}
+
+DIR *ckfs_staged_dir_stream(struct ckfs_staged_dir *d)
+{
+	return d->dir;
+}
+
+void ckfs_staging_closedir(struct ckfs_staging *s, struct ckfs_staged_dir *d)
+{
+	pthread_mutex_lock(&s->lock);
+	if (d->prev)
+		d->prev->next = d->next;
+	else
+		s->dirs = d->next;
+	if (d->next)
+		d->next->prev = d->prev;
+	pthread_mutex_unlock(&s->lock);
+	closedir(d->dir);
+	free(d);
 }

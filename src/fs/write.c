@@ -104,19 +104,18 @@ static void rw_access(fuse_req_t req, fuse_ino_t ino, int mask)
 
 static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
+	struct ckfs_staging *s = ckfs_of(req)->staging;
+	struct ckfs_staged_dir *d = NULL;
 	char *path;
-	DIR *d = NULL;
 	int rc;
 
 	if (!ckfs_is_staged(ino)) {
 		ckfs_op_opendir(req, ino, fi);
 		return;
 	}
-	rc = ckfs_staging_path(ckfs_of(req)->staging, ino, NULL, &path);
+	rc = ckfs_staging_path(s, ino, NULL, &path);
 	if (rc == 0) {
-		d = opendir(path);
-		if (!d)
-			rc = -errno;
+		rc = ckfs_staging_opendir(s, path, &d);
 		free(path);
 	}
 	if (rc) {
@@ -125,14 +124,14 @@ static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	fi->fh = (uint64_t)(uintptr_t)d;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		closedir(d);
+		ckfs_staging_closedir(s, d);
 }
 
 /* A real directory's entries from off on (telldir positions).  Entries
  * carry no node (ino 0 in readdirplus): the kernel looks them up. */
 static void staged_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi, int plus)
 {
-	DIR *d = (DIR *)(uintptr_t)fi->fh;
+	DIR *d = ckfs_staged_dir_stream((struct ckfs_staged_dir *)(uintptr_t)fi->fh);
 	char *buf = malloc(size ? size : 1);
 	size_t used = 0;
 
@@ -193,7 +192,7 @@ static void rw_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if (ckfs_is_staged(ino))
-		closedir((DIR *)(uintptr_t)fi->fh);
+		ckfs_staging_closedir(ckfs_of(req)->staging, (struct ckfs_staged_dir *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
