@@ -165,6 +165,27 @@ char *ck_store_staging_path(const struct ck_store *st, const char *series, const
 int ck_store_commit_staged(struct ck_store *st, const char *series, const char *staged_name,
 			   const char *final_name, ck_import_report_fn report, void *ctx, struct ck_error *err);
 
+/* Files parsed and hashed ahead of their commit.  The writable mount
+ * parses each file at its last close; a commit given the result (see
+ * ck_store_commit_staged_with) reuses its hashes when the file is still
+ * the same (device, inode, size, mtime) and reads only its headers again.
+ * A result that does not parse is never reused. */
+struct ck_preparsed;
+/* Parses, verifies and hashes the file at path as a commit would (relpath:
+ * its path inside the checkpoint).  0 (see ck_preparsed_info: kind
+ * CK_FILE_BAD with error set when it does not parse) or -ENOMEM. */
+int ck_preparse_file(const struct ck_layer_rules *rules, const char *path, const char *relpath,
+		     struct ck_preparsed **out);
+void ck_preparsed_free(struct ck_preparsed *p);
+/* What the parse found: identity, kind, error, tensor count. */
+const struct ck_file_info *ck_preparsed_info(const struct ck_preparsed *p);
+/* The parse of the file at path, or NULL: asked once per file by a commit. */
+typedef const struct ck_preparsed *(*ck_preparsed_fn)(void *ctx, const char *path);
+/* ck_store_commit_staged, reusing what preparsed (may be NULL) returns. */
+int ck_store_commit_staged_with(struct ck_store *st, const char *series, const char *staged_name,
+				const char *final_name, ck_import_report_fn report, void *ctx,
+				ck_preparsed_fn preparsed, void *pctx, struct ck_error *err);
+
 /* Finishes what commits cut short by a crash: every directory under
  * STORE/data that the index does not hold is recorded (it was validated
  * before its rename), temporary manifests are removed, and a quarantined

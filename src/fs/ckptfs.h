@@ -82,6 +82,7 @@ struct ckfs {
 	gid_t gid;
 	struct fuse_session *se;        /* for invalidations after a commit */
 	struct ckfs_staging *staging;   /* in-progress directories; NULL with -o ro */
+	struct ckfs_indexer *indexer;   /* parses files at their last close; NULL with -o ro */
 };
 
 /* A thread that calls tick(arg) every secs seconds until stopped
@@ -222,7 +223,10 @@ void ckfs_staging_removed(struct ckfs_staging *s, uint64_t parent, const char *s
  * open_begin counts one; -EBUSY when writing into a directory being
  * committed, -ESTALE for an unknown node.  open_end drops one. */
 int ckfs_staging_open_begin(struct ckfs_staging *s, uint64_t ino, int writing);
-void ckfs_staging_open_end(struct ckfs_staging *s, uint64_t ino);
+unsigned ckfs_staging_open_end(struct ckfs_staging *s, uint64_t ino);  /* handles left */
+/* Whether ino is right under a series (a series marker file, when it is
+ * a regular file: those are the only files a series directory takes). */
+int ckfs_staging_is_series_file(struct ckfs_staging *s, uint64_t ino);
 /* Whether the top directory that ino is in is being committed. */
 int ckfs_staging_busy(struct ckfs_staging *s, uint64_t ino);
 /* Marks top directory name of series as being committed: 0, or -EBUSY
@@ -240,6 +244,26 @@ void ckfs_staging_closedir(struct ckfs_staging *s, struct ckfs_staged_dir *d);
 /* The series and name (allocated) of the top directory ino is in: 0,
  * -EINVAL for a series node or one without a name, -ENOMEM. */
 int ckfs_staging_top_of(struct ckfs_staging *s, uint64_t ino, char **series, char **name);
+
+/* Parsing files at their last close (indexer.c): a worker thread parses,
+ * verifies and hashes each file queued, and keeps the result by file
+ * identity for the commit, which then reads only headers again.  All
+ * functions accept a NULL indexer (nothing is kept). */
+struct ckfs_indexer;
+int ckfs_indexer_start(struct ckfs_indexer **out, const struct ck_layer_rules *rules, const char *staging_dir);
+void ckfs_indexer_stop(struct ckfs_indexer *ix);
+/* Queues the file at path (its last writable handle was released). */
+void ckfs_indexer_enqueue(struct ckfs_indexer *ix, const char *path);
+/* Waits until no file under directory dir is queued or being parsed. */
+void ckfs_indexer_wait(struct ckfs_indexer *ix, const char *dir);
+/* Drops what was kept for files under dir (committed, quarantined, removed). */
+void ckfs_indexer_forget(struct ckfs_indexer *ix, const char *dir);
+/* fork() with the kept parses frozen: the child may use
+ * ckfs_indexer_find_in_child (a ck_preparsed_fn, ctx = the indexer). */
+pid_t ckfs_indexer_fork(struct ckfs_indexer *ix);
+const struct ck_preparsed *ckfs_indexer_find_in_child(void *ctx, const char *path);
+/* The user.ckptfs.state text of the in-progress file at path. */
+int ckfs_indexer_state(struct ckfs_indexer *ix, const char *path, struct ck_buf *out);
 
 /* Commits the in-progress directory STORE/staging/<series>/<staged> as
  * checkpoint final (commit.c): ck_store_commit_staged() in a child process

@@ -11,6 +11,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/wait.h>
@@ -18,14 +19,16 @@
 #include "ckptfs.h"
 #include "ckptfs/store.h"
 
-static int commit_in_child(const char *store, const char *series, const char *staged, const char *final)
+static int commit_in_child(struct ckfs *fs, const char *series, const char *staged, const char *final)
 {
 	struct ck_error err = { { 0 } };
 	struct ck_store *st;
-	int rc = ck_store_open(store, 0, &st, &err);
+	int rc = ck_store_open(fs->cfg->store, 0, &st, &err);
 
 	if (rc == 0) {
-		rc = ck_store_commit_staged(st, series, staged, final, NULL, NULL, &err);
+		/* Files parsed at their last close are not read again. */
+		rc = ck_store_commit_staged_with(st, series, staged, final, NULL, NULL,
+						 ckfs_indexer_find_in_child, fs->indexer, &err);
 		ck_store_close(st);
 	}
 	if (rc == -EBADMSG)
@@ -40,19 +43,34 @@ static int commit_in_child(const char *store, const char *series, const char *st
 
 int ckfs_commit(struct ckfs *fs, const char *series, const char *staged, const char *final)
 {
+	char *dir = ckfs_staging_top_path(fs->staging, series, staged);
 	int status, rc;
-	pid_t pid = fork();
+	pid_t pid;
 
-	if (pid < 0)
+	if (!dir)
+		return -ENOMEM;
+	/* A parse under way is finished rather than done twice. */
+	ckfs_indexer_wait(fs->indexer, dir);
+	pid = ckfs_indexer_fork(fs->indexer);
+	if (pid < 0) {
+		free(dir);
 		return -errno;
+	}
 	if (pid == 0) {
-		rc = commit_in_child(fs->cfg->store, series, staged, final);
+		rc = commit_in_child(fs, series, staged, final);
 		/* _exit: the child must not run the parent's atexit work. */
 		_exit(rc < 0 && -rc < 256 ? -rc : rc ? EIO : 0);
 	}
-	while (waitpid(pid, &status, 0) < 0)
-		if (errno != EINTR)
+	while (waitpid(pid, &status, 0) < 0) {
+		if (errno != EINTR) {
+			free(dir);
 			return -errno;
+		}
+	}
+	/* Committed or quarantined, the directory left; else it stays in
+	 * progress and its files are parsed again at their next close. */
+	ckfs_indexer_forget(fs->indexer, dir);
+	free(dir);
 	if (!WIFEXITED(status))
 		return -EIO;	/* killed mid-commit: recovery finishes it at the next writable open */
 	rc = WEXITSTATUS(status);

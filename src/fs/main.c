@@ -269,6 +269,15 @@ static int serve(struct mount_run *run)
 		ck_err("out of memory");
 		goto close_view;
 	}
+	if (run->fs.staging) {
+		char *staging_dir = ckfs_staging_top_path(run->fs.staging, "", NULL);
+
+		rc = staging_dir ? ckfs_indexer_start(&run->fs.indexer, ck_view_layer_rules(run->fs.view),
+							 staging_dir) : -ENOMEM;
+		free(staging_dir);
+		if (rc)
+			ck_warn("cannot start the indexer thread: commits parse every file themselves");
+	}
 	if (new_session(run))
 		goto close_view;
 	run->fs.se = run->se;
@@ -326,6 +335,7 @@ remove_handlers:
 destroy:
 	fuse_session_destroy(run->se);
 close_view:
+	ckfs_indexer_stop(run->fs.indexer);
 	ckfs_staging_free(run->fs.staging);
 	ck_view_close(run->fs.view);
 	return status;

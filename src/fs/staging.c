@@ -437,15 +437,19 @@ int ckfs_staging_busy(struct ckfs_staging *s, uint64_t ino)
 	return busy;
 }
 
-void ckfs_staging_open_end(struct ckfs_staging *s, uint64_t ino)
+unsigned ckfs_staging_open_end(struct ckfs_staging *s, uint64_t ino)
 {
 	struct snode *n;
+	unsigned left = 0;
 
 	pthread_mutex_lock(&s->lock);
 	n = node_at(s, ino);
 	if (n && n->open)
 		n->open--;
+	if (n)
+		left = n->open;
 	pthread_mutex_unlock(&s->lock);
+	return left;
 }
 
 int ckfs_staging_claim(struct ckfs_staging *s, const char *series, const char *name, int need_closed)
@@ -541,4 +545,16 @@ void ckfs_staging_closedir(struct ckfs_staging *s, struct ckfs_staged_dir *d)
 	pthread_mutex_unlock(&s->lock);
 	closedir(d->dir);
 	free(d);
+}
+
+int ckfs_staging_is_series_file(struct ckfs_staging *s, uint64_t ino)
+{
+	struct snode *n;
+	int top;
+
+	pthread_mutex_lock(&s->lock);
+	n = node_at(s, ino);
+	top = n && n->parent == 0 && !n->is_series;
+	pthread_mutex_unlock(&s->lock);
+	return top;
 }

@@ -22,6 +22,7 @@
 #include "staged.h"
 
 #define COMMIT_XATTR "user.ckptfs.commit"
+#define STATE_XATTR "user.ckptfs.state"
 
 static int fd_of(const struct fuse_file_info *fi)
 {
@@ -385,12 +386,20 @@ static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		ckfs_op_release(req, ino, fi);
 		return;
 	}
+	int wrote = (fi->flags & O_ACCMODE) != O_RDONLY;
+	unsigned left;
+
 	close(fd_of(fi));
-	ckfs_staging_open_end(fs->staging, ino);
+	left = ckfs_staging_open_end(fs->staging, ino);
 	fuse_reply_err(req, 0);
+	if (ckfs_staging_path(fs->staging, ino, NULL, &path) != 0)
+		return;
+	/* A file written and closed for good is parsed now, while the
+	 * trainer writes the next one; its commit then reads headers only. */
+	if (wrote && left == 0 && !ckfs_staging_is_series_file(fs->staging, ino))
+		ckfs_indexer_enqueue(fs->indexer, path);
 	/* The last close of a completion marker may commit its directory. */
-	if (ckfs_staging_path(fs->staging, ino, NULL, &path) == 0)
-		ckfs_marker_check(fs, path);
+	ckfs_marker_check(fs, path);
 	free(path);
 }
 
@@ -497,20 +506,70 @@ static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	free(dir);
 }
 
+static void reply_xattr_value(fuse_req_t req, const struct ck_buf *v, size_t size)
+{
+	if (size == 0)
+		fuse_reply_xattr(req, v->len);
+	else if (size < v->len)
+		fuse_reply_err(req, ERANGE);
+	else
+		fuse_reply_buf(req, (const char *)v->data, v->len);
+}
+
+/* In-progress regular files have user.ckptfs.state: what the parse at
+ * their last close found ("in progress: parsed: torch, 12 tensors",
+ * "in progress: does not parse: ...", "in progress: being written"). */
+static int staged_state(struct ckfs *fs, fuse_ino_t ino, struct ck_buf *out)
+{
+	struct stat st;
+	char *path;
+	int rc = ckfs_staging_path(fs->staging, ino, NULL, &path);
+
+	if (rc)
+		return rc;
+	if (lstat(path, &st) != 0)
+		rc = -errno;
+	else if (!S_ISREG(st.st_mode) || ckfs_staging_is_series_file(fs->staging, ino))
+		rc = -ENODATA;
+	else
+		rc = ckfs_indexer_state(fs->indexer, path, out);
+	free(path);
+	return rc;
+}
+
 static void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
-	if (ckfs_is_staged(ino))
-		fuse_reply_err(req, ENODATA);
-	else
+	struct ck_buf v = CK_BUF_INIT;
+	int rc;
+
+	if (!ckfs_is_staged(ino)) {
 		ckfs_op_getxattr(req, ino, name, size);
+		return;
+	}
+	rc = strcmp(name, STATE_XATTR) == 0 ? staged_state(ckfs_of(req), ino, &v) : -ENODATA;
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_xattr_value(req, &v, size);
+	ck_buf_free(&v);
 }
 
 static void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
-	if (ckfs_is_staged(ino))
-		fuse_reply_xattr(req, 0);	/* none; size 0 is also a valid empty list */
-	else
+	struct ck_buf v = CK_BUF_INIT;
+	struct ck_buf names = CK_BUF_INIT;
+
+	if (!ckfs_is_staged(ino)) {
 		ckfs_op_listxattr(req, ino, size);
+		return;
+	}
+	if (staged_state(ckfs_of(req), ino, &v) == 0 && ck_buf_put(&names, STATE_XATTR, sizeof(STATE_XATTR)) != 0) {
+		fuse_reply_err(req, ENOMEM);
+	} else {
+		reply_xattr_value(req, &names, size);	/* size 0 is also a valid empty list */
+	}
+	ck_buf_free(&v);
+	ck_buf_free(&names);
 }
 
 const struct fuse_lowlevel_ops ckfs_rw_ops = {

@@ -52,6 +52,9 @@ void ck_ingest_clear(struct ck_ingest *in);
  * with its reason, or indexed with its kind and tensor count. */
 void ck_ingest_report(const struct ck_ingest *in, ck_import_report_fn fn, void *ctx);
 
+/* The previous-import view of a preparsed file (preparse.c), or NULL. */
+const struct ck_ingest_prev *ck_preparsed_prev(const struct ck_preparsed *p);
+
 /* Per format; same return convention as ck_ingest_file. */
 int ck_ingest_torch(struct ck_ingest_io *io, struct ck_ingest *in);
 int ck_ingest_safetensors(struct ck_ingest_io *io, struct ck_ingest *in);

@@ -37,6 +37,8 @@ struct staged {
 	const char *series, *staged_name, *final_name;
 	ck_import_report_fn report;
 	void *rctx;
+	ck_preparsed_fn preparsed;   /* may be NULL */
+	void *pctx;
 	struct ck_error *err;
 	char *src;            /* STORE/staging/<series>/<staged_name> */
 	char **rel;           /* its files */
@@ -86,8 +88,11 @@ static int validate(struct staged *s)
 		return ck_fail(s->err, ENOMEM, "out of memory");
 	for (i = 0; i < s->n; i++) {
 		char *path = ck_path_join(s->src, s->rel[i]);
+		const struct ck_ingest_prev *prev = NULL;
 
-		rc = path ? ck_ingest_file(path, s->rel[i], s->st->rules, NULL, &s->files[i]) : -ENOMEM;
+		if (path && s->preparsed)
+			prev = ck_preparsed_prev(s->preparsed(s->pctx, path));
+		rc = path ? ck_ingest_file(path, s->rel[i], s->st->rules, prev, &s->files[i]) : -ENOMEM;
 		free(path);
 		if (rc < 0)
 			return ck_fail(s->err, -rc, "out of memory");
@@ -359,9 +364,16 @@ static int check_names(const struct ck_store *st, const char *series, const char
 int ck_store_commit_staged(struct ck_store *st, const char *series, const char *staged_name, const char *final_name,
 			   ck_import_report_fn report_fn, void *ctx, struct ck_error *err)
 {
+	return ck_store_commit_staged_with(st, series, staged_name, final_name, report_fn, ctx, NULL, NULL, err);
+}
+
+int ck_store_commit_staged_with(struct ck_store *st, const char *series, const char *staged_name,
+				const char *final_name, ck_import_report_fn report_fn, void *ctx,
+				ck_preparsed_fn preparsed, void *pctx, struct ck_error *err)
+{
 	struct staged s = { .st = st, .series = series, .staged_name = staged_name,
 			    .final_name = final_name ? final_name : staged_name, .report = report_fn, .rctx = ctx,
-			    .err = err, .reasons = CK_BUF_INIT };
+			    .preparsed = preparsed, .pctx = pctx, .err = err, .reasons = CK_BUF_INIT };
 	struct stat sb;
 	int64_t step;
 	int lock = -1, rc;

@@ -774,3 +774,8 @@ int ck_view_listxattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_bu
 	}
 	return rc;
 }
+
+const struct ck_layer_rules *ck_view_layer_rules(struct ck_view *v)
+{
+	return ck_store_layer_rules(v->store);
+}
