@@ -48,11 +48,28 @@ struct ckfs_config {
 	unsigned pipe_max_kb;   /* lower bound for fs.pipe-max-size as root; 0 = leave */
 	unsigned refresh_secs;  /* follow new imports/commits every N s; 0 = never */
 	unsigned commit_idle;   /* commit a closed step dir idle N s; 0 = never */
+	unsigned markers;       /* CKFS_MARK_*: completion markers honoured */
+	char **marker_files;    /* -o commit_markers=FILE: per-directory markers */
+	size_t nmarker_files;
+	double marker_grace;    /* s of quiet after an HF or user marker */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
 	int has_fsname;
 	int has_subtype;
+};
+
+/* Completion markers (-o commit_markers=, markers.c).  DCP's .metadata and
+ * the two series markers are written strictly last by their formats and
+ * commit at once; trainer_state.json and user-named files commit after
+ * -o marker_grace seconds of quiet (older transformers write
+ * rng_state.pth after trainer_state.json). */
+enum {
+	CKFS_MARK_DCP = 1u << 0,        /* DIR/.metadata */
+	CKFS_MARK_HF = 1u << 1,         /* DIR/trainer_state.json */
+	CKFS_MARK_MEGATRON = 1u << 2,   /* SERIES/latest_checkpointed_iteration.txt */
+	CKFS_MARK_DEEPSPEED = 1u << 3,  /* SERIES/latest */
+	CKFS_MARK_ALL = 0xfu,
 };
 
 /* Exit statuses of ckptfs (documented in ckptfs.1). */
@@ -83,6 +100,7 @@ struct ckfs {
 	struct fuse_session *se;        /* for invalidations after a commit */
 	struct ckfs_staging *staging;   /* in-progress directories; NULL with -o ro */
 	struct ckfs_indexer *indexer;   /* parses files at their last close; NULL with -o ro */
+	struct ckfs_grace *grace;       /* marker grace; NULL with -o ro */
 };
 
 /* A thread that calls tick(arg) every secs seconds until stopped
@@ -295,6 +313,24 @@ struct ckfs_idler {
 };
 int ckfs_idler_start(struct ckfs_idler *r, struct ckfs *fs, unsigned secs);
 void ckfs_idler_stop(struct ckfs_idler *r);
+/* The newest mtime (ns) of dir and everything under it, and how many
+ * regular files it holds: 0 or -errno (idle.c). */
+int ckfs_newest_change(const char *dir, int64_t *newest_ns, size_t *files);
+int64_t ckfs_now_ns(void);  /* CLOCK_REALTIME, as mtimes are */
+
+/* Marker grace (grace.c): a directory completed by a marker that waits
+ * (trainer_state.json, user-named files) commits once nothing in it is
+ * open and nothing changed for cfg->marker_grace seconds.  At start the
+ * thread also looks at every in-progress directory once, so a marker
+ * that landed while no daemon ran (it was killed) still commits. */
+struct ckfs_grace;
+int ckfs_grace_start(struct ckfs_grace **out, struct ckfs *fs);
+void ckfs_grace_stop(struct ckfs_grace *g);
+/* (Re)arms the commit of series/dir marker_grace seconds from now. */
+void ckfs_grace_schedule(struct ckfs_grace *g, const char *series, const char *dir);
+/* Looks at every in-progress directory and series marker, as if each had
+ * just been closed (markers.c). */
+void ckfs_marker_rescan(struct ckfs *fs);
 
 /* After a commit, with the request answered: the view follows the index
  * and the kernel forgets the names and listings that changed. */

@@ -21,9 +21,14 @@
 #include "ckptfs.h"
 #include "ckptfs/store.h"
 
+static int64_t mtime_ns_of(const struct stat *st)
+{
+	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
+}
+
 /* Newest mtime under the directory fd (closed here) and how many regular
  * files it holds; 0 or -errno. */
-static int newest_change(int fd, time_t *newest, size_t *files, int depth)
+static int newest_change(int fd, int64_t *newest, size_t *files, int depth)
 {
 	DIR *d = fdopendir(fd);
 	struct dirent *de;
@@ -34,15 +39,15 @@ static int newest_change(int fd, time_t *newest, size_t *files, int depth)
 		close(fd);
 		return -errno;
 	}
-	if (fstat(dirfd(d), &st) == 0 && st.st_mtime > *newest)
-		*newest = st.st_mtime;
+	if (fstat(dirfd(d), &st) == 0 && mtime_ns_of(&st) > *newest)
+		*newest = mtime_ns_of(&st);
 	while (rc == 0 && (de = readdir(d)) != NULL) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;	/* removed meanwhile */
-		if (st.st_mtime > *newest)
-			*newest = st.st_mtime;
+		if (mtime_ns_of(&st) > *newest)
+			*newest = mtime_ns_of(&st);
 		if (S_ISREG(st.st_mode)) {
 			(*files)++;
 		} else if (S_ISDIR(st.st_mode) && depth < 64) {
@@ -56,9 +61,28 @@ static int newest_change(int fd, time_t *newest, size_t *files, int depth)
 	return rc;
 }
 
+int ckfs_newest_change(const char *dir, int64_t *newest_ns, size_t *files)
+{
+	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+
+	*newest_ns = 0;
+	*files = 0;
+	if (fd < 0)
+		return -errno;
+	return newest_change(fd, newest_ns, files, 0);
+}
+
+int64_t ckfs_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void check_dir(struct ckfs_idler *r, const char *series, const char *name, int fd)
 {
-	time_t newest = 0;
+	int64_t newest = 0;
 	size_t files = 0;
 	int64_t step;
 	int rc;
@@ -67,7 +91,8 @@ static void check_dir(struct ckfs_idler *r, const char *series, const char *name
 		close(fd);
 		return;
 	}
-	if (newest_change(fd, &newest, &files, 0) || files == 0 || time(NULL) - newest < (time_t)r->secs)
+	if (newest_change(fd, &newest, &files, 0) || files == 0 ||
+	    ckfs_now_ns() - newest < (int64_t)r->secs * 1000000000)
 		return;
 	rc = ckfs_commit_dir(r->fs, series, name, 1);
 	if (rc && rc != -EAGAIN)

@@ -314,7 +314,11 @@ static int serve(struct mount_run *run)
 	if (cfg->commit_idle && run->fs.staging &&
 	    ckfs_idler_start(&run->idler, &run->fs, cfg->commit_idle))
 		ck_warn("cannot start the idle-commit thread: directories commit by rename or marker only");
+	if (run->fs.staging && ckfs_grace_start(&run->fs.grace, &run->fs))
+		ck_warn("cannot start the marker thread: trainer_state.json commits without grace");
 	rc = run_loop(run);
+	ckfs_grace_stop(run->fs.grace);
+	run->fs.grace = NULL;
 	ckfs_idler_stop(&run->idler);
 	ckfs_refresher_stop(&run->refresher);
 	if (rc < 0)

@@ -4,11 +4,15 @@
  * is committed under its own name, which must carry a step:
  *
  *   <series>/<dir>/.metadata            PyTorch DCP (after .metadata.tmp)
- *   <series>/<dir>/trainer_state.json   Hugging Face Trainer
+ *   <series>/<dir>/trainer_state.json   Hugging Face Trainer (after grace)
+ *   <series>/<dir>/<name>               -o commit_markers=<name> (after grace)
  *   <series>/latest_checkpointed_iteration.txt
  *                                       Megatron: "N" names iter_%07d
  *   <series>/latest                     DeepSpeed: the tag names the dir
  *
+ * -o commit_markers= chooses which count.  DCP and the series markers are
+ * written strictly last by their formats and commit at once; the others
+ * wait for -o marker_grace seconds of quiet (grace.c).
  * The two series markers are the only files a series directory takes;
  * they live in STORE/staging/<series>/ beside the in-progress directories.
  * Releases arrive in any order, so the last close of any file in a
@@ -18,6 +22,7 @@
 #include "config.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -109,34 +114,56 @@ static char *marker_target(const char *path, const char *marker)
 	return strdup(text);
 }
 
-/* Whether directory dir of series is complete by a marker: one of its
- * own, or a series marker that names it. */
-static int has_marker(struct ckfs *fs, const char *series, const char *dir)
+enum marker_kind { NO_MARKER, MARKER_NOW, MARKER_GRACE };
+
+static int regular_file_in(struct ckfs *fs, const char *series, const char *dir, const char *name)
 {
-	static const char *const own[] = { ".metadata", "trainer_state.json" };
-	static const char *const of_series[] = { MEGATRON_MARKER, DEEPSPEED_MARKER };
-	char *path, *target;
+	char *path = ckfs_staging_top_path(fs->staging, series, dir), *full = NULL;
 	struct stat st;
 	int found = 0;
 
-	for (size_t i = 0; !found && i < 2; i++) {
-		char *full = NULL;
-
-		path = ckfs_staging_top_path(fs->staging, series, dir);
-		if (path && asprintf(&full, "%s/%s", path, own[i]) >= 0) {
-			found = lstat(full, &st) == 0 && S_ISREG(st.st_mode);
-			free(full);
-		}
-		free(path);
+	if (path && asprintf(&full, "%s/%s", path, name) >= 0) {
+		found = lstat(full, &st) == 0 && S_ISREG(st.st_mode);
+		free(full);
 	}
-	for (size_t i = 0; !found && i < 2; i++) {
-		path = ckfs_staging_top_path(fs->staging, series, of_series[i]);
-		target = path ? marker_target(path, of_series[i]) : NULL;
-		found = target && strcmp(target, dir) == 0;
-		free(target);
-		free(path);
-	}
+	free(path);
 	return found;
+}
+
+static int series_marker_names(struct ckfs *fs, const char *series, const char *marker, const char *dir)
+{
+	char *path = ckfs_staging_top_path(fs->staging, series, marker);
+	char *target = path ? marker_target(path, marker) : NULL;
+	int found = target && strcmp(target, dir) == 0;
+
+	free(target);
+	free(path);
+	return found;
+}
+
+static unsigned series_marker_mask(const char *name)
+{
+	return strcmp(name, MEGATRON_MARKER) == 0 ? CKFS_MARK_MEGATRON : CKFS_MARK_DEEPSPEED;
+}
+
+/* Whether directory dir of series is complete by a marker: one of its
+ * own, or a series marker that names it; and whether it commits at once. */
+static enum marker_kind marker_of(struct ckfs *fs, const char *series, const char *dir)
+{
+	const struct ckfs_config *cfg = fs->cfg;
+
+	if ((cfg->markers & CKFS_MARK_DCP) && regular_file_in(fs, series, dir, ".metadata"))
+		return MARKER_NOW;
+	if ((cfg->markers & CKFS_MARK_MEGATRON) && series_marker_names(fs, series, MEGATRON_MARKER, dir))
+		return MARKER_NOW;
+	if ((cfg->markers & CKFS_MARK_DEEPSPEED) && series_marker_names(fs, series, DEEPSPEED_MARKER, dir))
+		return MARKER_NOW;
+	if ((cfg->markers & CKFS_MARK_HF) && regular_file_in(fs, series, dir, "trainer_state.json"))
+		return MARKER_GRACE;
+	for (size_t i = 0; i < cfg->nmarker_files; i++)
+		if (regular_file_in(fs, series, dir, cfg->marker_files[i]))
+			return MARKER_GRACE;
+	return NO_MARKER;
 }
 
 static void commit_for(struct ckfs *fs, const char *series, const char *dir, const char *why)
@@ -169,15 +196,67 @@ void ckfs_marker_check(struct ckfs *fs, const char *path)
 			*file++ = '\0';
 	}
 	if (dir && !file && ckfs_is_series_marker(dir)) {
-		target = marker_target(path, dir);
+		target = (fs->cfg->markers & series_marker_mask(dir)) ? marker_target(path, dir) : NULL;
 		if (target)
 			commit_for(fs, series, target, dir);
 		free(target);
-	} else if (dir && file && has_marker(fs, series, dir)) {
+	} else if (dir && file) {
 		/* The marker, or the last other file of a marked directory
 		 * (releases arrive in any order). */
-		commit_for(fs, series, dir, "its completion marker");
+		switch (marker_of(fs, series, dir)) {
+		case MARKER_NOW:
+			commit_for(fs, series, dir, "its completion marker");
+			break;
+		case MARKER_GRACE:
+			if (fs->grace && fs->cfg->marker_grace > 0)
+				ckfs_grace_schedule(fs->grace, series, dir);
+			else
+				commit_for(fs, series, dir, "its completion marker");
+			break;
+		case NO_MARKER:
+			break;
+		}
 	}
 	free(rel);
+	free(root);
+}
+
+/* Every entry of one series directory, as if it had just been closed. */
+static void rescan_series(struct ckfs *fs, const char *series_path)
+{
+	struct dirent *de;
+	DIR *d = opendir(series_path);
+
+	if (!d)
+		return;
+	while ((de = readdir(d)) != NULL) {
+		char *path = NULL;
+
+		if (de->d_name[0] == '.')
+			continue;	/* ".", "..", and temporary names */
+		if (ckfs_is_series_marker(de->d_name) ? asprintf(&path, "%s/%s", series_path, de->d_name) < 0
+						       : asprintf(&path, "%s/%s/.", series_path, de->d_name) < 0)
+			continue;
+		ckfs_marker_check(fs, path);
+		free(path);
+	}
+	closedir(d);
+}
+
+void ckfs_marker_rescan(struct ckfs *fs)
+{
+	char *root = ckfs_staging_top_path(fs->staging, "", NULL);
+	struct dirent *de;
+	DIR *d = root ? opendir(root) : NULL;
+
+	while (d && (de = readdir(d)) != NULL) {
+		char *path = NULL;
+
+		if (de->d_name[0] != '.' && asprintf(&path, "%s%s", root, de->d_name) >= 0)
+			rescan_series(fs, path);
+		free(path);
+	}
+	if (d)
+		closedir(d);
 	free(root);
 }

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ckptfs.h"
+#include "ckptfs/store.h"
 
 /* Passed to the kernel as they are: they only restrict. */
 static const char *const fuse_flag_opts[] = {
@@ -44,7 +45,7 @@ static const char *const ignored_prefixes[] = { "x-", "comment=", "user=", NULL 
 static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
 	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
-	"subtype", "refresh", "commit_idle", NULL,
+	"subtype", "refresh", "commit_idle", "commit_markers", "marker_grace", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -146,6 +147,55 @@ static int set_string(char **dst, const char *val)
 	return 0;
 }
 
+/* commit_markers=LIST: ':'-separated dcp, hf, megatron, deepspeed, all,
+ * none, or the name of a file whose arrival completes a directory. */
+static int parse_markers(struct ckfs_config *cfg, const char *opt, const char *val)
+{
+	static const struct { const char *name; unsigned mask; } kinds[] = {
+		{ "dcp", CKFS_MARK_DCP }, { "hf", CKFS_MARK_HF }, { "megatron", CKFS_MARK_MEGATRON },
+		{ "deepspeed", CKFS_MARK_DEEPSPEED }, { "all", CKFS_MARK_ALL },
+	};
+	const char *p = val;
+
+	if (!*val)
+		return bad_value(opt, "dcp, hf, megatron, deepspeed, all, none or file names, separated by ':'");
+	cfg->markers = 0;
+	ck_strv_free(cfg->marker_files, cfg->nmarker_files);
+	cfg->marker_files = NULL;
+	cfg->nmarker_files = 0;
+	while (*p) {
+		size_t len = strcspn(p, ":");
+		size_t i;
+		char **files;
+
+		for (i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+			if (strlen(kinds[i].name) == len && strncmp(p, kinds[i].name, len) == 0)
+				break;
+		if (i < sizeof(kinds) / sizeof(kinds[0])) {
+			cfg->markers |= kinds[i].mask;
+		} else if (len == 4 && strncmp(p, "none", 4) == 0) {
+			cfg->markers = 0;
+		} else {
+			if (len == 0 || memchr(p, '/', len) || (len == 1 && p[0] == '.') ||
+			    (len == 2 && p[0] == '.' && p[1] == '.') || len > 255)
+				return bad_value(opt, "dcp, hf, megatron, deepspeed, all, none or file names, "
+						      "separated by ':'");
+			files = realloc(cfg->marker_files, (cfg->nmarker_files + 1) * sizeof(*files));
+			if (!files)
+				return -ENOMEM;
+			cfg->marker_files = files;
+			files[cfg->nmarker_files] = strndup(p, len);
+			if (!files[cfg->nmarker_files])
+				return -ENOMEM;
+			cfg->nmarker_files++;
+		}
+		p += len;
+		if (*p == ':')
+			p++;
+	}
+	return 0;
+}
+
 /* One option of an -o list, already unescaped. */
 static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 {
@@ -181,6 +231,13 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		return parse_uint(opt, val, 0, 86400, &cfg->refresh_secs);
 	if (KEY("commit_idle") && val)
 		return parse_uint(opt, val, 0, 86400 * 7, &cfg->commit_idle);
+	if (KEY("commit_markers") && val)
+		return parse_markers(cfg, opt, val);
+	if (KEY("marker_grace") && val) {
+		int rc = parse_seconds(opt, val, &cfg->marker_grace);
+
+		return rc ? rc : cfg->marker_grace > 3600 ? bad_value(opt, "at most 3600 seconds") : 0;
+	}
 	if (KEY("pipe_max_kb") && val)
 		return parse_uint(opt, val, 0, 1024 * 1024, &cfg->pipe_max_kb);
 	if (KEY("pidfile") && val) {
@@ -265,6 +322,8 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->readahead_kb = 4096;
 	cfg->pipe_max_kb = 2048;
 	cfg->refresh_secs = 5;
+	cfg->markers = CKFS_MARK_ALL;
+	cfg->marker_grace = 1;
 }
 
 static int set_positional(struct ckfs_config *cfg, const char *arg)
@@ -384,6 +443,7 @@ int ckfs_finish_fuse_opts(struct ckfs_config *cfg)
 
 void ckfs_config_free(struct ckfs_config *cfg)
 {
+	ck_strv_free(cfg->marker_files, cfg->nmarker_files);
 	free(cfg->store);
 	free(cfg->mountpoint);
 	free(cfg->pidfile);
@@ -426,6 +486,11 @@ void ckfs_print_help(const char *progname)
 	       "    -o commit_idle=SEC     commit an in-progress directory named with a step once\n"
 	       "                           its files are closed and unchanged for SEC seconds\n"
 	       "                           (default 0 = never)\n"
+	       "    -o commit_markers=LIST which completion markers commit a directory: dcp, hf,\n"
+	       "                           megatron, deepspeed, all (default), none, or file\n"
+	       "                           names (e.g. all:COMPLETE), separated by ':'\n"
+	       "    -o marker_grace=SEC    quiet time after trainer_state.json or a named marker\n"
+	       "                           before its directory commits (default 1)\n"
 	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
 	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
 	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"

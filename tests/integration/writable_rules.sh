@@ -5,6 +5,10 @@
 # series directory) commit their directory once every file in it is
 # closed; a directory without a step in its name never commits on a
 # marker; -o commit_idle=SEC commits a closed, resting directory.
+# trainer_state.json waits -o marker_grace of quiet (a file written after
+# it still belongs to the checkpoint); -o commit_markers chooses the
+# markers, user-named ones included; a marker that landed while no daemon
+# ran commits when the mount starts.
 # Commits answer after the last close (the kernel releases files
 # asynchronously), so each check waits for the commit to show.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
@@ -27,6 +31,13 @@ committed() {
 "$CKPTCTL" init "$tmp/store"
 ck_mount "$tmp/store" "$tmp/mnt"
 mkdir "$tmp/mnt/run"
+
+# Older transformers write rng_state.pth after trainer_state.json: the
+# marker's grace keeps the directory open for it.
+mkdir "$tmp/mnt/old"
+rules hf_late "$tmp/mnt/old" checkpoint-5 "$tmp/plain"
+committed old checkpoint-5
+rules same "$tmp/mnt/old/checkpoint-5" "$tmp/plain/checkpoint-5"
 
 # A marker in a directory without a step commits nothing.
 rules hf "$tmp/mnt/run" final "$tmp/plain"
@@ -75,4 +86,23 @@ rules hf "$tmp/mnt/idle" checkpoint-50 "$tmp/plain" -
 committed idle checkpoint-50
 rules same "$tmp/mnt/idle/checkpoint-50" "$tmp/plain/checkpoint-50"
 [ -d "$tmp/store/staging/run/final" ] || fail "final (no step) committed when idle"
+ck_umount "$tmp/mnt"
+
+# -o commit_markers: a user-named marker commits; trainer_state.json, not
+# in the list, does not.
+ck_mount "$tmp/store" "$tmp/mnt" -o commit_markers=dcp:COMPLETE,marker_grace=0.2
+mkdir "$tmp/mnt/custom" "$tmp/mnt/late"
+rules hf "$tmp/mnt/custom" checkpoint-60 "$tmp/plain" COMPLETE
+committed custom checkpoint-60
+rules same "$tmp/mnt/custom/checkpoint-60" "$tmp/plain/checkpoint-60"
+rules hf "$tmp/mnt/late" checkpoint-70 "$tmp/plain"
+sleep 1.5
+"$CKPTCTL" ls "$tmp/store" late 2>/dev/null | grep -q checkpoint-70 && fail "trainer_state.json committed without hf in commit_markers"
+ck_umount "$tmp/mnt"
+
+# A marked directory left in progress (the daemon died before it could
+# commit) commits when a mount starts: checkpoint-70 has trainer_state.json.
+ck_mount "$tmp/store" "$tmp/mnt"
+committed late checkpoint-70
+rules same "$tmp/mnt/late/checkpoint-70" "$tmp/plain/checkpoint-70"
 ck_umount "$tmp/mnt"

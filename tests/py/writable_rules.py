@@ -6,6 +6,9 @@
       MARKER, default trainer_state.json, last), and the same files into
       PLAIN_DIR/NAME/.  MARKER "-" writes no marker; one file stays open
       while the others are written, so an idle commit cannot cut in.
+  hf_late SERIES_DIR NAME PLAIN_DIR
+      as hf, then rng_state.pth 0.2 s after the marker, as transformers
+      before 4.3x did (the marker's grace must cover it).
   same SERVED_DIR PLAIN_DIR
       the same file names; torch files (.pt, .bin) load bit-exactly the
       same, every other file is byte-identical.
@@ -15,6 +18,7 @@ import json
 import os
 import struct
 import sys
+import time
 
 import torch
 
@@ -59,6 +63,14 @@ def hf(series_dir, name, plain_dir, marker="trainer_state.json"):
     print("saved %s" % name)
 
 
+def hf_late(series_dir, name, plain_dir):
+    hf(series_dir, name, plain_dir)
+    time.sleep(0.2)
+    for top in (series_dir, plain_dir):
+        torch.save({"cpu_rng_state": torch.get_rng_state()}, os.path.join(top, name, "rng_state.pth"))
+    print("wrote rng_state.pth after the marker")
+
+
 def same(served_dir, plain_dir):
     names = sorted(os.listdir(plain_dir))
     if sorted(os.listdir(served_dir)) != names:
@@ -75,5 +87,5 @@ def same(served_dir, plain_dir):
 
 
 if __name__ == "__main__":
-    cmds = {"hf": hf, "same": same}
+    cmds = {"hf": hf, "hf_late": hf_late, "same": same}
     sys.exit(cmds[sys.argv[1]](*sys.argv[2:]))

@@ -58,6 +58,8 @@ static void test_defaults(void)
 	CHECK(cfg.readahead_kb == 4096 && cfg.pipe_max_kb == 2048);
 	CHECK(cfg.pidfile == NULL);
 	CHECK(!cfg.view.always_synthesize);
+	CHECK(cfg.refresh_secs == 5 && cfg.commit_idle == 0);
+	CHECK(cfg.markers == CKFS_MARK_ALL && cfg.nmarker_files == 0 && cfg.marker_grace == 1);
 	CHECK(!strcmp(fuse_opts(&cfg), ""));
 	CHECK(ckfs_finish_fuse_opts(&cfg) == 0);
 	CHECK(!strcmp(fuse_opts(&cfg), "subtype=ckptfs,fsname=/store,max_read=1048576"));
@@ -99,6 +101,21 @@ static void test_our_options(void)
 	CHECK(cfg.read_only && cfg.foreground);
 	CHECK(ckfs_finish_fuse_opts(&cfg) == 0);
 	CHECK(strstr(fuse_opts(&cfg), ",ro,") != NULL);
+	ckfs_config_free(&cfg);
+
+	/* Completion markers: kinds and file names; the last option wins. */
+	CHECK(parse(&cfg, "/s", "/m", "-o", "commit_markers=hf:dcp:DONE:.ok,marker_grace=0.25,commit_idle=30",
+		    NULL) == 0);
+	CHECK(cfg.markers == (CKFS_MARK_HF | CKFS_MARK_DCP));
+	CHECK(cfg.nmarker_files == 2 && !strcmp(cfg.marker_files[0], "DONE") &&
+	      !strcmp(cfg.marker_files[1], ".ok"));
+	CHECK(cfg.marker_grace == 0.25 && cfg.commit_idle == 30);
+	ckfs_config_free(&cfg);
+	CHECK(parse(&cfg, "/s", "/m", "-o", "commit_markers=DONE,commit_markers=none", NULL) == 0);
+	CHECK(cfg.markers == 0 && cfg.nmarker_files == 0);
+	ckfs_config_free(&cfg);
+	CHECK(parse(&cfg, "/s", "/m", "-o", "commit_markers=megatron:deepspeed", NULL) == 0);
+	CHECK(cfg.markers == (CKFS_MARK_MEGATRON | CKFS_MARK_DEEPSPEED));
 	ckfs_config_free(&cfg);
 
 	/* After --, everything is positional. */
@@ -163,6 +180,9 @@ static void test_mistakes(void)
 		"max_threads=-3", "max_threads=99999", "max_threads=", "readahead_kb=1.5",
 		"pipe_max_kb=x", "pidfile", "pidfile=", "fsname=", "subtype=", "ro=1",
 		"clone_fd=1", "nonempty", "allow_other=yes", "always_synthesize=1",
+		"commit_markers", "commit_markers=", "commit_markers=hf::dcp", "commit_markers=a/b",
+		"commit_markers=..", "marker_grace=-1", "marker_grace=soon", "marker_grace=7200",
+		"commit_idle=x",
 	};
 	struct ckfs_config cfg;
 
