@@ -14,6 +14,7 @@ CKPTCTL="$CKPT_BUILDDIR/ckptctl"
 export CKPT_BUILDDIR CKPT_SRCDIR CKPT_SHARED TORCH_PYTHON CKPTFS CKPTCTL
 
 _ck_mounts=""
+_ck_fs_mounts=""
 _ck_tmp=""
 
 ck_cleanup() {
@@ -21,6 +22,10 @@ ck_cleanup() {
 		if grep -q " $m fuse" /proc/mounts 2>/dev/null; then
 			fusermount3 -u "$m" 2>/dev/null || fusermount3 -uz "$m" 2>/dev/null || true
 		fi
+	done
+	# After the FUSE mounts: their daemons may hold files there until they end.
+	for m in $_ck_fs_mounts; do
+		umount "$m" 2>/dev/null || { sleep 1; umount "$m" 2>/dev/null; } || umount -l "$m" 2>/dev/null || true
 	done
 	[ -n "$_ck_tmp" ] && rm -rf "$_ck_tmp"
 	return 0
@@ -103,4 +108,12 @@ ck_import() {
 # e.g. with -f in the background, or expect it to fail).
 ck_track() {
 	_ck_mounts="$_ck_mounts $1"
+}
+
+# ck_tmpfs DIR SIZE: a tmpfs of SIZE (e.g. 24m) mounted on DIR, unmounted on
+# exit; skips (77) where mounting is not allowed (not root).
+ck_tmpfs() {
+	mkdir -p "$1"
+	mount -t tmpfs -o size="$2" tmpfs "$1" 2>/dev/null || skip "cannot mount a tmpfs on $1 (not root?)"
+	_ck_fs_mounts="$_ck_fs_mounts $1"
 }

@@ -162,7 +162,8 @@ def main(mnt, store, daemon_pid, seed):
             assert_same_obj(os.path.join(ck10, "model.pt"), state10, "checkpoint-10/model.pt")
             if not daemon_alive(daemon_pid):
                 sys.exit("the daemon died")
-            shutil.rmtree(d20)
+            if os.path.exists(d20):     # a kill before the makedirs leaves none
+                shutil.rmtree(d20)
             if "checkpoint-20" in os.listdir(run):
                 sys.exit("rm -r left checkpoint-20 in the listing")
 
