@@ -41,6 +41,11 @@ static int commit_in_child(struct ckfs *fs, const char *series, const char *stag
 	return rc;
 }
 
+/* The child exits with an errno below this; from here on statuses read as
+ * a kill (the crash test hook exits 137 "as kill -9 would"), and a reply
+ * must never carry them as an errno. */
+#define CHILD_KILLED 128
+
 int ckfs_commit(struct ckfs *fs, const char *series, const char *staged, const char *final)
 {
 	char *dir = ckfs_staging_top_path(fs->staging, series, staged);
@@ -59,7 +64,7 @@ int ckfs_commit(struct ckfs *fs, const char *series, const char *staged, const c
 	if (pid == 0) {
 		rc = commit_in_child(fs, series, staged, final);
 		/* _exit: the child must not run the parent's atexit work. */
-		_exit(rc < 0 && -rc < 256 ? -rc : rc ? EIO : 0);
+		_exit(rc < 0 && -rc < CHILD_KILLED ? -rc : rc ? EIO : 0);
 	}
 	while (waitpid(pid, &status, 0) < 0) {
 		if (errno != EINTR) {
@@ -71,7 +76,7 @@ int ckfs_commit(struct ckfs *fs, const char *series, const char *staged, const c
 	 * progress and its files are parsed again at their next close. */
 	ckfs_indexer_forget(fs->indexer, dir);
 	free(dir);
-	if (!WIFEXITED(status))
+	if (!WIFEXITED(status) || WEXITSTATUS(status) >= CHILD_KILLED)
 		return -EIO;	/* killed mid-commit: recovery finishes it at the next writable open */
 	rc = WEXITSTATUS(status);
 	if (rc == EBADMSG)
