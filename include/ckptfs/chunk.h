@@ -1,0 +1,131 @@
+/* The chunk codec of the packed store.
+ *
+ * Committed tensor data is cut into chunks of at most CK_CHUNK_MAX bytes
+ * (the last chunk of a tensor is shorter).  A chunk is encoded on its own,
+ * or against a reference chunk: the same chunk index of the neighbouring
+ * version of the same tensor.  The encoder tries the codecs allowed by its
+ * options and keeps the smallest payload:
+ *
+ *   RAW     the bytes as they are;
+ *   PLANES  byte planes (byte k of every element together), each plane
+ *           zstd-compressed or stored, whichever is smaller;
+ *   XOR     the same over the XOR of the chunk with its reference;
+ *   SUB     the same over the element-wise difference chunk - reference
+ *           (little-endian unsigned integers of the element size, zigzag
+ *           coded so that small changes either way give small numbers).
+ *
+ * docs/format.md ("Pack files") gives the payload layout byte by byte.
+ * Every chunk carries the XXH3-128 of its raw bytes (and a delta the hash of
+ * its reference); decoding checks both and fails with -EIO, never returning
+ * wrong bytes.
+ *
+ * Threads: a struct ck_chunk_ctx holds zstd contexts and scratch buffers and
+ * is used by one thread at a time; use one per thread.  Nothing else is
+ * shared: there is no global state.
+ */
+#ifndef CKPTFS_CHUNK_H
+#define CKPTFS_CHUNK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ckptfs/error.h"
+
+/* Largest chunk (raw bytes). */
+#define CK_CHUNK_MAX (1u << 20)
+
+enum ck_codec {
+	CK_CODEC_RAW = 0,
+	CK_CODEC_PLANES = 1,
+	CK_CODEC_XOR = 2,
+	CK_CODEC_SUB = 3,
+	CK_CODEC__COUNT
+};
+
+/* Bit masks for ck_chunk_opts.codecs. */
+#define CK_CODEC_BIT(c) (1u << (c))
+#define CK_CODECS_ALL ((1u << CK_CODEC__COUNT) - 1)
+
+/* XXH3-128 of a chunk: hi and lo as XXH128_hash_t's high64 and low64. */
+struct ck_hash128 {
+	uint64_t hi, lo;
+};
+
+static inline int ck_hash128_eq(struct ck_hash128 a, struct ck_hash128 b)
+{
+	return a.hi == b.hi && a.lo == b.lo;
+}
+
+struct ck_hash128 ck_chunk_hash(const void *p, size_t len);
+
+/* Does a chunk encoded with this codec need its reference to decode? */
+static inline int ck_codec_needs_ref(enum ck_codec c)
+{
+	return c == CK_CODEC_XOR || c == CK_CODEC_SUB;
+}
+
+/* Name for logs and reports: "raw", "planes", "xor", "sub", or "?". */
+const char *ck_codec_name(enum ck_codec c);
+
+struct ck_chunk_opts {
+	int level;          /* zstd level; 0 means CK_CHUNK_DEFAULT_LEVEL */
+	unsigned codecs;    /* CK_CODEC_BIT()s the encoder may use; 0 means the
+	                     * default set. RAW is always allowed. */
+};
+
+/* zstd level 1: higher levels compress byte planes no better (PERF.md). */
+#define CK_CHUNK_DEFAULT_LEVEL 1
+/* The default candidates: chosen from the measurements in docs/bench.md. */
+#define CK_CODECS_DEFAULT CK_CODECS_ALL
+
+/* What describes an encoded chunk besides its payload: the fields of a pack
+ * record's header. */
+struct ck_chunk_desc {
+	enum ck_codec codec;
+	unsigned elem_size;         /* 1, 2, 4 or 8 */
+	uint32_t raw_len;           /* 0 .. CK_CHUNK_MAX */
+	uint32_t enc_len;           /* payload bytes; never more than raw_len */
+	struct ck_hash128 raw_hash;
+	struct ck_hash128 ref_hash; /* deltas: the reference's hash; else zero */
+};
+
+struct ck_chunk_ctx;
+
+/* A context for one thread.  opts may be NULL (defaults).  Returns 0,
+ * -EINVAL (bad level or codec bits) or -ENOMEM. */
+int ck_chunk_ctx_new(const struct ck_chunk_opts *opts, struct ck_chunk_ctx **out);
+void ck_chunk_ctx_free(struct ck_chunk_ctx *ctx);
+
+/* Encodes len bytes (len <= CK_CHUNK_MAX) of elements of elem_size bytes
+ * (1, 2, 4 or 8; len need not be a multiple: the odd tail bytes are kept
+ * as they are, or XORed with the reference's).  ref may be NULL; a
+ * reference of another length than len is not used.  Fills desc and points
+ * *payload at desc->enc_len bytes inside ctx, valid until the next call on
+ * ctx.  Returns 0, -EINVAL (len or elem_size out of range) or -ENOMEM. */
+int ck_chunk_encode(struct ck_chunk_ctx *ctx, const void *raw, size_t len, unsigned elem_size,
+		    const void *ref, size_t ref_len, struct ck_chunk_desc *desc,
+		    const uint8_t **payload);
+
+/* Encodes with exactly one codec (for tests and measurements).  Fails with
+ * -EINVAL when the codec needs a reference and none of length len is given,
+ * and with -E2BIG when its payload would be larger than len (that codec
+ * cannot be used for this chunk). */
+int ck_chunk_encode_as(struct ck_chunk_ctx *ctx, enum ck_codec codec, const void *raw, size_t len,
+		       unsigned elem_size, const void *ref, size_t ref_len,
+		       struct ck_chunk_desc *desc, const uint8_t **payload);
+
+/* Decodes desc->enc_len payload bytes into out (desc->raw_len bytes).  A
+ * delta needs ref (ref_len == raw_len, hashing to desc->ref_hash).  Returns
+ * 0; -EINVAL with err for a malformed descriptor or payload (unknown
+ * codec, bad lengths, corrupt zstd frame, missing reference); -EIO with err
+ * when the reference or the decoded bytes do not hash as recorded; or
+ * -ENOMEM.  On failure out holds no usable bytes. */
+int ck_chunk_decode(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *desc,
+		    const uint8_t *payload, const void *ref, size_t ref_len, void *out,
+		    struct ck_error *err);
+
+/* Byte planes, exposed for benchmarks: planes[k * n + i] = src[i * size + k]
+ * for n = len / size elements; the len % size tail bytes are not touched. */
+void ck_planes_split(const uint8_t *src, size_t len, unsigned size, uint8_t *planes);
+void ck_planes_join(const uint8_t *planes, size_t len, unsigned size, uint8_t *dst);
+
+#endif

@@ -1,0 +1,112 @@
+/* Pack files: append-only files of encoded chunks (docs/format.md, "Pack
+ * files").
+ *
+ * A pack is a 16-byte file header followed by records, each a fixed
+ * CK_PACK_REC_HEADER-byte header (codec, element size, lengths, the
+ * XXH3-128 of the raw bytes and of a delta's reference, CRC-32 of header
+ * and payload) and the chunk's payload.  Records are only ever appended;
+ * what identifies one is its offset.  After a crash the file may end in a
+ * torn record: reopening for append finds the end of the last complete one
+ * and cuts the rest away.
+ *
+ * Threads: a writer may be shared (appends are serialized inside); reading
+ * functions work on a file descriptor with pread and keep no state, so any
+ * number of threads may read one pack at once, each with its own buffers
+ * and struct ck_chunk_ctx.
+ */
+#ifndef CKPTFS_PACK_H
+#define CKPTFS_PACK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "ckptfs/chunk.h"
+#include "ckptfs/error.h"
+
+#define CK_PACK_MAGIC "ckptpack"        /* 8 bytes, no NUL */
+#define CK_PACK_VERSION 1
+#define CK_PACK_HEADER 16               /* file header bytes */
+#define CK_PACK_REC_MAGIC "CKCH"        /* 4 bytes, no NUL */
+#define CK_PACK_REC_HEADER 52           /* record header bytes */
+/* Largest record: header and a payload of at most CK_CHUNK_MAX bytes. */
+#define CK_PACK_REC_MAX (CK_PACK_REC_HEADER + CK_CHUNK_MAX)
+
+/* Header of a record: fills out[CK_PACK_REC_HEADER] for desc and payload
+ * (the CRC covers both).  Returns 0 or -EINVAL for a descriptor the
+ * format cannot hold. */
+int ck_pack_rec_header(const struct ck_chunk_desc *desc, const uint8_t *payload,
+		       uint8_t out[CK_PACK_REC_HEADER]);
+/* Parses and checks a record header (magic, codec, element size, lengths,
+ * reserved bytes) into desc; the CRC is checked by ck_pack_rec_check once
+ * the payload is there.  Returns 0 or -EINVAL with err. */
+int ck_pack_rec_parse(const uint8_t hdr[CK_PACK_REC_HEADER], struct ck_chunk_desc *desc,
+		      struct ck_error *err);
+/* Checks the header's CRC over header and payload: 0 or -EIO with err. */
+int ck_pack_rec_check(const uint8_t hdr[CK_PACK_REC_HEADER], const uint8_t *payload,
+		      struct ck_error *err);
+
+/* Writer. */
+struct ck_pack_writer;
+
+struct ck_pack_open_info {
+	uint64_t end;        /* where the next record goes */
+	uint64_t records;    /* complete records found */
+	uint64_t dropped;    /* bytes of a torn tail cut away */
+	int created;         /* the file was new */
+};
+
+/* Opens path for appending, creating it (header written, file and
+ * directory fsynced) when it does not exist.  An existing pack is scanned:
+ * records are valid up to the first one that is incomplete or does not
+ * check (a torn tail from a crash), and the file is truncated there and
+ * fsynced.  durable_end is the end of the last record the caller knows was
+ * made durable (ck_pack_sync) and referenced — the store's index knows it;
+ * 0 when nothing is: a bad record before it is damage, not a torn tail, and
+ * the open fails with -EIO rather than cut it away.  info may be NULL.
+ * Returns 0, -EINVAL (not a pack, unsupported version), -EIO or -errno. */
+int ck_pack_writer_open(const char *path, uint64_t durable_end, struct ck_pack_writer **out,
+			struct ck_pack_open_info *info, struct ck_error *err);
+/* Appends a record and sets *offset to where it starts.  Safe to call from
+ * several threads.  On a failed write nothing is appended (the file is cut
+ * back).  Returns 0, -EINVAL (bad descriptor), -EFBIG or -errno. */
+int ck_pack_append(struct ck_pack_writer *w, const struct ck_chunk_desc *desc,
+		   const uint8_t *payload, uint64_t *offset);
+/* fdatasync: records appended before the call are durable when it returns 0. */
+int ck_pack_sync(struct ck_pack_writer *w);
+/* Offset where the next record goes. */
+uint64_t ck_pack_writer_end(struct ck_pack_writer *w);
+/* Closes the file; returns 0 or close()'s -errno.  NULL is a no-op. */
+int ck_pack_writer_close(struct ck_pack_writer *w);
+
+/* Reader. */
+
+/* Checks the file header at the start of fd: 0, -EINVAL with err (not a
+ * pack, unsupported version, bad header CRC) or -EIO for a short file. */
+int ck_pack_check_header(int fd, struct ck_error *err);
+
+/* Reads the record at off into desc and payload (room for CK_CHUNK_MAX
+ * bytes), checking its header and CRC.  Returns 0; -EINVAL with err for a
+ * malformed header; -EIO with err for a CRC mismatch or a record cut short
+ * by the end of the file; or pread's -errno. */
+int ck_pack_read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t *payload,
+			struct ck_error *err);
+
+/* Reads the record at off and decodes it into out (room for CK_CHUNK_MAX
+ * bytes; desc->raw_len of them are the chunk), given the reference chunk
+ * when the record is a delta (ref may be NULL otherwise).  buf is scratch
+ * for the payload (CK_CHUNK_MAX bytes).  Returns what ck_pack_read_record
+ * and ck_chunk_decode return. */
+int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *buf,
+		       const void *ref, size_t ref_len, void *out, struct ck_chunk_desc *desc,
+		       struct ck_error *err);
+
+/* Scanner: calls fn for every complete, checked record in file order (the
+ * payload is valid during the call).  A non-zero return from fn stops the
+ * scan and is returned.  On return *end is the offset after the last good
+ * record.  Returns 0 when the records run cleanly to the end of the file,
+ * or the -EINVAL / -EIO of the first bad or incomplete record (err names
+ * its offset and why), or -errno. */
+typedef int (*ck_pack_scan_fn)(void *cb, uint64_t off, const struct ck_chunk_desc *desc,
+			       const uint8_t *payload);
+int ck_pack_scan(int fd, ck_pack_scan_fn fn, void *cb, uint64_t *end, struct ck_error *err);
+
+#endif

@@ -1,0 +1,135 @@
+/* Chunk encoder: every allowed codec is tried, the smallest payload wins. */
+#include "config.h"
+#include "chunk_int.h"
+
+#include <errno.h>
+#include <string.h>
+
+static void put_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+
+/* Byte planes of src, each zstd-compressed when that makes it smaller,
+ * into dst.  Returns the payload length, or 0 when it is not smaller than
+ * len (the codec does not pay for this chunk). */
+static size_t encode_planes(struct ck_chunk_ctx *ctx, const uint8_t *src, size_t len,
+			    unsigned size, uint8_t *dst)
+{
+	size_t n = len / size, tail = len % size;
+	size_t pos = (size_t)size * CK_PLANE_DIRENT;
+
+	ck_planes_split(src, len, size, ctx->planes);
+	for (unsigned k = 0; k < size; k++) {
+		const uint8_t *plane = ctx->planes + k * n;
+		uint8_t *ent = dst + k * CK_PLANE_DIRENT;
+		size_t z = n > 1 ? ZSTD_compressCCtx(ctx->cctx, dst + pos, n - 1, plane, n, ctx->level) : 0;
+
+		if (n > 1 && !ZSTD_isError(z)) {
+			ent[0] = CK_PLANE_ZSTD;
+		} else {
+			/* incompressible (or did not fit in n - 1 bytes): stored */
+			memcpy(dst + pos, plane, n);
+			ent[0] = CK_PLANE_STORED;
+			z = n;
+		}
+		put_le32(ent + 1, (uint32_t)z);
+		pos += z;
+	}
+	memcpy(dst + pos, src + n * size, tail);
+	pos += tail;
+	return pos < len ? pos : 0;
+}
+
+/* One codec into ctx->out[slot]: payload length, or 0 when it does not pay. */
+static size_t encode_one(struct ck_chunk_ctx *ctx, enum ck_codec codec, const uint8_t *raw,
+			 size_t len, unsigned size, const uint8_t *ref, int slot)
+{
+	const uint8_t *src = raw;
+
+	if (codec == CK_CODEC_XOR) {
+		ck_xor_bytes(raw, ref, len, ctx->delta);
+		src = ctx->delta;
+	} else if (codec == CK_CODEC_SUB) {
+		ck_sub_elems(raw, ref, len, size, ctx->delta);
+		src = ctx->delta;
+	}
+	return encode_planes(ctx, src, len, size, ctx->out[slot]);
+}
+
+static int check_args(size_t len, unsigned elem_size)
+{
+	if (len > CK_CHUNK_MAX)
+		return -EINVAL;
+	if (elem_size != 1 && elem_size != 2 && elem_size != 4 && elem_size != 8)
+		return -EINVAL;
+	return 0;
+}
+
+static void fill_desc(struct ck_chunk_desc *desc, enum ck_codec codec, size_t len, unsigned size,
+		      size_t enc_len, struct ck_hash128 raw_hash, const uint8_t *ref)
+{
+	desc->codec = codec;
+	desc->elem_size = size;
+	desc->raw_len = (uint32_t)len;
+	desc->enc_len = (uint32_t)enc_len;
+	desc->raw_hash = raw_hash;
+	desc->ref_hash = ck_codec_needs_ref(codec) ? ck_chunk_hash(ref, len) : (struct ck_hash128){ 0, 0 };
+}
+
+int ck_chunk_encode(struct ck_chunk_ctx *ctx, const void *raw, size_t len, unsigned elem_size,
+		    const void *ref, size_t ref_len, struct ck_chunk_desc *desc,
+		    const uint8_t **payload)
+{
+	static const enum ck_codec tries[] = { CK_CODEC_PLANES, CK_CODEC_XOR, CK_CODEC_SUB };
+	enum ck_codec best = CK_CODEC_RAW;
+	size_t best_len = len;
+	int slot = 0, rc = check_args(len, elem_size);
+
+	if (rc)
+		return rc;
+	if (!ref || ref_len != len)
+		ref = NULL;
+	for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
+		enum ck_codec c = tries[i];
+		size_t got;
+
+		if (!(ctx->codecs & CK_CODEC_BIT(c)) || (ck_codec_needs_ref(c) && !ref))
+			continue;
+		got = encode_one(ctx, c, raw, len, elem_size, ref, slot);
+		if (got && got < best_len) {
+			best = c;
+			best_len = got;
+			ctx->best = slot;
+			slot = !slot;
+		}
+	}
+	fill_desc(desc, best, len, elem_size, best_len, ck_chunk_hash(raw, len), ref);
+	*payload = best == CK_CODEC_RAW ? raw : ctx->out[ctx->best];
+	return 0;
+}
+
+int ck_chunk_encode_as(struct ck_chunk_ctx *ctx, enum ck_codec codec, const void *raw, size_t len,
+		       unsigned elem_size, const void *ref, size_t ref_len,
+		       struct ck_chunk_desc *desc, const uint8_t **payload)
+{
+	size_t got = len;
+	int rc = check_args(len, elem_size);
+
+	if (rc)
+		return rc;
+	if ((unsigned)codec >= CK_CODEC__COUNT)
+		return -EINVAL;
+	if (ck_codec_needs_ref(codec) && (!ref || ref_len != len))
+		return -EINVAL;
+	if (codec != CK_CODEC_RAW) {
+		got = encode_one(ctx, codec, raw, len, elem_size, ref, 0);
+		if (!got)
+			return -E2BIG;
+		ctx->best = 0;
+	}
+	fill_desc(desc, codec, len, elem_size, got, ck_chunk_hash(raw, len), ref);
+	*payload = codec == CK_CODEC_RAW ? raw : ctx->out[0];
+	return 0;
+}

@@ -1,0 +1,35 @@
+/* Internals of the chunk codec shared by its source files. */
+#ifndef CKPTFS_PACK_CHUNK_INT_H
+#define CKPTFS_PACK_CHUNK_INT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <zstd.h>
+#include "ckptfs/chunk.h"
+
+/* A PLANES/XOR/SUB payload: one directory entry per plane (mode byte, u32
+ * little-endian length), the planes' bytes in order, then the raw_len %
+ * elem_size tail bytes (XORed with the reference's for deltas). */
+#define CK_PLANE_STORED 0
+#define CK_PLANE_ZSTD 1
+#define CK_PLANE_DIRENT 5
+#define CK_PLANES_OVERHEAD (8 * CK_PLANE_DIRENT + 8)
+
+struct ck_chunk_ctx {
+	int level;
+	unsigned codecs;
+	ZSTD_CCtx *cctx;
+	ZSTD_DCtx *dctx;
+	uint8_t *delta;     /* CK_CHUNK_MAX: XOR or SUB of chunk and reference */
+	uint8_t *planes;    /* CK_CHUNK_MAX: byte planes */
+	uint8_t *out[2];    /* CK_CHUNK_MAX + CK_PLANES_OVERHEAD: best and candidate payloads */
+	int best;           /* which out[] holds the payload last returned */
+};
+
+void ck_xor_bytes(const uint8_t *a, const uint8_t *b, size_t len, uint8_t *out);
+/* SUB transform and its inverse over len bytes of size-byte elements; the
+ * len % size tail is XORed. */
+void ck_sub_elems(const uint8_t *cur, const uint8_t *ref, size_t len, unsigned size, uint8_t *out);
+void ck_add_elems(const uint8_t *zz, const uint8_t *ref, size_t len, unsigned size, uint8_t *out);
+
+#endif

@@ -1,0 +1,166 @@
+/* Reading packs: the file header, one record by offset, and a scan over all. */
+#include "config.h"
+#include "pack_int.h"
+#include "ckptfs/buf.h"
+#include "ckptfs/torchzip.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+void ck_pack_file_header(uint8_t out[CK_PACK_HEADER])
+{
+	uint32_t crc;
+
+	memcpy(out, CK_PACK_MAGIC, 8);
+	for (int i = 0; i < 4; i++)
+		out[8 + i] = (uint8_t)(CK_PACK_VERSION >> (8 * i));
+	crc = ck_crc32(0, out, 12);
+	for (int i = 0; i < 4; i++)
+		out[12 + i] = (uint8_t)(crc >> (8 * i));
+}
+
+int ck_pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t got = pread(fd, p, len, (off_t)off);
+
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (got == 0)
+			return -EIO;
+		p += got;
+		off += (uint64_t)got;
+		len -= (size_t)got;
+	}
+	return 0;
+}
+
+int ck_pack_check_header(int fd, struct ck_error *err)
+{
+	uint8_t h[CK_PACK_HEADER];
+	int rc = ck_pread_full(fd, h, sizeof(h), 0);
+
+	if (rc == -EIO)
+		return ck_fail(err, EIO, "pack: file shorter than its %d-byte header", CK_PACK_HEADER);
+	if (rc)
+		return ck_fail(err, -rc, "pack: reading the header: %s", strerror(-rc));
+	if (memcmp(h, CK_PACK_MAGIC, 8) != 0)
+		return ck_fail(err, EINVAL, "pack: not a pack file (bad magic)");
+	if (ck_le32(h + 12) != ck_crc32(0, h, 12))
+		return ck_fail(err, EINVAL, "pack: file header CRC-32 mismatch");
+	if (ck_le32(h + 8) != CK_PACK_VERSION)
+		return ck_fail(err, EINVAL, "pack: unsupported version %" PRIu32, ck_le32(h + 8));
+	return 0;
+}
+
+/* Puts "pack record at OFF: " before the reason already in err. */
+static int at_offset(struct ck_error *err, int rc, uint64_t off)
+{
+	char why[sizeof(err->msg)];
+
+	if (!err)
+		return rc;
+	memcpy(why, err->msg, sizeof(why));
+	why[sizeof(why) - 1] = 0;
+	return ck_fail(err, -rc, "pack record at %" PRIu64 ": %s", off, why);
+}
+
+/* A record whose header has been read: its payload into payload, checked. */
+static int read_payload(int fd, uint64_t off, const uint8_t *hdr, const struct ck_chunk_desc *d,
+			uint8_t *payload, struct ck_error *err)
+{
+	int rc = ck_pread_full(fd, payload, d->enc_len, off + CK_PACK_REC_HEADER);
+
+	if (rc == -EIO)
+		return ck_fail(err, EIO, "pack record at %" PRIu64 ": payload cut short by the end of the file",
+			       off);
+	if (rc)
+		return ck_fail(err, -rc, "pack record at %" PRIu64 ": %s", off, strerror(-rc));
+	rc = ck_pack_rec_check(hdr, payload, err);
+	return rc ? at_offset(err, rc, off) : 0;
+}
+
+static int read_header(int fd, uint64_t off, uint8_t *hdr, struct ck_chunk_desc *d, struct ck_error *err)
+{
+	int rc = ck_pread_full(fd, hdr, CK_PACK_REC_HEADER, off);
+
+	if (rc == -EIO)
+		return ck_fail(err, EIO, "pack record at %" PRIu64 ": header cut short by the end of the file",
+			       off);
+	if (rc)
+		return ck_fail(err, -rc, "pack record at %" PRIu64 ": %s", off, strerror(-rc));
+	rc = ck_pack_rec_parse(hdr, d, err);
+	return rc ? at_offset(err, rc, off) : 0;
+}
+
+int ck_pack_read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t *payload,
+			struct ck_error *err)
+{
+	uint8_t hdr[CK_PACK_REC_HEADER];
+	int rc;
+
+	if (off < CK_PACK_HEADER)
+		return ck_fail(err, EINVAL, "pack record at %" PRIu64 ": inside the file header", off);
+	rc = read_header(fd, off, hdr, desc, err);
+	return rc ? rc : read_payload(fd, off, hdr, desc, payload, err);
+}
+
+int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *buf,
+		       const void *ref, size_t ref_len, void *out, struct ck_chunk_desc *desc,
+		       struct ck_error *err)
+{
+	int rc = ck_pack_read_record(fd, off, desc, buf, err);
+
+	if (rc)
+		return rc;
+	rc = ck_chunk_decode(ctx, desc, buf, ref, ref_len, out, err);
+	return rc && rc != -ENOMEM ? at_offset(err, rc, off) : rc;
+}
+
+int ck_pack_scan(int fd, ck_pack_scan_fn fn, void *cb, uint64_t *end, struct ck_error *err)
+{
+	uint8_t hdr[CK_PACK_REC_HEADER];
+	uint8_t *payload;
+	uint64_t off = CK_PACK_HEADER, size;
+	struct stat st;
+	int rc;
+
+	*end = 0;
+	rc = ck_pack_check_header(fd, err);
+	if (rc)
+		return rc;
+	if (fstat(fd, &st) < 0)
+		return ck_fail(err, errno, "pack: fstat: %s", strerror(errno));
+	size = (uint64_t)st.st_size;
+	payload = malloc(CK_CHUNK_MAX);
+	if (!payload)
+		return -ENOMEM;
+	*end = off;
+	while (off < size) {
+		struct ck_chunk_desc d;
+
+		rc = read_header(fd, off, hdr, &d, err);
+		if (!rc && d.enc_len > size - off - CK_PACK_REC_HEADER)
+			rc = ck_fail(err, EIO, "pack record at %" PRIu64 ": payload cut short by the end of the file",
+				     off);
+		if (!rc)
+			rc = read_payload(fd, off, hdr, &d, payload, err);
+		if (!rc && fn)
+			rc = fn(cb, off, &d, payload);
+		if (rc)
+			break;
+		off += CK_PACK_REC_HEADER + (uint64_t)d.enc_len;
+		*end = off;
+	}
+	free(payload);
+	return rc;
+}

@@ -1,0 +1,222 @@
+/* Appending to packs, and finding where a pack really ends after a crash. */
+#include "config.h"
+#include "pack_int.h"
+#include "ckptfs/log.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+struct ck_pack_writer {
+	int fd;
+	uint64_t end;
+	pthread_mutex_t lock;   /* serializes appends */
+};
+
+static int fsync_parent(const char *path)
+{
+	char *copy = strdup(path);
+	int fd, rc = 0;
+
+	if (!copy)
+		return -ENOMEM;
+	fd = open(dirname(copy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0 || fsync(fd) < 0)
+		rc = -errno;
+	if (fd >= 0)
+		close(fd);
+	free(copy);
+	return rc;
+}
+
+static int pwrite_full(int fd, const struct iovec *iov_in, int n, uint64_t off)
+{
+	struct iovec iov[2];
+
+	memcpy(iov, iov_in, sizeof(iov[0]) * (size_t)n);
+	while (n > 0) {
+		ssize_t put = pwritev(fd, iov, n, (off_t)off);
+
+		if (put < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		off += (uint64_t)put;
+		while (n > 0 && (size_t)put >= iov[0].iov_len) {
+			put -= (ssize_t)iov[0].iov_len;
+			memmove(iov, iov + 1, sizeof(iov[0]) * (size_t)(n - 1));
+			n--;
+		}
+		if (n > 0) {
+			iov[0].iov_base = (uint8_t *)iov[0].iov_base + put;
+			iov[0].iov_len -= (size_t)put;
+		}
+	}
+	return 0;
+}
+
+/* A new pack: the header, durable with its directory entry. */
+static int create_pack(int fd, const char *path, struct ck_error *err)
+{
+	uint8_t h[CK_PACK_HEADER];
+	struct iovec iov = { h, sizeof(h) };
+	int rc;
+
+	ck_pack_file_header(h);
+	rc = pwrite_full(fd, &iov, 1, 0);
+	if (!rc && fsync(fd) < 0)
+		rc = -errno;
+	if (!rc)
+		rc = fsync_parent(path);
+	return rc ? ck_fail(err, -rc, "pack %s: creating: %s", path, strerror(-rc)) : 0;
+}
+
+static int count_record(void *cb, uint64_t off, const struct ck_chunk_desc *d, const uint8_t *payload)
+{
+	(*(uint64_t *)cb)++;
+	return 0;
+}
+
+/* Finds the end of the last good record; cuts a torn tail after it away. */
+static int recover_tail(int fd, const char *path, uint64_t durable_end, struct ck_pack_open_info *info,
+			struct ck_error *err)
+{
+	struct stat st;
+	uint64_t end;
+	int rc = ck_pack_scan(fd, count_record, &info->records, &end, err);
+
+	if (rc == 0) {
+		info->end = end;
+		return 0;
+	}
+	if (rc != -EIO && rc != -EINVAL)
+		return rc;
+	if (end < CK_PACK_HEADER)
+		return rc;      /* the file header itself is bad */
+	if (end < durable_end) {
+		char why[sizeof(err->msg)] = "bad record";
+
+		if (err)
+			snprintf(why, sizeof(why), "%s", err->msg);
+		return ck_fail(err, EIO, "pack %s: damaged before its durable end %" PRIu64 ": %s",
+			       path, durable_end, why);
+	}
+	if (fstat(fd, &st) < 0)
+		return ck_fail(err, errno, "pack %s: fstat: %s", path, strerror(errno));
+	if (ftruncate(fd, (off_t)end) < 0 || fsync(fd) < 0)
+		return ck_fail(err, errno, "pack %s: cutting a torn tail at %" PRIu64 ": %s",
+			       path, end, strerror(errno));
+	info->dropped = (uint64_t)st.st_size - end;
+	info->end = end;
+	return 0;
+}
+
+int ck_pack_writer_open(const char *path, uint64_t durable_end, struct ck_pack_writer **out,
+			struct ck_pack_open_info *info_out, struct ck_error *err)
+{
+	struct ck_pack_open_info info = { 0 };
+	struct ck_pack_writer *w;
+	int fd, rc;
+
+	*out = NULL;
+	fd = open(path, O_RDWR | O_CLOEXEC);
+	if (fd < 0 && errno == ENOENT) {
+		fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+		info.created = fd >= 0;
+	}
+	if (fd < 0)
+		return ck_fail(err, errno, "pack %s: %s", path, strerror(errno));
+	if (info.created) {
+		rc = create_pack(fd, path, err);
+		info.end = CK_PACK_HEADER;
+	} else {
+		rc = recover_tail(fd, path, durable_end, &info, err);
+	}
+	if (rc)
+		goto fail;
+	w = calloc(1, sizeof(*w));
+	if (!w) {
+		rc = -ENOMEM;
+		goto fail;
+	}
+	rc = pthread_mutex_init(&w->lock, NULL);
+	if (rc) {
+		free(w);
+		rc = -rc;
+		goto fail;
+	}
+	w->fd = fd;
+	w->end = info.end;
+	*out = w;
+	if (info_out)
+		*info_out = info;
+	return 0;
+fail:
+	close(fd);
+	return rc;
+}
+
+int ck_pack_append(struct ck_pack_writer *w, const struct ck_chunk_desc *d, const uint8_t *payload,
+		   uint64_t *offset)
+{
+	uint8_t hdr[CK_PACK_REC_HEADER];
+	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)payload, d->enc_len } };
+	int rc = ck_pack_rec_header(d, payload, hdr);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&w->lock);
+	if (w->end > (uint64_t)INT64_MAX - CK_PACK_REC_MAX) {
+		rc = -EFBIG;
+	} else {
+		rc = pwrite_full(w->fd, iov, 2, w->end);
+		if (rc) {
+			/* Leave no partial record behind the end.  If even this
+			 * fails, a reopen cuts it away as a torn tail. */
+			if (ftruncate(w->fd, (off_t)w->end) < 0)
+				ck_debug("pack: cutting a failed append: %s", strerror(errno));
+		} else {
+			*offset = w->end;
+			w->end += sizeof(hdr) + d->enc_len;
+		}
+	}
+	pthread_mutex_unlock(&w->lock);
+	return rc;
+}
+
+int ck_pack_sync(struct ck_pack_writer *w)
+{
+	return fdatasync(w->fd) < 0 ? -errno : 0;
+}
+
+uint64_t ck_pack_writer_end(struct ck_pack_writer *w)
+{
+	uint64_t end;
+
+	pthread_mutex_lock(&w->lock);
+	end = w->end;
+	pthread_mutex_unlock(&w->lock);
+	return end;
+}
+
+int ck_pack_writer_close(struct ck_pack_writer *w)
+{
+	int rc = 0;
+
+	if (!w)
+		return 0;
+	if (close(w->fd) < 0)
+		rc = -errno;
+	pthread_mutex_destroy(&w->lock);
+	free(w);
+	return rc;
+}

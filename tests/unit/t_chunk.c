@@ -1,0 +1,347 @@
+/* The chunk codec: every codec and element size round-trips, the encoder
+ * picks the smallest payload, and damaged payloads, descriptors or
+ * references fail with -EINVAL / -EIO, never with wrong bytes. */
+#include "config.h"
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckptfs/chunk.h"
+#include "testutil.h"
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void fill_random(uint8_t *p, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		p[i] = (uint8_t)next();
+}
+
+/* fp32 "weights" around 0.02 and a version after a small update: what a
+ * training step does to most values. */
+static void fill_weights(uint8_t *cur, uint8_t *ref, size_t n)
+{
+	for (size_t i = 0; i + 4 <= n; i += 4) {
+		float w = (float)((double)(next() % 20000) / 1e6 - 0.01);
+		float u = w + (float)((double)(next() % 200) / 1e9 - 1e-7);
+
+		memcpy(ref + i, &w, 4);
+		memcpy(cur + i, &u, 4);
+	}
+	for (size_t i = n - n % 4; i < n; i++)
+		cur[i] = ref[i] = (uint8_t)next();
+}
+
+static struct ck_chunk_ctx *ctx;
+static uint8_t *out;
+
+static void roundtrip(const char *what, enum ck_codec codec, const uint8_t *raw, size_t len,
+		      unsigned es, const uint8_t *ref)
+{
+	struct ck_chunk_desc d;
+	const uint8_t *payload;
+	struct ck_error err = { "" };
+	int rc = ck_chunk_encode_as(ctx, codec, raw, len, es, ref, ref ? len : 0, &d, &payload);
+
+	if (rc == -E2BIG) {
+		CHECK(codec != CK_CODEC_RAW, "%s: raw refused", what);
+		return;
+	}
+	CHECK(rc == 0, "%s %s es=%u len=%zu: encode %d", what, ck_codec_name(codec), es, len, rc);
+	if (rc)
+		return;
+	CHECK(d.codec == codec && d.raw_len == len && d.elem_size == es, "%s: descriptor", what);
+	CHECK(codec == CK_CODEC_RAW ? d.enc_len == len : d.enc_len < len, "%s: enc_len %u for %zu",
+	      what, d.enc_len, len);
+	memset(out, 0xa5, CK_CHUNK_MAX);
+	rc = ck_chunk_decode(ctx, &d, payload, ref, ref ? len : 0, out, &err);
+	CHECK(rc == 0, "%s %s es=%u len=%zu: decode %d (%s)", what, ck_codec_name(codec), es, len, rc,
+	      err.msg);
+	CHECK(rc || memcmp(out, raw, len) == 0, "%s %s es=%u len=%zu: bytes differ", what,
+	      ck_codec_name(codec), es, len);
+}
+
+static void test_roundtrips(void)
+{
+	static const size_t lens[] = { 0, 1, 3, 7, 9, 100, 4097, 65536 + 5, CK_CHUNK_MAX };
+	static const unsigned sizes[] = { 1, 2, 4, 8 };
+	uint8_t *cur = malloc(CK_CHUNK_MAX), *ref = malloc(CK_CHUNK_MAX), *rnd = malloc(CK_CHUNK_MAX);
+
+	SETUP(cur && ref && rnd);
+	fill_weights(cur, ref, CK_CHUNK_MAX);
+	fill_random(rnd, CK_CHUNK_MAX);
+	for (size_t l = 0; l < sizeof(lens) / sizeof(lens[0]); l++) {
+		for (size_t s = 0; s < 4; s++) {
+			for (int c = 0; c < CK_CODEC__COUNT; c++) {
+				const uint8_t *r = ck_codec_needs_ref(c) ? ref : NULL;
+
+				roundtrip("weights", c, cur, lens[l], sizes[s], r);
+				roundtrip("random", c, rnd, lens[l], sizes[s], r);
+			}
+		}
+	}
+	free(cur);
+	free(ref);
+	free(rnd);
+}
+
+/* The automatic choice: never larger than any single codec, raw for noise,
+ * a delta for a small update, planes when the reference is unrelated. */
+static size_t size_as(enum ck_codec c, const uint8_t *raw, size_t len, unsigned es, const uint8_t *ref)
+{
+	struct ck_chunk_desc d;
+	const uint8_t *p;
+
+	return ck_chunk_encode_as(ctx, c, raw, len, es, ref, ref ? len : 0, &d, &p) ? len : d.enc_len;
+}
+
+static void test_choice(void)
+{
+	size_t n = 256 * 1024;
+	uint8_t *cur = malloc(n), *ref = malloc(n), *rnd = malloc(n), *zero = calloc(1, n);
+	struct ck_chunk_desc d;
+	const uint8_t *p;
+	struct ck_error err;
+
+	SETUP(cur && ref && rnd && zero);
+	fill_weights(cur, ref, n);
+	fill_random(rnd, n);
+
+	CHECK(ck_chunk_encode(ctx, rnd, n, 4, NULL, 0, &d, &p) == 0 && d.codec == CK_CODEC_RAW &&
+	      p == rnd && d.enc_len == n, "random bytes: raw, got %s", ck_codec_name(d.codec));
+	CHECK(ck_chunk_encode(ctx, zero, n, 4, NULL, 0, &d, &p) == 0 && d.codec == CK_CODEC_PLANES &&
+	      d.enc_len < 1000, "zeros: planes, got %s %u", ck_codec_name(d.codec), d.enc_len);
+	CHECK(d.ref_hash.hi == 0 && d.ref_hash.lo == 0, "planes: no reference hash");
+
+	SETUP(ck_chunk_encode(ctx, cur, n, 4, ref, n, &d, &p) == 0);
+	CHECK(ck_codec_needs_ref(d.codec), "small update: a delta, got %s", ck_codec_name(d.codec));
+	CHECK(ck_hash128_eq(d.ref_hash, ck_chunk_hash(ref, n)), "delta: reference hash");
+	for (int c = 0; c < CK_CODEC__COUNT; c++)
+		CHECK(d.enc_len <= size_as(c, cur, n, 4, ck_codec_needs_ref(c) ? ref : NULL),
+		      "choice %s (%u) larger than %s", ck_codec_name(d.codec), d.enc_len, ck_codec_name(c));
+	CHECK(size_as(CK_CODEC_XOR, cur, n, 4, ref) < size_as(CK_CODEC_PLANES, cur, n, 4, NULL),
+	      "a small update XORs smaller than it compresses alone");
+	/* the payload lives in ctx until the next call: encode again */
+	SETUP(ck_chunk_encode(ctx, cur, n, 4, ref, n, &d, &p) == 0);
+	CHECK(ck_chunk_decode(ctx, &d, p, ref, n, out, &err) == 0 && memcmp(out, cur, n) == 0,
+	      "auto delta round trip");
+
+	/* a reference of another length is not used */
+	SETUP(ck_chunk_encode(ctx, cur, n, 4, ref, n - 4, &d, &p) == 0);
+	CHECK(!ck_codec_needs_ref(d.codec), "shorter reference used");
+	/* an unrelated reference loses against planes */
+	SETUP(ck_chunk_encode(ctx, zero, n, 4, rnd, n, &d, &p) == 0);
+	CHECK(d.codec == CK_CODEC_PLANES, "unrelated reference: planes, got %s", ck_codec_name(d.codec));
+
+	free(cur);
+	free(ref);
+	free(rnd);
+	free(zero);
+}
+
+static void test_codec_mask(void)
+{
+	struct ck_chunk_opts o = { .codecs = CK_CODEC_BIT(CK_CODEC_PLANES) };
+	struct ck_chunk_ctx *c2;
+	size_t n = 65536;
+	uint8_t *cur = malloc(n), *ref = malloc(n);
+	struct ck_chunk_desc d;
+	const uint8_t *p;
+	struct ck_chunk_ctx *bad;
+
+	SETUP(cur && ref && ck_chunk_ctx_new(&o, &c2) == 0);
+	fill_weights(cur, ref, n);
+	CHECK(ck_chunk_encode(c2, cur, n, 4, ref, n, &d, &p) == 0 && d.codec == CK_CODEC_PLANES,
+	      "planes only: got %s", ck_codec_name(d.codec));
+	ck_chunk_ctx_free(c2);
+
+	o.codecs = 1u << 7;
+	CHECK(ck_chunk_ctx_new(&o, &bad) == -EINVAL && !bad, "unknown codec bit accepted");
+	o.codecs = 0;
+	o.level = 1000;
+	CHECK(ck_chunk_ctx_new(&o, &bad) == -EINVAL && !bad, "zstd level 1000 accepted");
+	CHECK(ck_chunk_encode(ctx, cur, CK_CHUNK_MAX + 1, 4, NULL, 0, &d, &p) == -EINVAL, "oversized chunk");
+	CHECK(ck_chunk_encode(ctx, cur, n, 3, NULL, 0, &d, &p) == -EINVAL, "element size 3");
+	CHECK(ck_chunk_encode_as(ctx, CK_CODEC_XOR, cur, n, 4, NULL, 0, &d, &p) == -EINVAL,
+	      "delta without reference");
+	free(cur);
+	free(ref);
+}
+
+/* Naive planes and SUB against the fast ones. */
+static void test_planes(void)
+{
+	size_t n = 8 * 1000 + 5;
+	uint8_t *src = malloc(n), *pl = malloc(n), *back = malloc(n);
+
+	SETUP(src && pl && back);
+	fill_random(src, n);
+	for (unsigned es = 1; es <= 8; es *= 2) {
+		size_t m = n / es;
+		int ok = 1;
+
+		ck_planes_split(src, n, es, pl);
+		for (size_t i = 0; i < m; i++)
+			for (unsigned k = 0; k < es; k++)
+				ok &= pl[k * m + i] == src[i * es + k];
+		CHECK(ok, "split es=%u", es);
+		memset(back, 0, n);
+		ck_planes_join(pl, n, es, back);
+		CHECK(memcmp(back, src, m * es) == 0, "join es=%u", es);
+	}
+	free(src);
+	free(pl);
+	free(back);
+}
+
+/* SUB beats XOR where a value crosses a power of two by a small step. */
+static void test_sub_carry(void)
+{
+	size_t n = 65536;
+	uint8_t *cur = malloc(n), *ref = malloc(n);
+
+	SETUP(cur && ref);
+	for (size_t i = 0; i < n; i += 4) {
+		uint32_t r = 0x3c7fffffu - (uint32_t)(next() % 4), c = r + 1 + (uint32_t)(next() % 8);
+
+		memcpy(ref + i, &r, 4);
+		memcpy(cur + i, &c, 4);
+	}
+	CHECK(size_as(CK_CODEC_SUB, cur, n, 4, ref) < size_as(CK_CODEC_XOR, cur, n, 4, ref),
+	      "carries: sub %zu, xor %zu", size_as(CK_CODEC_SUB, cur, n, 4, ref),
+	      size_as(CK_CODEC_XOR, cur, n, 4, ref));
+	roundtrip("carries", CK_CODEC_SUB, cur, n, 4, ref);
+	roundtrip("carries", CK_CODEC_SUB, cur, n, 2, ref);
+	roundtrip("carries", CK_CODEC_SUB, cur, n, 8, ref);
+	free(cur);
+	free(ref);
+}
+
+/* A delta decoded over its own reference buffer. */
+static void test_in_place(void)
+{
+	size_t n = 100000;
+	uint8_t *cur = malloc(n), *ref = malloc(n), *payload = malloc(n);
+	struct ck_chunk_desc d;
+	const uint8_t *p;
+	struct ck_error err;
+
+	SETUP(cur && ref && payload);
+	fill_weights(cur, ref, n);
+	for (int c = CK_CODEC_XOR; c <= CK_CODEC_SUB; c++) {
+		uint8_t *buf = malloc(n);
+
+		SETUP(buf && ck_chunk_encode_as(ctx, c, cur, n, 4, ref, n, &d, &p) == 0);
+		memcpy(payload, p, d.enc_len);
+		memcpy(buf, ref, n);
+		CHECK(ck_chunk_decode(ctx, &d, payload, buf, n, buf, &err) == 0 && memcmp(buf, cur, n) == 0,
+		      "%s in place", ck_codec_name(c));
+		free(buf);
+	}
+	free(cur);
+	free(ref);
+	free(payload);
+}
+
+/* Damage: flipped payload bits, wrong descriptors and references. */
+static void test_damage(void)
+{
+	size_t n = 65536 + 3;
+	uint8_t *cur = malloc(n), *ref = malloc(n), *payload = malloc(n);
+	struct ck_chunk_desc d, bad;
+	const uint8_t *p;
+	struct ck_error err;
+
+	SETUP(cur && ref && payload);
+	fill_weights(cur, ref, n);
+	for (int c = 0; c < CK_CODEC__COUNT; c++) {
+		const uint8_t *r = ck_codec_needs_ref(c) ? ref : NULL;
+		int wrong = 0, caught = 0;
+
+		SETUP(ck_chunk_encode_as(ctx, c, cur, n, 4, r, r ? n : 0, &d, &p) == 0);
+		memcpy(payload, p, d.enc_len);
+		for (int t = 0; t < 300; t++) {
+			size_t bit = next() % ((size_t)d.enc_len * 8);
+			int rc;
+
+			payload[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+			memset(err.msg, 0, sizeof(err.msg));
+			rc = ck_chunk_decode(ctx, &d, payload, r, r ? n : 0, out, &err);
+			payload[bit / 8] ^= (uint8_t)(1u << (bit % 8));
+			if (rc == 0 && memcmp(out, cur, n) != 0)
+				wrong++;
+			if (rc == -EIO || rc == -EINVAL) {
+				caught++;
+				CHECK(strncmp(err.msg, "chunk: ", 7) == 0, "no reason for %d", rc);
+			}
+		}
+		CHECK(wrong == 0, "%s: %d flips gave wrong bytes", ck_codec_name(c), wrong);
+		CHECK(caught == 300, "%s: %d of 300 flips caught", ck_codec_name(c), caught);
+
+		bad = d;
+		bad.raw_hash.lo ^= 1;
+		CHECK(ck_chunk_decode(ctx, &bad, payload, r, r ? n : 0, out, &err) == -EIO &&
+		      strstr(err.msg, "hash"), "%s: wrong raw hash: %s", ck_codec_name(c), err.msg);
+		bad = d;
+		bad.enc_len = d.raw_len + 1;
+		CHECK(ck_chunk_decode(ctx, &bad, payload, r, r ? n : 0, out, &err) == -EINVAL,
+		      "%s: enc_len > raw_len", ck_codec_name(c));
+		bad = d;
+		bad.elem_size = 3;
+		CHECK(ck_chunk_decode(ctx, &bad, payload, r, r ? n : 0, out, &err) == -EINVAL,
+		      "%s: element size 3", ck_codec_name(c));
+		bad = d;
+		bad.codec = CK_CODEC__COUNT;
+		CHECK(ck_chunk_decode(ctx, &bad, payload, r, r ? n : 0, out, &err) == -EINVAL,
+		      "%s: unknown codec", ck_codec_name(c));
+		if (c != CK_CODEC_RAW) {
+			bad = d;
+			bad.elem_size = 2;
+			CHECK(ck_chunk_decode(ctx, &bad, payload, r, r ? n : 0, out, &err) != 0,
+			      "%s: other element size decoded", ck_codec_name(c));
+		}
+		if (!r) {
+			bad = d;
+			bad.ref_hash.hi = 1;
+			CHECK(ck_chunk_decode(ctx, &bad, payload, NULL, 0, out, &err) == -EINVAL,
+			      "%s: reference hash on a non-delta", ck_codec_name(c));
+			continue;
+		}
+		CHECK(ck_chunk_decode(ctx, &d, payload, NULL, 0, out, &err) == -EINVAL,
+		      "%s: no reference", ck_codec_name(c));
+		CHECK(ck_chunk_decode(ctx, &d, payload, ref, n - 1, out, &err) == -EINVAL,
+		      "%s: short reference", ck_codec_name(c));
+		ref[n / 2] ^= 0x10;
+		CHECK(ck_chunk_decode(ctx, &d, payload, ref, n, out, &err) == -EIO && strstr(err.msg, "reference"),
+		      "%s: wrong reference: %s", ck_codec_name(c), err.msg);
+		ref[n / 2] ^= 0x10;
+	}
+	free(cur);
+	free(ref);
+	free(payload);
+}
+
+int main(void)
+{
+	out = malloc(CK_CHUNK_MAX);
+	SETUP(out && ck_chunk_ctx_new(NULL, &ctx) == 0);
+	test_roundtrips();
+	test_choice();
+	test_codec_mask();
+	test_planes();
+	test_sub_carry();
+	test_in_place();
+	test_damage();
+	ck_chunk_ctx_free(ctx);
+	free(out);
+	return test_result();
+}

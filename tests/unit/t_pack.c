@@ -1,0 +1,354 @@
+/* Pack files: records of every codec written and read back by offset and by
+ * a scan, torn tails cut away on reopen (but never damage before the
+ * durable end), bit flips anywhere caught as -EIO / -EINVAL, concurrent
+ * appends. */
+#include "config.h"
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckptfs/pack.h"
+#include "testutil.h"
+
+#define NREC 12
+
+static uint64_t rng = 0x9e3779b97f4a7c15ull;
+
+static uint64_t next(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+struct rec {
+	uint8_t *raw;
+	size_t len;
+	unsigned es;
+	int ref;               /* index of the reference record, or -1 */
+	uint64_t off;
+	enum ck_codec codec;
+};
+
+static struct rec recs[NREC];
+static struct ck_chunk_ctx *ctx;
+static uint8_t *buf, *out;
+static char dir[] = "/tmp/t_pack.XXXXXX";
+static char path[64];
+
+/* Records: an anchor of fp32-ish values, deltas against the previous one,
+ * every element size, short and empty chunks, noise. */
+static void make_records(void)
+{
+	static const unsigned sizes[] = { 4, 4, 4, 2, 8, 1, 4, 2, 4, 4, 1, 8 };
+	static const size_t lens[] = { 300000, 300000, 300000, 4096, 8000, 5000, 0, 3, 17, 200000, 1, 64000 };
+
+	for (int i = 0; i < NREC; i++) {
+		struct rec *r = &recs[i];
+
+		r->len = lens[i];
+		r->es = sizes[i];
+		r->ref = -1;
+		r->raw = malloc(r->len + 1);
+		SETUP(r->raw);
+		for (size_t j = 0; j < r->len; j++)
+			r->raw[j] = (uint8_t)(j % 4 == 3 ? 0x3c : j % 4 == 2 ? 0x80 + next() % 8 : next() % 32);
+		if (i == 1 || i == 2) {      /* a small update of the previous version */
+			r->ref = i - 1;
+			memcpy(r->raw, recs[i - 1].raw, r->len);
+			for (size_t j = 0; j < r->len; j += 4)
+				r->raw[j] ^= (uint8_t)(next() % 4);
+		}
+		if (i == 9)
+			for (size_t j = 0; j < r->len; j++)
+				r->raw[j] = (uint8_t)next();
+	}
+}
+
+static void write_all(struct ck_pack_writer *w)
+{
+	for (int i = 0; i < NREC; i++) {
+		struct rec *r = &recs[i];
+		const uint8_t *ref = r->ref >= 0 ? recs[r->ref].raw : NULL;
+		struct ck_chunk_desc d;
+		const uint8_t *p;
+
+		SETUP(ck_chunk_encode(ctx, r->raw, r->len, r->es, ref, ref ? r->len : 0, &d, &p) == 0);
+		r->codec = d.codec;
+		SETUP(ck_pack_append(w, &d, p, &r->off) == 0);
+	}
+}
+
+/* Every record read by offset decodes to its bytes; 0, or how many failed. */
+static int read_all(int fd, int expect_ok)
+{
+	int bad = 0;
+
+	for (int i = 0; i < NREC; i++) {
+		struct rec *r = &recs[i];
+		const uint8_t *ref = r->ref >= 0 ? recs[r->ref].raw : NULL;
+		struct ck_chunk_desc d;
+		struct ck_error err = { "" };
+		int rc = ck_pack_read_chunk(fd, r->off, ctx, buf, ref, ref ? r->len : 0, out, &d, &err);
+
+		if (rc == 0) {
+			CHECK(d.raw_len == r->len && memcmp(out, r->raw, r->len) == 0,
+			      "record %d read back wrong bytes", i);
+		} else {
+			CHECK(rc == -EIO || rc == -EINVAL, "record %d: %d", i, rc);
+			CHECK(strncmp(err.msg, "pack record at ", 15) == 0, "record %d: reason '%s'", i, err.msg);
+			CHECK(!expect_ok, "record %d: %s", i, err.msg);
+			bad++;
+		}
+	}
+	return bad;
+}
+
+struct scan_state {
+	int n;
+	int order_ok;
+};
+
+static int on_record(void *cb, uint64_t off, const struct ck_chunk_desc *d, const uint8_t *payload)
+{
+	struct scan_state *s = cb;
+
+	if (s->n >= NREC || recs[s->n].off != off || recs[s->n].len != d->raw_len ||
+	    !ck_hash128_eq(d->raw_hash, ck_chunk_hash(recs[s->n].raw, recs[s->n].len)))
+		s->order_ok = 0;
+	s->n++;
+	return 0;
+}
+
+static int open_ro(void)
+{
+	int fd = open(path, O_RDONLY);
+
+	SETUP(fd >= 0);
+	return fd;
+}
+
+static uint64_t file_size(void)
+{
+	struct stat st;
+
+	SETUP(stat(path, &st) == 0);
+	return (uint64_t)st.st_size;
+}
+
+static void test_write_read(void)
+{
+	struct ck_pack_writer *w;
+	struct ck_pack_open_info info;
+	struct ck_error err;
+	struct scan_state s = { 0, 1 };
+	uint64_t end;
+	int fd, seen[CK_CODEC__COUNT] = { 0 };
+
+	SETUP(ck_pack_writer_open(path, 0, &w, &info, &err) == 0);
+	CHECK(info.created && info.end == CK_PACK_HEADER && info.records == 0, "new pack");
+	write_all(w);
+	CHECK(ck_pack_sync(w) == 0, "sync");
+	CHECK(ck_pack_writer_end(w) == file_size(), "end %llu, size %llu",
+	      (unsigned long long)ck_pack_writer_end(w), (unsigned long long)file_size());
+	CHECK(ck_pack_writer_close(w) == 0, "close");
+	for (int i = 0; i < NREC; i++)
+		seen[recs[i].codec]++;
+	for (int c = 0; c < CK_CODEC__COUNT; c++)
+		CHECK(c == CK_CODEC_SUB || seen[c], "no %s record written", ck_codec_name(c));
+
+	fd = open_ro();
+	CHECK(ck_pack_check_header(fd, &err) == 0, "header: %s", err.msg);
+	CHECK(read_all(fd, 1) == 0, "read back");
+	CHECK(ck_pack_scan(fd, on_record, &s, &end, &err) == 0 && s.n == NREC && s.order_ok &&
+	      end == file_size(), "scan: %d records, order %d", s.n, s.order_ok);
+	close(fd);
+
+	SETUP(ck_pack_writer_open(path, file_size(), &w, &info, &err) == 0);
+	CHECK(!info.created && info.records == NREC && info.dropped == 0 && info.end == file_size(),
+	      "reopen: %llu records", (unsigned long long)info.records);
+	ck_pack_writer_close(w);
+}
+
+/* Cuts at several points inside the last record, and garbage after it. */
+static void test_torn_tail(void)
+{
+	uint64_t size = file_size(), last = recs[NREC - 1].off;
+	uint8_t *copy;
+	size_t len;
+	uint64_t cuts[] = { last + 1, last + CK_PACK_REC_HEADER - 1, last + CK_PACK_REC_HEADER,
+			    last + CK_PACK_REC_HEADER + 1, size - 1 };
+	struct ck_error err;
+
+	copy = read_file(path, &len);
+	SETUP(copy && len == size);
+	for (size_t i = 0; i < sizeof(cuts) / sizeof(cuts[0]); i++) {
+		struct ck_pack_writer *w;
+		struct ck_pack_open_info info;
+		struct ck_chunk_desc d;
+		const uint8_t *p;
+		uint64_t off;
+		int fd;
+
+		SETUP(truncate(path, (off_t)cuts[i]) == 0);
+		/* a cut before what the index knows is durable is damage */
+		CHECK(ck_pack_writer_open(path, size, &w, &info, &err) == -EIO && file_size() == cuts[i],
+		      "cut at %llu with durable end %llu: opened", (unsigned long long)cuts[i],
+		      (unsigned long long)size);
+		CHECK(ck_pack_writer_open(path, last, &w, &info, &err) == 0, "cut at %llu: %s",
+		      (unsigned long long)cuts[i], err.msg);
+		CHECK(info.end == last && info.records == NREC - 1 && info.dropped == cuts[i] - last &&
+		      file_size() == last, "cut at %llu: end %llu", (unsigned long long)cuts[i],
+		      (unsigned long long)info.end);
+		/* append the record again where it was */
+		SETUP(ck_chunk_encode(ctx, recs[NREC - 1].raw, recs[NREC - 1].len, recs[NREC - 1].es,
+				      NULL, 0, &d, &p) == 0);
+		CHECK(ck_pack_append(w, &d, p, &off) == 0 && off == last, "append after a torn tail");
+		ck_pack_writer_close(w);
+		fd = open_ro();
+		CHECK(read_all(fd, 1) == 0, "after a torn tail");
+		close(fd);
+	}
+
+	/* zeros after the last record (a crash after the size grew) */
+	{
+		struct ck_pack_writer *w;
+		struct ck_pack_open_info info;
+
+		SETUP(truncate(path, (off_t)(size + 4096)) == 0);
+		CHECK(ck_pack_writer_open(path, size, &w, &info, &err) == 0 && info.dropped == 4096 &&
+		      info.end == size && file_size() == size, "zeros after the end: %s", err.msg);
+		ck_pack_writer_close(w);
+	}
+	free(copy);
+}
+
+/* Every bit of a sample flipped in turn: reads fail or give the right bytes. */
+static void test_bit_flips(void)
+{
+	size_t len;
+	uint8_t *orig = read_file(path, &len);
+	int caught = 0;
+
+	SETUP(orig);
+	for (int t = 0; t < 400; t++) {
+		/* half in record headers, half anywhere */
+		size_t pos = t % 2 ? (size_t)(recs[next() % NREC].off + next() % CK_PACK_REC_HEADER)
+				   : (size_t)(next() % len);
+		uint8_t bit = (uint8_t)(1u << (next() % 8));
+		int fd = open(path, O_RDWR);
+
+		SETUP(fd >= 0 && pos < len);
+		orig[pos] ^= bit;
+		SETUP(pwrite(fd, orig + pos, 1, (off_t)pos) == 1);
+		caught += read_all(fd, 0) > 0 || (pos < CK_PACK_HEADER && ck_pack_check_header(fd, NULL) != 0);
+		orig[pos] ^= bit;
+		SETUP(pwrite(fd, orig + pos, 1, (off_t)pos) == 1);
+		close(fd);
+	}
+	CHECK(caught == 400, "%d of 400 flips caught", caught);
+	free(orig);
+}
+
+static void test_not_a_pack(void)
+{
+	char other[80];
+	struct ck_pack_writer *w = NULL;
+	struct ck_error err;
+	int fd;
+
+	snprintf(other, sizeof(other), "%s/other", dir);
+	fd = open(other, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	SETUP(fd >= 0 && write(fd, "PK\3\4 not a pack at all", 23) == 23);
+	CHECK(ck_pack_check_header(fd, &err) == -EINVAL && strstr(err.msg, "magic"), "magic: %s", err.msg);
+	CHECK(ck_pack_writer_open(other, 0, &w, NULL, &err) == -EINVAL && !w, "opened a non-pack");
+	SETUP(ftruncate(fd, 5) == 0);
+	CHECK(ck_pack_check_header(fd, &err) == -EIO, "short header");
+	close(fd);
+	unlink(other);
+}
+
+struct appender {
+	struct ck_pack_writer *w;
+	uint64_t offs[50];
+	int rc;
+};
+
+static void *append_many(void *arg)
+{
+	struct appender *a = arg;
+	struct ck_chunk_ctx *c;
+	uint8_t data[1000];
+
+	a->rc = ck_chunk_ctx_new(NULL, &c);
+	for (int i = 0; i < 50 && !a->rc; i++) {
+		struct ck_chunk_desc d;
+		const uint8_t *p;
+
+		memset(data, i, sizeof(data));
+		a->rc = ck_chunk_encode(c, data, sizeof(data), 4, NULL, 0, &d, &p);
+		if (!a->rc)
+			a->rc = ck_pack_append(a->w, &d, p, &a->offs[i]);
+	}
+	ck_chunk_ctx_free(c);
+	return NULL;
+}
+
+static int count_only(void *cb, uint64_t off, const struct ck_chunk_desc *d, const uint8_t *payload)
+{
+	(*(int *)cb)++;
+	return 0;
+}
+
+static void test_threads(void)
+{
+	char p2[80];
+	struct appender a[2];
+	pthread_t t[2];
+	struct ck_error err;
+	uint64_t end;
+	int n = 0, fd;
+
+	snprintf(p2, sizeof(p2), "%s/threads.pack", dir);
+	SETUP(ck_pack_writer_open(p2, 0, &a[0].w, NULL, &err) == 0);
+	a[1].w = a[0].w;
+	for (int i = 0; i < 2; i++)
+		SETUP(pthread_create(&t[i], NULL, append_many, &a[i]) == 0);
+	for (int i = 0; i < 2; i++)
+		pthread_join(t[i], NULL);
+	CHECK(a[0].rc == 0 && a[1].rc == 0, "appends: %d %d", a[0].rc, a[1].rc);
+	ck_pack_writer_close(a[0].w);
+	fd = open(p2, O_RDONLY);
+	SETUP(fd >= 0);
+	CHECK(ck_pack_scan(fd, count_only, &n, &end, &err) == 0 && n == 100, "scan after threads: %d", n);
+	close(fd);
+	unlink(p2);
+}
+
+int main(void)
+{
+	SETUP(mkdtemp(dir));
+	snprintf(path, sizeof(path), "%s/a.pack", dir);
+	buf = malloc(CK_CHUNK_MAX);
+	out = malloc(CK_CHUNK_MAX);
+	SETUP(buf && out && ck_chunk_ctx_new(NULL, &ctx) == 0);
+	make_records();
+	test_write_read();
+	test_torn_tail();
+	test_bit_flips();
+	test_not_a_pack();
+	test_threads();
+	unlink(path);
+	rmdir(dir);
+	for (int i = 0; i < NREC; i++)
+		free(recs[i].raw);
+	ck_chunk_ctx_free(ctx);
+	free(buf);
+	free(out);
+	return test_result();
+}
