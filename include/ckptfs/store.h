@@ -186,6 +186,15 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 				const char *final_name, ck_import_report_fn report, void *ctx,
 				ck_preparsed_fn preparsed, void *pctx, struct ck_error *err);
 
+/* The writable mount of a store (STORE/mount.lock, held with flock for
+ * as long as the daemon runs).  claim: takes it for mountpoint, fd to
+ * keep open; -EBUSY (err names the pid and mountpoint) when another
+ * daemon holds it.  release: gives it up.  owner: 1 with the live
+ * daemon's pid and mountpoint (allocated), 0 when none holds it, -errno. */
+int ck_store_mount_claim(const char *store, const char *mountpoint, int *fd, struct ck_error *err);
+void ck_store_mount_release(int fd);
+int ck_store_mount_owner(const char *store, long *pid, char **mountpoint);
+
 /* Finishes what commits cut short by a crash: every directory under
  * STORE/data that the index does not hold is recorded (it was validated
  * before its rename), temporary manifests are removed, and a quarantined

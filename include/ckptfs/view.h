@@ -58,6 +58,9 @@ void ck_view_close(struct ck_view *v);
 int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nchanged);
 
 const struct ck_vnode *ck_view_root(struct ck_view *v);
+/* The step pattern stored for series (`ckptctl import --pattern`),
+ * allocated: 0, -ENOENT when it has none (the built-ins apply), -errno. */
+int ck_view_series_pattern(struct ck_view *v, const char *series, char **pattern);
 /* The store's layer rules (valid while the view is open). */
 struct ck_layer_rules;
 const struct ck_layer_rules *ck_view_layer_rules(struct ck_view *v);

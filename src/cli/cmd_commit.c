@@ -1,12 +1,14 @@
 /* ckptctl commit STORE SERIES/STAGED [FINAL]: commit a staged checkpoint
  * directory, or see it quarantined; ckptctl recover STORE: finish commits
  * a crash cut short. */
+#define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 
 #include "cli.h"
 
@@ -51,6 +53,39 @@ static void on_report(void *ctx, const char *path, int status, const char *msg)
 	}
 }
 
+/* A writable mount serves the store: it must do the commit, or it would
+ * see a directory it may be writing into vanish under it.  The xattr's
+ * value names the checkpoint (ckptfs(1)). */
+static int commit_through_mount(const char *mnt, long pid, const char *series, const char *staged,
+				const char *final)
+{
+	char *path = NULL;
+	const char *name = final ? final : staged;
+	int rc;
+
+	if (asprintf(&path, "%s/%s/%s", mnt, series, staged) < 0) {
+		cli_error("out of memory");
+		return CLI_ERROR;
+	}
+	rc = setxattr(path, "user.ckptfs.commit", name, strlen(name), 0);
+	if (rc == 0) {
+		printf("committed   %s/%s (by the mount at %s, pid %ld)\n", series, name, mnt, pid);
+		free(path);
+		return CLI_OK;
+	}
+	rc = errno;
+	if (rc == EIO) {
+		cli_error("%s/%s: does not parse completely: moved to the quarantine by the mount at %s "
+			  "(see ckptctl quarantine)", series, staged, mnt);
+		free(path);
+		return CLI_QUARANTINED;
+	}
+	cli_error("%s: the store is mounted writable by ckptfs (pid %ld) at %s, which must commit it, "
+		  "and it refused: %s", path, pid, mnt, strerror(rc));
+	free(path);
+	return CLI_ERROR;
+}
+
 static const struct option opts[] = {
 	{ "verbose", no_argument, NULL, 'v' },
 	{ 0, 0, 0, 0 },
@@ -61,8 +96,9 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	struct commit_args a = { 0 };
 	struct ck_error err = { { 0 } };
 	struct ck_store *st;
-	char *series, *staged;
-	int rc;
+	char *series, *staged, *mnt = NULL;
+	long pid = 0;
+	int rc, owned;
 
 	rc = cli_getopt(cmd, argc, argv, "v", opts, on_opt, &a);
 	if (rc >= 0)
@@ -74,6 +110,12 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	if (!staged || !staged[1] || strchr(staged + 1, '/'))
 		return cli_usage_error(cmd, "'%s' is not SERIES/STAGED_NAME", series);
 	*staged++ = '\0';
+	owned = ck_store_mount_owner(argv[optind], &pid, &mnt);
+	if (owned == 1) {
+		rc = commit_through_mount(mnt, pid, series, staged, argc - optind == 3 ? argv[optind + 2] : NULL);
+		free(mnt);
+		return rc;
+	}
 	st = cli_open_store(argv[optind], 0);
 	if (!st)
 		return CLI_ERROR;
@@ -102,7 +144,8 @@ const struct cli_cmd cli_cmd_commit = {
 		"the directory is moved to STORE/quarantine/SERIES/STAGED_NAME.TIME/ with a REASON\n"
 		"file instead, and the series' newest checkpoint stays what it was.  Otherwise the\n"
 		"directory is made durable, renamed to STORE/data/SERIES/FINAL_NAME/ and indexed.\n"
-		"A committed checkpoint is never replaced.\n"
+		"A committed checkpoint is never replaced.  While a writable ckptfs serves STORE\n"
+		"the mount does the commit (it may be writing into the directory).\n"
 		"\n"
 		"  -v, --verbose  list every file and what it is\n"
 		"\n"

@@ -283,6 +283,11 @@ const struct ck_preparsed *ckfs_indexer_find_in_child(void *ctx, const char *pat
 /* The user.ckptfs.state text of the in-progress file at path. */
 int ckfs_indexer_state(struct ckfs_indexer *ix, const char *path, struct ck_buf *out);
 
+/* The step in name under the rules of series: its stored pattern
+ * (`ckptctl import --pattern`) or the built-ins.  0, or -EINVAL when the
+ * name carries none (markers.c). */
+int ckfs_step_of(struct ckfs *fs, const char *series, const char *name, int64_t *step);
+
 /* Commits the in-progress directory STORE/staging/<series>/<staged> as
  * checkpoint final (commit.c): ck_store_commit_staged() in a child process
  * (the view holds the store's LMDB environment open read-only, and one

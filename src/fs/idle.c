@@ -87,7 +87,7 @@ static void check_dir(struct ckfs_idler *r, const char *series, const char *name
 	int64_t step;
 	int rc;
 
-	if (ck_series_step(name, NULL, &step) != 0) {
+	if (ckfs_step_of(r->fs, series, name, &step) != 0) {
 		close(fd);
 		return;
 	}

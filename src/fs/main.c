@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "ckptfs.h"
+#include "ckptfs/store.h"
 
 struct mount_run {
 	struct ckfs fs;
@@ -30,6 +31,7 @@ struct mount_run {
 	int probe_failed;
 	struct ckfs_refresher refresher;
 	struct ckfs_idler idler;
+	int mount_lock;          /* STORE/mount.lock of a writable mount, else -1 */
 };
 
 /* "/dev/fd/N": mount.fuse3 -o drop_privileges mounted already, we serve N. */
@@ -265,9 +267,19 @@ static int serve(struct mount_run *run)
 		goto close_view;
 	}
 	run->fs.root_ino = root.ino;
-	if (!cfg->read_only && ckfs_staging_new(cfg->store, &run->fs.staging)) {
-		ck_err("out of memory");
-		goto close_view;
+	if (!cfg->read_only) {
+		struct ck_error err = { { 0 } };
+
+		/* One writable mount per store: in-progress directories are
+		 * claimed per daemon. */
+		if (ck_store_mount_claim(cfg->store, cfg->mountpoint, &run->mount_lock, &err)) {
+			ck_err("%s", err.msg);
+			goto close_view;
+		}
+		if (ckfs_staging_new(cfg->store, &run->fs.staging)) {
+			ck_err("out of memory");
+			goto close_view;
+		}
 	}
 	if (run->fs.staging) {
 		char *staging_dir = ckfs_staging_top_path(run->fs.staging, "", NULL);
@@ -341,6 +353,7 @@ destroy:
 close_view:
 	ckfs_indexer_stop(run->fs.indexer);
 	ckfs_staging_free(run->fs.staging);
+	ck_store_mount_release(run->mount_lock);
 	ck_view_close(run->fs.view);
 	return status;
 }
@@ -355,6 +368,7 @@ int main(int argc, char **argv)
 	memset(&run, 0, sizeof(run));
 	run.cfg = &cfg;
 	run.notify_fd = -1;
+	run.mount_lock = -1;
 	ck_log_init("ckptfs", 0, CK_LOG_INFO);
 	rc = ckfs_parse_args(argc, argv, &cfg);
 	if (rc) {

@@ -44,6 +44,18 @@ int ckfs_is_series_marker(const char *name)
 	return strcmp(name, MEGATRON_MARKER) == 0 || strcmp(name, DEEPSPEED_MARKER) == 0;
 }
 
+int ckfs_step_of(struct ckfs *fs, const char *series, const char *name, int64_t *step)
+{
+	char *pattern = NULL;
+	int rc = ck_view_series_pattern(fs->view, series, &pattern);
+
+	if (rc && rc != -ENOENT)
+		ck_debug("%s: cannot read its step pattern: %s", series, strerror(-rc));
+	rc = ck_series_step(name, pattern, step);
+	free(pattern);
+	return rc ? -EINVAL : 0;
+}
+
 int ckfs_commit_dir(struct ckfs *fs, const char *series, const char *name, int need_closed)
 {
 	char *path = ckfs_staging_top_path(fs->staging, series, name);
@@ -53,7 +65,7 @@ int ckfs_commit_dir(struct ckfs *fs, const char *series, const char *name, int n
 
 	if (!path)
 		return -ENOMEM;
-	if (ck_series_step(name, NULL, &step) != 0 || lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+	if (ckfs_step_of(fs, series, name, &step) != 0 || lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
 		free(path);
 		return -EAGAIN;
 	}

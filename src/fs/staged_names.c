@@ -318,13 +318,13 @@ static int is_temp_name(const char *name)
 	       (len > 4 && strcmp(name + len - 4, ".tmp") == 0);
 }
 
-static int is_commit_rename(const char *from, const char *to)
+static int is_commit_rename(struct ckfs *fs, const char *series, const char *from, const char *to)
 {
 	int64_t step;
 
-	if (ck_series_step(to, NULL, &step) != 0)
+	if (ckfs_step_of(fs, series, to, &step) != 0)
 		return 0;
-	return is_temp_name(from) || ck_series_step(from, NULL, &step) != 0;
+	return is_temp_name(from) || ckfs_step_of(fs, series, from, &step) != 0;
 }
 
 /* Commits top directory name of series (c) as final and answers req;
@@ -374,7 +374,7 @@ void ckfs_rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 	else if (a.kind != b.kind || a.kind == CKFS_DIR_ROOT ||
 		 (a.kind == CKFS_DIR_SERIES && strcmp(a.series, b.series) != 0))
 		rc = -EXDEV;
-	else if (a.kind == CKFS_DIR_SERIES && is_commit_rename(name, newname))
+	else if (a.kind == CKFS_DIR_SERIES && is_commit_rename(fs, a.series, name, newname))
 		rc = flags & ~RENAME_NOREPLACE ? -EINVAL : 1;	/* a commit never replaces */
 	else if (a.kind == CKFS_DIR_STAGED &&
 		 (ckfs_staging_busy(fs->staging, a.staged) || ckfs_staging_busy(fs->staging, b.staged)))

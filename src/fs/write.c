@@ -476,17 +476,19 @@ fuse_ino_t ckfs_series_dir_ino(struct ckfs *fs, const char *series)
 	return a.ino;
 }
 
-/* setxattr user.ckptfs.commit on an in-progress directory commits it
- * under its own name (which must carry a step). */
+/* setxattr user.ckptfs.commit on an in-progress directory commits it:
+ * under the name its value gives when that carries a step (ckptctl
+ * commit STORE SERIES/DIR FINAL sends it), else under its own name, which
+ * must then carry one. */
 static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const char *value,
 			size_t size, int flags)
 {
 	struct ckfs *fs = ckfs_of(req);
-	char *series = NULL, *dir = NULL;
+	char *series = NULL, *dir = NULL, *final = NULL;
 	int64_t step;
 	int rc;
 
-	(void)value, (void)size, (void)flags;
+	(void)flags;
 	if (!ckfs_is_staged(ino)) {
 		fuse_reply_err(req, EROFS);
 		return;
@@ -496,14 +498,24 @@ static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		return;
 	}
 	rc = ckfs_staging_top(fs->staging, ino, &series, &dir);
-	if (rc == 0 && ck_series_step(dir, NULL, &step) != 0)
+	if (rc == 0 && size > 0 && size < 256 && !memchr(value, '\0', size) && !memchr(value, '/', size)) {
+		final = strndup(value, size);
+		if (!final)
+			rc = -ENOMEM;
+		else if (ckfs_step_of(fs, series, final, &step) != 0) {
+			free(final);
+			final = NULL;	/* "1" and the like: its own name */
+		}
+	}
+	if (rc == 0 && !final && ckfs_step_of(fs, series, dir, &step) != 0)
 		rc = -EINVAL;	/* no step in the name: rename it instead */
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
-		ckfs_commit_and_reply(req, fs, ckfs_series_dir_ino(fs, series), series, dir, dir);
+		ckfs_commit_and_reply(req, fs, ckfs_series_dir_ino(fs, series), series, dir, final ? final : dir);
 	free(series);
 	free(dir);
+	free(final);
 }
 
 static void reply_xattr_value(fuse_req_t req, const struct ck_buf *v, size_t size)

@@ -779,3 +779,8 @@ const struct ck_layer_rules *ck_view_layer_rules(struct ck_view *v)
 {
 	return ck_store_layer_rules(v->store);
 }
+
+int ck_view_series_pattern(struct ck_view *v, const char *series, char **pattern)
+{
+	return ck_store_series_pattern(v->store, series, pattern);
+}

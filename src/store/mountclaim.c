@@ -1,0 +1,134 @@
+/* STORE/mount.lock: which writable mount serves the store.
+ *
+ * A writable ckptfs holds an exclusive flock on it for as long as it runs
+ * (the kernel drops it when the daemon dies, kill -9 included) and keeps
+ * "PID MOUNTPOINT\n" in it.  A second writable mount of the store is
+ * refused: in-progress directories are claimed per daemon.  ckptctl
+ * commit asks the live mount to commit instead of moving a directory the
+ * mount may be writing into (docs/format.md). */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/file.h>
+
+#include "ckptfs/store.h"
+
+#define MOUNT_LOCK_FILE "mount.lock"
+#define MAX_RECORD 8192
+
+static char *lock_path(const char *store)
+{
+	char *path = NULL;
+
+	if (asprintf(&path, "%s/%s", store, MOUNT_LOCK_FILE) < 0)
+		return NULL;
+	return path;
+}
+
+/* Reads "PID MOUNTPOINT\n" from fd: 0, or -ENOENT when it holds none. */
+static int read_record(int fd, long *pid, char **mountpoint)
+{
+	char buf[MAX_RECORD + 1], *space, *end;
+	ssize_t n = pread(fd, buf, MAX_RECORD, 0);
+
+	if (n < 0)
+		return -errno;
+	buf[n] = '\0';
+	end = strchr(buf, '\n');
+	space = strchr(buf, ' ');
+	if (!end || !space || space > end)
+		return -ENOENT;
+	*end = '\0';
+	*space = '\0';
+	*pid = strtol(buf, NULL, 10);
+	*mountpoint = strdup(space + 1);
+	return *mountpoint ? 0 : -ENOMEM;
+}
+
+int ck_store_mount_claim(const char *store, const char *mountpoint, int *fd_out, struct ck_error *err)
+{
+	char *path = lock_path(store), *other = NULL;
+	char record[MAX_RECORD];
+	long pid;
+	int fd, len;
+
+	*fd_out = -1;
+	if (!path)
+		return ck_fail(err, ENOMEM, "out of memory");
+	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		int e = errno;
+
+		ck_fail(err, e, "%s: %s", path, strerror(e));
+		free(path);
+		return -e;
+	}
+	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
+		int e = errno;
+
+		if (e == EWOULDBLOCK && read_record(fd, &pid, &other) == 0)
+			ck_fail(err, EBUSY, "%s is already mounted writable by ckptfs (pid %ld) at %s", store, pid,
+				other);
+		else if (e == EWOULDBLOCK)
+			ck_fail(err, EBUSY, "%s is already mounted writable by another ckptfs", store);
+		else
+			ck_fail(err, e, "%s: cannot lock: %s", path, strerror(e));
+		free(other);
+		free(path);
+		close(fd);
+		return e == EWOULDBLOCK ? -EBUSY : -e;
+	}
+	len = snprintf(record, sizeof(record), "%ld %s\n", (long)getpid(), mountpoint);
+	if (len < 0 || (size_t)len >= sizeof(record) || ftruncate(fd, 0) < 0 ||
+	    pwrite(fd, record, (size_t)len, 0) != len) {
+		int e = len < 0 || (size_t)len >= sizeof(record) ? ENAMETOOLONG : errno;
+
+		ck_fail(err, e, "%s: cannot record the mount: %s", path, strerror(e));
+		free(path);
+		close(fd);
+		return -e;
+	}
+	free(path);
+	*fd_out = fd;
+	return 0;
+}
+
+void ck_store_mount_release(int fd)
+{
+	if (fd < 0)
+		return;
+	if (ftruncate(fd, 0) < 0) {
+		/* the record only names a mount while the lock is held */
+	}
+	close(fd);
+}
+
+int ck_store_mount_owner(const char *store, long *pid, char **mountpoint)
+{
+	char *path = lock_path(store);
+	int fd, rc;
+
+	*mountpoint = NULL;
+	if (!path)
+		return -ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	free(path);
+	if (fd < 0)
+		return errno == ENOENT ? 0 : -errno;
+	/* Free to take: no daemon holds it, whatever the file says. */
+	if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+		close(fd);
+		return 0;
+	}
+	rc = errno == EWOULDBLOCK ? read_record(fd, pid, mountpoint) : -errno;
+	close(fd);
+	if (rc == -ENOENT)
+		return 0;	/* a daemon between taking the lock and writing its record */
+	return rc < 0 ? rc : 1;
+}
