@@ -1,0 +1,3 @@
+# Fuzz pack records and the chunk decoder: seeds are one record of every
+# codec and element size (with the reference chunk of the deltas after it).
+exec sh "$CKPT_SRCDIR/tests/fuzz/run.sh" fuzz_pack "$CKPT_SRCDIR/tests/fuzz/seeds/pack"
