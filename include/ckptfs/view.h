@@ -35,7 +35,12 @@ struct ck_view_opts {
 	 * needs nothing from older ones (it is then served as it is by default).
 	 * For testing the writers on real files, and for normalising layouts. */
 	int always_synthesize;
+	/* Bytes of decoded chunks of packed files kept in memory (shared by
+	 * every reader of the view); 0: CK_VIEW_DEFAULT_CACHE. */
+	uint64_t cache_bytes;
 };
+
+#define CK_VIEW_DEFAULT_CACHE (256ull << 20)
 
 struct ck_vattr {
 	uint64_t ino;

@@ -52,6 +52,7 @@ struct ckfs_config {
 	char **marker_files;    /* -o commit_markers=FILE: per-directory markers */
 	size_t nmarker_files;
 	double marker_grace;    /* s of quiet after an HF or user marker */
+	unsigned compact_secs;  /* writable mount: compact every N s after a commit; 0 = never */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;

@@ -45,7 +45,8 @@ static const char *const ignored_prefixes[] = { "x-", "comment=", "user=", NULL 
 static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
 	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
-	"subtype", "refresh", "commit_idle", "commit_markers", "marker_grace", NULL,
+	"subtype", "refresh", "commit_idle", "commit_markers", "marker_grace",
+	"cache_size", "compact", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -231,6 +232,16 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		return parse_uint(opt, val, 0, 86400, &cfg->refresh_secs);
 	if (KEY("commit_idle") && val)
 		return parse_uint(opt, val, 0, 86400 * 7, &cfg->commit_idle);
+	if (KEY("cache_size") && val) {
+		unsigned mib;
+		int rc = parse_uint(opt, val, 1, 1024 * 1024, &mib);
+
+		if (!rc)
+			cfg->view.cache_bytes = (uint64_t)mib << 20;
+		return rc;
+	}
+	if (KEY("compact") && val)
+		return parse_uint(opt, val, 0, 86400 * 7, &cfg->compact_secs);
 	if (KEY("commit_markers") && val)
 		return parse_markers(cfg, opt, val);
 	if (KEY("marker_grace") && val) {
@@ -322,6 +333,8 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->readahead_kb = 4096;
 	cfg->pipe_max_kb = 2048;
 	cfg->refresh_secs = 5;
+	cfg->view.cache_bytes = CK_VIEW_DEFAULT_CACHE;
+	cfg->compact_secs = 60;
 	cfg->markers = CKFS_MARK_ALL;
 	cfg->marker_grace = 1;
 }
@@ -491,6 +504,11 @@ void ckfs_print_help(const char *progname)
 	       "                           names (e.g. all:COMPLETE), separated by ':'\n"
 	       "    -o marker_grace=SEC    quiet time after trainer_state.json or a named marker\n"
 	       "                           before its directory commits (default 1)\n"
+	       "    -o cache_size=MiB      memory for decoded chunks of packed checkpoints\n"
+	       "                           (default 256)\n"
+	       "    -o compact=SEC         writable mount: pack committed checkpoints every SEC\n"
+	       "                           seconds after a commit, removing the raw files of all\n"
+	       "                           but the newest of each series (default 60; 0 = never)\n"
 	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
 	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
 	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"

@@ -59,6 +59,7 @@ static void test_defaults(void)
 	CHECK(cfg.pidfile == NULL);
 	CHECK(!cfg.view.always_synthesize);
 	CHECK(cfg.refresh_secs == 5 && cfg.commit_idle == 0);
+	CHECK(cfg.view.cache_bytes == 256ull << 20 && cfg.compact_secs == 60);
 	CHECK(cfg.markers == CKFS_MARK_ALL && cfg.nmarker_files == 0 && cfg.marker_grace == 1);
 	CHECK(!strcmp(fuse_opts(&cfg), ""));
 	CHECK(ckfs_finish_fuse_opts(&cfg) == 0);
@@ -116,6 +117,14 @@ static void test_our_options(void)
 	ckfs_config_free(&cfg);
 	CHECK(parse(&cfg, "/s", "/m", "-o", "commit_markers=megatron:deepspeed", NULL) == 0);
 	CHECK(cfg.markers == (CKFS_MARK_MEGATRON | CKFS_MARK_DEEPSPEED));
+	ckfs_config_free(&cfg);
+
+	/* The packed store: cache in MiB, compaction period (0: never). */
+	CHECK(parse(&cfg, "/s", "/m", "-o", "cache_size=3,compact=0", NULL) == 0);
+	CHECK(cfg.view.cache_bytes == 3ull << 20 && cfg.compact_secs == 0);
+	ckfs_config_free(&cfg);
+	CHECK(parse(&cfg, "/s", "/m", "-o", "compact=5", NULL) == 0);
+	CHECK(cfg.compact_secs == 5);
 	ckfs_config_free(&cfg);
 
 	/* After --, everything is positional. */
@@ -182,7 +191,8 @@ static void test_mistakes(void)
 		"clone_fd=1", "nonempty", "allow_other=yes", "always_synthesize=1",
 		"commit_markers", "commit_markers=", "commit_markers=hf::dcp", "commit_markers=a/b",
 		"commit_markers=..", "marker_grace=-1", "marker_grace=soon", "marker_grace=7200",
-		"commit_idle=x",
+		"commit_idle=x", "cache_size=0", "cache_size=1.5", "cache_size", "compact=-1",
+		"compact=soon",
 	};
 	struct ckfs_config cfg;
 
