@@ -180,7 +180,7 @@ static void test_codec_mask(void)
 /* Naive planes and SUB against the fast ones. */
 static void test_planes(void)
 {
-	size_t n = 8 * 1000 + 5;
+	size_t n = 8 * 5000 + 5;   /* several join blocks and a partial one */
 	uint8_t *src = malloc(n), *pl = malloc(n), *back = malloc(n);
 
 	SETUP(src && pl && back);
@@ -284,8 +284,11 @@ static void test_damage(void)
 				CHECK(strncmp(err.msg, "chunk: ", 7) == 0, "no reason for %d", rc);
 			}
 		}
+		/* A flip may be harmless (a zstd window size made larger decodes
+		 * the same bytes), so the promise is: an error or the right bytes.
+		 * Most flips must still be caught, or the check has no teeth. */
 		CHECK(wrong == 0, "%s: %d flips gave wrong bytes", ck_codec_name(c), wrong);
-		CHECK(caught == 300, "%s: %d of 300 flips caught", ck_codec_name(c), caught);
+		CHECK(caught >= 280, "%s: only %d of 300 flips caught", ck_codec_name(c), caught);
 
 		bad = d;
 		bad.raw_hash.lo ^= 1;
