@@ -1,6 +1,6 @@
 /* pack_ratio: how small the packed store makes a series of checkpoints.
  *
- *   pack_ratio [--anchor K] [--codecs LIST] [--level N] [--base CKPT_DIR] SERIES_DIR
+ *   pack_ratio [--anchor K] [--codecs LIST] [--level N] [--exhaustive 0|1] [--base CKPT_DIR] SERIES_DIR
  *   pack_ratio --decode K [--decode-mb N] SERIES_DIR
  *
  * SERIES_DIR holds one directory per checkpoint (taken in name order);
@@ -637,7 +637,8 @@ static void decode_run(const char *series, char **names, size_t n, unsigned k, s
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: pack_ratio [--anchor K] [--codecs planes,xor,sub] [--level N] [--base CKPT_DIR]\n"
+	fprintf(stderr, "usage: pack_ratio [--anchor K] [--codecs planes,xor,sub] [--level N] [--exhaustive 0|1]\n"
+			"                  [--base CKPT_DIR]\n"
 			"                  [--decode K] [--decode-mb N] SERIES_DIR\n");
 	exit(2);
 }
@@ -662,6 +663,8 @@ int main(int argc, char **argv)
 			opts.level = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--decode") == 0)
 			do_decode = 1, decode = (unsigned)atoi(argv[++i]);
+		else if (strcmp(argv[i], "--exhaustive") == 0)
+			opts.exhaustive = atoi(argv[++i]);
 		else if (strcmp(argv[i], "--base") == 0)
 			base = argv[++i];
 		else if (strcmp(argv[i], "--decode-mb") == 0)

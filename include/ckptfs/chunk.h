@@ -3,8 +3,9 @@
  * Committed tensor data is cut into chunks of at most CK_CHUNK_MAX bytes
  * (the last chunk of a tensor is shorter).  A chunk is encoded on its own,
  * or against a reference chunk: the same chunk index of the neighbouring
- * version of the same tensor.  The encoder tries the codecs allowed by its
- * options and keeps the smallest payload:
+ * version of the same tensor.  The encoder chooses among the codecs allowed
+ * by its options the one with the smallest payload (by an entropy estimate
+ * or by trying each, see ck_chunk_opts), raw when nothing is smaller:
  *
  *   RAW     the bytes as they are;
  *   PLANES  byte planes (byte k of every element together), each plane
@@ -70,6 +71,10 @@ struct ck_chunk_opts {
 	int level;          /* zstd level; 0 means CK_CHUNK_DEFAULT_LEVEL */
 	unsigned codecs;    /* CK_CODEC_BIT()s the encoder may use; 0 means the
 	                     * default set. RAW is always allowed. */
+	int exhaustive;     /* 0: pick the candidate with the smallest entropy
+	                     * estimate (from sampled bytes) and compress only
+	                     * that one; 1: compress every candidate and keep the
+	                     * smallest (slower, at most a little smaller) */
 };
 
 /* zstd level 1: higher levels compress byte planes no better (PERF.md). */

@@ -38,6 +38,7 @@ int ck_chunk_ctx_new(const struct ck_chunk_opts *opts, struct ck_chunk_ctx **out
 		return -ENOMEM;
 	ctx->level = level;
 	ctx->codecs = codecs | CK_CODEC_BIT(CK_CODEC_RAW);
+	ctx->exhaustive = opts && opts->exhaustive;
 	ctx->cctx = ZSTD_createCCtx();
 	ctx->dctx = ZSTD_createDCtx();
 	ctx->delta = malloc(CK_CHUNK_MAX);

@@ -24,6 +24,7 @@ struct ck_chunk_ctx {
 	uint8_t *planes;    /* CK_CHUNK_MAX: byte planes */
 	uint8_t *out[2];    /* CK_CHUNK_MAX + CK_PLANES_OVERHEAD: best and candidate payloads */
 	int best;           /* which out[] holds the payload last returned */
+	int exhaustive;     /* compress every candidate instead of estimating */
 };
 
 void ck_xor_bytes(const uint8_t *a, const uint8_t *b, size_t len, uint8_t *out);
@@ -31,5 +32,10 @@ void ck_xor_bytes(const uint8_t *a, const uint8_t *b, size_t len, uint8_t *out);
  * len % size tail is XORed. */
 void ck_sub_elems(const uint8_t *cur, const uint8_t *ref, size_t len, unsigned size, uint8_t *out);
 void ck_add_elems(const uint8_t *zz, const uint8_t *ref, size_t len, unsigned size, uint8_t *out);
+
+/* Estimated payload bytes of a PLANES/XOR/SUB encoding from the order-0
+ * entropy of sampled byte planes (ref is needed for XOR and SUB). */
+size_t ck_chunk_estimate(enum ck_codec codec, const uint8_t *raw, const uint8_t *ref, size_t len,
+			 unsigned es);
 
 #endif

@@ -125,9 +125,21 @@ static void test_choice(void)
 	SETUP(ck_chunk_encode(ctx, cur, n, 4, ref, n, &d, &p) == 0);
 	CHECK(ck_codec_needs_ref(d.codec), "small update: a delta, got %s", ck_codec_name(d.codec));
 	CHECK(ck_hash128_eq(d.ref_hash, ck_chunk_hash(ref, n)), "delta: reference hash");
-	for (int c = 0; c < CK_CODEC__COUNT; c++)
-		CHECK(d.enc_len <= size_as(c, cur, n, 4, ck_codec_needs_ref(c) ? ref : NULL),
-		      "choice %s (%u) larger than %s", ck_codec_name(d.codec), d.enc_len, ck_codec_name(c));
+	{
+		/* exhaustive: never larger than any codec; by estimate: close */
+		struct ck_chunk_opts o = { .exhaustive = 1 };
+		struct ck_chunk_ctx *ex;
+		struct ck_chunk_desc de;
+		uint32_t est_len = d.enc_len;
+
+		SETUP(ck_chunk_ctx_new(&o, &ex) == 0 && ck_chunk_encode(ex, cur, n, 4, ref, n, &de, &p) == 0);
+		for (int c = 0; c < CK_CODEC__COUNT; c++)
+			CHECK(de.enc_len <= size_as(c, cur, n, 4, ck_codec_needs_ref(c) ? ref : NULL),
+			      "choice %s (%u) larger than %s", ck_codec_name(de.codec), de.enc_len, ck_codec_name(c));
+		CHECK(est_len <= de.enc_len + de.enc_len / 50, "estimate chose %u bytes, exhaustive %u",
+		      est_len, de.enc_len);
+		ck_chunk_ctx_free(ex);
+	}
 	CHECK(size_as(CK_CODEC_XOR, cur, n, 4, ref) < size_as(CK_CODEC_PLANES, cur, n, 4, NULL),
 	      "a small update XORs smaller than it compresses alone");
 	/* the payload lives in ctx until the next call: encode again */
