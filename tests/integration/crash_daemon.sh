@@ -60,6 +60,15 @@ crash() {
 	return 0
 }
 
+# stop: a clean unmount, and the daemon gone (it holds STORE/mount.lock,
+# which the next writable mount needs, until it has ended).
+stop() {
+	ck_umount "$mnt"
+	i=0
+	while ! gone "$pid" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	gone "$pid" || fail "the daemon $pid did not end after its unmount"
+}
+
 committed() { "$CKPTCTL" ls "$store" "run/$1" >/dev/null 2>&1; }
 
 # state STAGED FINAL ORIG: what a cut-short commit of STAGED as FINAL left
@@ -129,7 +138,7 @@ verify "after a kill mid-write"
 step=100
 for at in validated synced renamed manifest indexed; do
 	step=$((step + 1))
-	ck_umount "$mnt"
+	stop
 	CKPT_TEST_CRASH_AT=$at
 	export CKPT_TEST_CRASH_AT
 	start
