@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <mntent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,6 +22,9 @@
 
 #define MOUNT_LOCK_FILE "mount.lock"
 #define MAX_RECORD 8192
+/* How long a claim waits for a holder whose mount is gone (see below). */
+#define ENDING_HOLDER_WAIT_MS 10000
+#define ENDING_HOLDER_POLL_MS 20
 
 static char *lock_path(const char *store)
 {
@@ -51,12 +55,62 @@ static int read_record(int fd, long *pid, char **mountpoint)
 	return *mountpoint ? 0 : -ENOMEM;
 }
 
+/* Whether path is a mount point now: 1, 0, or -1 when that cannot be told. */
+static int mounted_now(const char *path)
+{
+	FILE *f = setmntent("/proc/self/mounts", "r");
+	struct mntent m;
+	char buf[4 * MAX_RECORD];
+	int found = 0;
+
+	if (!f)
+		return -1;
+	while (!found && getmntent_r(f, &m, buf, sizeof(buf)))
+		found = strcmp(m.mnt_dir, path) == 0;
+	endmntent(f);
+	return found;
+}
+
+/* Whether the holder of the lock on fd is on its way out: its mount is
+ * gone (unmounted, or detached after a crash) but the daemon is still
+ * tearing down, or a commit child it forked (which shares the lock) is
+ * finishing a commit.  A record being written or cleared counts too. */
+static int holder_ending(int fd)
+{
+	char *other = NULL;
+	long pid;
+	int rc = read_record(fd, &pid, &other);
+
+	if (rc == 0)
+		rc = mounted_now(other) == 0;
+	else
+		rc = rc == -ENOENT;
+	free(other);
+	return rc;
+}
+
+/* flock(LOCK_EX) on fd, waiting a while for a holder that is ending: a
+ * remount right after an unmount must not fail because the old daemon has
+ * not quite exited.  0 or -errno (-EWOULDBLOCK: a live mount holds it). */
+static int lock_claim(int fd)
+{
+	for (int waited = 0;; waited += ENDING_HOLDER_POLL_MS) {
+		if (flock(fd, LOCK_EX | LOCK_NB) == 0)
+			return 0;
+		if (errno != EWOULDBLOCK)
+			return -errno;
+		if (waited >= ENDING_HOLDER_WAIT_MS || !holder_ending(fd))
+			return -EWOULDBLOCK;
+		usleep(ENDING_HOLDER_POLL_MS * 1000);
+	}
+}
+
 int ck_store_mount_claim(const char *store, const char *mountpoint, int *fd_out, struct ck_error *err)
 {
 	char *path = lock_path(store), *other = NULL;
 	char record[MAX_RECORD];
 	long pid;
-	int fd, len;
+	int fd, len, rc;
 
 	*fd_out = -1;
 	if (!path)
@@ -69,8 +123,9 @@ int ck_store_mount_claim(const char *store, const char *mountpoint, int *fd_out,
 		free(path);
 		return -e;
 	}
-	if (flock(fd, LOCK_EX | LOCK_NB) < 0) {
-		int e = errno;
+	rc = lock_claim(fd);
+	if (rc < 0) {
+		int e = -rc;
 
 		if (e == EWOULDBLOCK && read_record(fd, &pid, &other) == 0)
 			ck_fail(err, EBUSY, "%s is already mounted writable by ckptfs (pid %ld) at %s", store, pid,
