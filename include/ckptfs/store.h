@@ -42,6 +42,8 @@ struct ck_ckpt_info {
 	int64_t step;
 	int is_file;         /* the checkpoint is a single file, not a directory */
 	char *src_path;      /* where it was imported from */
+	int deleted;         /* deleted (rm -r, ckptctl rm): never listed by the mount, but newer
+				composites still draw from the files it keeps (ck_store_delete_checkpoint) */
 };
 
 struct ck_file_info {
@@ -246,5 +248,49 @@ int ck_file_check(const struct ck_file_info *f, struct ck_error *err);
 int ck_series_step(const char *name, const char *pattern, int64_t *step);
 /* Checks a user step pattern: compiles as a POSIX ERE and has a group.  0 or -EINVAL with err. */
 int ck_series_pattern_check(const char *pattern, struct ck_error *err);
+
+/* ---- Deleting checkpoints (docs/format.md, "Deleting checkpoints") ----
+ *
+ * A deleted checkpoint keeps its record, flagged deleted (listings still
+ * return it, with ck_ckpt_info.deleted set), because newer composites may
+ * still draw from its files; a checksummed tombstone beside its manifest
+ * makes the deletion durable, so that a reindex rebuilds it deleted.  Its
+ * files are dropped from the index (and unlinked when the store owns them,
+ * under STORE/data/) by ck_store_reclaim once nothing draws from them;
+ * include/ckptfs/refs.h says which, and runs the whole deletion. */
+
+/* Marks checkpoint (series, name) deleted: its tombstone is written
+ * durably, then the flag is committed to the index (a crash between the
+ * two is rolled forward by the next writable open).  0; -ENOENT when there
+ * is no such checkpoint or it is deleted already; -EINVAL when it has no
+ * manifest (imported before manifests: import it again first); or -errno,
+ * each with err. */
+int ck_store_delete_checkpoint(struct ck_store *st, const char *series, const char *name, struct ck_error *err);
+
+/* A fingerprint of the checkpoint records of a series (ids, steps, names,
+ * import times, flags): any commit, import or deletion in the series
+ * changes it.  0 and *stamp, or -errno. */
+int ck_store_series_stamp(struct ck_store *st, const char *series, uint64_t *stamp);
+
+/* What ck_store_reclaim reports through report(ctx, path, status, msg):
+ * status CK_RECLAIM_DROPPED for a file dropped from the index (path: the
+ * physical file, msg "unlinked" when the store owned it and removed it,
+ * else "kept on disk"), CK_RECLAIM_REMOVED for a deleted checkpoint whose
+ * last file went (path "SERIES/CKPT"), -errno for a failure (msg: why). */
+#define CK_RECLAIM_DROPPED 5
+#define CK_RECLAIM_REMOVED 6
+
+/* Drops the listed files (by id; only files of deleted checkpoints of
+ * series count, other ids are ignored) from the index and from their
+ * checkpoints' manifests, then unlinks those the store owns (under
+ * STORE/data/<series>/<ckpt>/; a user's imported file is never unlinked).
+ * A deleted checkpoint left with no file is removed altogether (records,
+ * manifest, tombstone, data directory).  stamp is ck_store_series_stamp()
+ * from before the caller decided what to drop: -EAGAIN (nothing changed)
+ * when the series changed since.  A crash at any point leaves the old or
+ * the new state (finished by the next writable open).  Returns the number
+ * of files dropped or -errno with err. */
+int ck_store_reclaim(struct ck_store *st, const char *series, uint64_t stamp, const uint64_t *file_ids,
+		     size_t n, ck_import_report_fn report, void *ctx, struct ck_error *err);
 
 #endif

@@ -17,6 +17,8 @@
 #define CK_STORE_LOCK_FILE "index.lock"      /* writers: shared; reindex: exclusive */
 #define CK_STORE_MAPSIZE (64ULL << 30)   /* sparse: LMDB only reserves address space */
 #define CK_STORE_FORMAT 1                /* version byte of every record */
+#define CK_CKPT_FLAG_FILE    0x01        /* checkpoint record flags */
+#define CK_CKPT_FLAG_DELETED 0x02
 
 /* Named databases. */
 #define CK_DB_META     "meta"
@@ -92,6 +94,9 @@ void ck_tensor_info_clear(struct ck_tensor_info *t);
 /* Store-internal listing inside an open transaction. */
 int ck_txn_find_checkpoint(MDB_txn *txn, struct ck_store *st, const char *series, const char *name,
 			   struct ck_ckpt_info *out);
+/* Checkpoints of a series in step order, deleted ones included. */
+int ck_txn_list_checkpoints(MDB_txn *txn, struct ck_store *st, const char *series, struct ck_ckpt_info **out,
+			    size_t *n);
 int ck_txn_list_files(MDB_txn *txn, struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n);
 int ck_txn_list_storages(MDB_txn *txn, struct ck_store *st, uint64_t file_id,
 			 struct ck_storage_info **out, size_t *n);

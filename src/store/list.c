@@ -184,23 +184,33 @@ int ck_store_list_series(struct ck_store *st, char ***names, size_t *n)
 	return 0;
 }
 
-int ck_store_list_checkpoints(struct ck_store *st, const char *series, struct ck_ckpt_info **out, size_t *n)
+int ck_txn_list_checkpoints(MDB_txn *txn, struct ck_store *st, const char *series, struct ck_ckpt_info **out,
+			    size_t *n)
 {
 	struct ck_buf prefix = CK_BUF_INIT;
-	MDB_txn *txn;
 	int rc;
 
 	*out = NULL;
 	*n = 0;
 	if (ck_key_ckpt_prefix(&prefix, series) < 0)
 		return -ENOMEM;
+	rc = scan_prefix(txn, st->ckpts, prefix.data, prefix.len, dec_ckpt, clr_ckpt, sizeof(**out), (void **)out, n);
+	ck_buf_free(&prefix);
+	return rc;
+}
+
+int ck_store_list_checkpoints(struct ck_store *st, const char *series, struct ck_ckpt_info **out, size_t *n)
+{
+	MDB_txn *txn;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
 	rc = begin_read(st, &txn);
 	if (rc == 0) {
-		rc = scan_prefix(txn, st->ckpts, prefix.data, prefix.len, dec_ckpt, clr_ckpt,
-				 sizeof(**out), (void **)out, n);
+		rc = ck_txn_list_checkpoints(txn, st, series, out, n);
 		mdb_txn_abort(txn);
 	}
-	ck_buf_free(&prefix);
 	return rc;
 }
 

@@ -235,7 +235,7 @@ int ck_rec_get_series_full(const MDB_val *v, char **pattern, int64_t *created_ns
 	return rc;
 }
 
-/* ---- ckpt: ver u8, flags u8 (1 = file), rsv u16, name_len u32, id u64, step i64,
+/* ---- ckpt: ver u8, flags u8 (CK_CKPT_FLAG_*), rsv u16, name_len u32, id u64, step i64,
  *      imported_ns i64, src_len u32, rsv u32 | name src ---- */
 
 #define CKPT_HDR 40
@@ -243,8 +243,9 @@ int ck_rec_get_series_full(const MDB_val *v, char **pattern, int64_t *created_ns
 int ck_rec_put_ckpt(struct ck_buf *b, const struct ck_ckpt_info *c, int64_t imported_ns)
 {
 	size_t nn = strlen(c->name), ns = strlen(c->src_path);
+	uint8_t flags = (c->is_file ? CK_CKPT_FLAG_FILE : 0) | (c->deleted ? CK_CKPT_FLAG_DELETED : 0);
 
-	if (ck_buf_putc(b, CK_STORE_FORMAT) < 0 || ck_buf_putc(b, c->is_file ? 1 : 0) < 0 ||
+	if (ck_buf_putc(b, CK_STORE_FORMAT) < 0 || ck_buf_putc(b, flags) < 0 ||
 	    ck_buf_put_le16(b, 0) < 0 || ck_buf_put_le32(b, (uint32_t)nn) < 0 ||
 	    ck_buf_put_le64(b, c->id) < 0 || ck_buf_put_le64(b, (uint64_t)c->step) < 0 ||
 	    ck_buf_put_le64(b, (uint64_t)imported_ns) < 0 || ck_buf_put_le32(b, (uint32_t)ns) < 0 ||
@@ -258,6 +259,7 @@ int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, struct ck_ckpt_info *out
 	const char *key = k->mv_data;
 	size_t slen = strnlen(key, k->mv_size);
 	uint32_t nn, ns;
+	uint8_t flags;
 	struct rd r;
 	int rc;
 
@@ -265,7 +267,9 @@ int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, struct ck_ckpt_info *out
 	if (slen == k->mv_size)
 		return -EIO;
 	rd_init(&r, v, CKPT_HDR, CK_STORE_FORMAT);
-	out->is_file = rd_u8(&r) & 1;
+	flags = rd_u8(&r);
+	out->is_file = !!(flags & CK_CKPT_FLAG_FILE);
+	out->deleted = !!(flags & CK_CKPT_FLAG_DELETED);
 	rd_skip(&r, 2);
 	nn = rd_u32(&r);
 	out->id = rd_u64(&r);

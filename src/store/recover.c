@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "delete.h"
 #include "index.h"
 #include "manifest.h"
 #include "staging.h"
@@ -227,6 +228,12 @@ int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx,
 	rc = each_entry(st->path, CK_STORE_DATA_DIR, recover_data_dir, &r);
 	if (rc == 0)
 		rc = each_entry(st->path, CK_STORE_QUARANTINE_DIR, recover_quarantined, &r);
+	if (rc == 0) {
+		struct ck_error why = { { 0 } };
+
+		/* Deletions and reclaims cut short (delete_finish.c). */
+		keep_first(&r, ck_delete_recover(st, report, ctx, &why), &why);
+	}
 	ck_store_unlock(lock);
 	if (rc < 0)
 		return ck_fail(err, -rc, "%s: recovery: %s", st->path, strerror(-rc));

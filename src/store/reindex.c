@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "commit.h"
+#include "delete.h"
 #include "index.h"
 #include "manifest.h"
 
@@ -275,6 +276,7 @@ static int index_manifest(struct reindex *r, const char *path, struct series_sta
 	}
 	if (r->opts->verify)
 		verify_files(r, &m, what);
+	m.ckpt.deleted = ck_tombstone_applies(r->dir, &m);   /* deleted ones stay deleted */
 	rc = ck_commit_restore(&r->nst, &m, r->err);
 	if (rc < 0)
 		goto out;
