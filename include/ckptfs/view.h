@@ -56,11 +56,27 @@ void ck_view_close(struct ck_view *v);
 
 /* Follows the index: adds series and checkpoints imported (or committed)
  * since the view was opened or last refreshed, when they come after the
- * newest checkpoint of their series (older composites cannot change then).
+ * newest checkpoint of their series (older composites cannot change then),
+ * hides checkpoints deleted since, and stops using files reclaimed from
+ * deleted checkpoints (include/ckptfs/refs.h: no composite drew from them).
  * Other changes are logged once and need a remount.  Fills changed[] with
  * up to max inode numbers of directories whose entries changed (for the
  * kernel's caches).  0 or -errno. */
 int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nchanged);
+
+/* Hides a node inside a committed checkpoint (a file, a directory with no
+ * visible child, or the checkpoint itself) from lookups and listings of
+ * this view only, in memory: the store is unchanged and a new view shows
+ * it again.  Its inode stays valid.  The writable mount's unlink and
+ * rmdir (rm -r of a checkpoint).  0, -ENOTEMPTY, -ENOENT (hidden already),
+ * -EINVAL for the root and series directories. */
+int ck_view_hide(struct ck_view *v, const struct ck_vnode *n);
+
+/* Checkpoints that refreshes hid because they were deleted (by this
+ * process or another), for the kernel's name caches: fn(ctx, parent inode,
+ * name) for each hidden since the last call. */
+typedef void (*ck_hidden_fn)(void *ctx, uint64_t parent_ino, const char *name);
+void ck_view_drain_hidden(struct ck_view *v, ck_hidden_fn fn, void *ctx);
 
 const struct ck_vnode *ck_view_root(struct ck_view *v);
 /* The step pattern stored for series (`ckptctl import --pattern`),

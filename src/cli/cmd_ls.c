@@ -32,6 +32,27 @@ static int fail(const char *what, int rc)
 	return CLI_ERROR;
 }
 
+/* Moves the deleted checkpoints (ckptctl rm) of c to its end; returns how many are live. */
+static size_t live_only(struct ck_ckpt_info *c, size_t n)
+{
+	size_t live = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!c[i].deleted) {
+			struct ck_ckpt_info t = c[live];
+
+			c[live++] = c[i];
+			c[i] = t;
+		}
+	}
+	return live;
+}
+
+static const char *status_of(const struct ck_ckpt_info *c, const struct cli_ckpt_summary *s)
+{
+	return c->deleted ? "deleted" : s->complete ? "complete" : "partial";
+}
+
 static int ls_series(struct ck_store *st, const struct ls_args *a)
 {
 	struct jw w = { .b = CK_BUF_INIT };
@@ -56,6 +77,7 @@ static int ls_series(struct ck_store *st, const struct ls_args *a)
 		rc = ck_store_list_checkpoints(st, names[i], &c, &nc);
 		if (rc < 0)
 			break;
+		nc = live_only(c, nc);
 		if (a->json) {
 			jw_begin_obj(&w);
 			jw_key(&w, "name");
@@ -132,7 +154,7 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 			jw_key(&w, "step");
 			jw_int(&w, c[i].step);
 			jw_key(&w, "status");
-			jw_str(&w, s.complete ? "complete" : "partial");
+			jw_str(&w, status_of(&c[i], &s));
 			jw_key(&w, "files");
 			jw_uint(&w, s.files);
 			jw_key(&w, "bad");
@@ -146,7 +168,7 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 			jw_end_obj(&w);
 		} else {
 			printf("%12" PRId64 "  %-32s %-8s %5zu %4zu %8zu\n", c[i].step, c[i].name,
-			       s.complete ? "complete" : "partial", s.files, s.bad, s.tensors);
+			       status_of(&c[i], &s), s.files, s.bad, s.tensors);
 		}
 	}
 	cli_completeness_free(cmp);

@@ -49,6 +49,8 @@ static int collect_versions(struct ck_view *v, struct ck_vnode *n, struct phys_f
 			continue;  /* e.g. an older BAD version never counts as a version */
 		if (i > 0 && kind != CK_FILE_TORCH && kind != CK_FILE_SAFETENSORS)
 			break;     /* other files are served from the newest version alone */
+		if (i > 0 && view_version_reclaimed(v, pf))
+			continue;  /* dropped from the index: nothing drew from it */
 		rc = phys_check(v, pf);
 		if (!rc)
 			rc = phys_parse(v, pf);

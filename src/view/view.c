@@ -69,6 +69,20 @@ static struct ck_vnode *child_named(struct ck_vnode *dir, const char *name, size
 	return NULL;
 }
 
+int view_detach(struct ck_vnode *n)
+{
+	struct ck_vnode *p = n->parent;
+
+	for (size_t i = 0; p && i < p->nchildren; i++) {
+		if (p->children[i] == n) {
+			memmove(&p->children[i], &p->children[i + 1], (p->nchildren - i - 1) * sizeof(*p->children));
+			p->nchildren--;
+			return 0;
+		}
+	}
+	return -ENOENT;
+}
+
 static int add_version(struct ck_vnode *n, struct phys_file *pf)
 {
 	struct file_version *fv = realloc(n->versions, (n->nversions + 1) * sizeof(*fv));
@@ -197,12 +211,15 @@ static int add_checkpoint_node(struct ck_view *v, struct view_series *s, size_t 
 	if (!cn)
 		return -ENOMEM;
 	cn->ckpt = ck;
+	ck->node = cn;
 	for (size_t j = i + 1; j-- > 0 && !rc;) {
 		const struct view_ckpt *older = s->ckpts[j];
 
 		if (older->info.is_file != ck->info.is_file)
 			continue;
 		for (size_t k = 0; k < older->nfiles && !rc; k++) {
+			if (older->files[k]->reclaimed)
+				continue;
 			if (ck->info.is_file) {
 				if (!older->files[k]->info.relpath[0])
 					rc = add_version(cn, older->files[k]);
@@ -213,6 +230,9 @@ static int add_checkpoint_node(struct ck_view *v, struct view_series *s, size_t 
 	}
 	if (cn->nversions)
 		cn->relpath = "";
+	/* A deleted checkpoint is never listed, but stays a source of newer ones. */
+	if (ck->info.deleted)
+		view_detach(cn);
 	return rc;
 }
 
@@ -380,6 +400,7 @@ void ck_view_close(struct ck_view *v)
 		free(sr);
 	}
 	free(v->series);
+	free(v->hidden);
 	ck_store_close(v->store);
 	pthread_mutex_destroy(&v->lock);
 	pthread_rwlock_destroy(&v->ns_lock);
@@ -524,16 +545,145 @@ static int note_changed(uint64_t *changed, size_t max, size_t *n, uint64_t ino)
 	return 0;
 }
 
+/* A deleted checkpoint leaves its series directory for good; the kernel is
+ * told through ck_view_drain_hidden.  Callers hold ns_lock for writing. */
+static void hide_checkpoint(struct ck_view *v, struct view_series *s, struct view_ckpt *ck,
+			    uint64_t *changed, size_t max, size_t *nchanged)
+{
+	struct ck_vnode **h;
+
+	ck->info.deleted = 1;
+	if (!ck->node || view_detach(ck->node) < 0)
+		return;
+	note_changed(changed, max, nchanged, s->dir->ino);
+	h = realloc(v->hidden, (v->nhidden + 1) * sizeof(*h));
+	if (h) {
+		v->hidden = h;
+		v->hidden[v->nhidden++] = ck->node;
+	}
+	ck_info("refresh: %s/%s deleted", s->name, ck->info.name);
+}
+
+/* Marks the files of deleted checkpoint ck that the index no longer holds
+ * (all of them when the checkpoint is gone).  Returns how many, or -errno. */
+static int note_reclaimed(struct ck_view *v, struct view_ckpt *ck, int gone)
+{
+	struct ck_file_info *files = NULL;
+	size_t n = 0, j;
+	int count = 0, rc;
+
+	if (!gone) {
+		rc = ck_store_list_files(v->store, ck->info.id, &files, &n);
+		if (rc)
+			return rc;
+	}
+	for (size_t i = 0; i < ck->nfiles; i++) {
+		struct phys_file *pf = ck->files[i];
+
+		for (j = 0; j < n && files[j].id != pf->info.id; j++)
+			;
+		if (j == n && !pf->reclaimed) {
+			pf->reclaimed = 1;
+			count++;
+		}
+	}
+	ck_file_info_free(files, n);
+	return count;
+}
+
+/* Reclaimed files stop being versions of any node.  They were dropped
+ * because no composite drew from them, so built composites stay valid and
+ * new builds give the same bytes.  Under build_lock (builds read versions)
+ * and then ns_lock, the builders' order. */
+static void prune_reclaimed(struct ck_view *v)
+{
+	pthread_mutex_lock(&v->build_lock);
+	pthread_rwlock_rdlock(&v->ns_lock);
+	for (size_t i = 0; i < v->nnodes; i++) {
+		struct ck_vnode *n = v->nodes[i];
+		size_t k = 0;
+
+		for (size_t j = 0; j < n->nversions; j++)
+			if (!n->versions[j].pf->reclaimed || j == 0)
+				n->versions[k++] = n->versions[j];
+		n->nversions = k;
+	}
+	pthread_rwlock_unlock(&v->ns_lock);
+	pthread_mutex_unlock(&v->build_lock);
+}
+
+/* Follows one known series: checkpoints deleted (hidden), reclaimed (their
+ * versions dropped) or gone, and new ones after the newest (appended).
+ * Returns 0 or -errno; *pruned counts reclaimed files. */
+static int refresh_series(struct ck_view *v, struct view_series *s, uint64_t *changed, size_t max,
+			  size_t *nchanged, int *pruned)
+{
+	struct ck_ckpt_info *infos = NULL;
+	size_t n = 0, j = 0;
+	int stale = 0, rc;
+
+	rc = ck_store_list_checkpoints(v->store, s->name, &infos, &n);
+	if (rc)
+		return rc;
+	for (size_t k = 0; k < s->nckpts && !rc; k++) {
+		struct view_ckpt *ck = s->ckpts[k];
+		size_t m = j;
+
+		while (m < n && infos[m].id != ck->info.id)
+			m++;
+		if (m == n) {
+			/* Gone: deleted and reclaimed whole (or removed some other way). */
+			if (!ck->info.deleted)
+				hide_checkpoint(v, s, ck, changed, max, nchanged);
+			rc = note_reclaimed(v, ck, 1);
+		} else {
+			if (m > j)
+				stale = 1;   /* inserted before a checkpoint the view has */
+			if (infos[m].deleted && !ck->info.deleted)
+				hide_checkpoint(v, s, ck, changed, max, nchanged);
+			rc = ck->info.deleted ? note_reclaimed(v, ck, 0) : 0;
+			j = m + 1;
+		}
+		if (rc > 0) {
+			*pruned += rc;
+			rc = 0;
+		}
+	}
+	/* New checkpoints must come after every checkpoint the view has
+	 * (composites only read older ones), deleted or gone ones included. */
+	for (size_t m = j; m < n && s->nckpts; m++)
+		if (infos[m].step <= s->ckpts[s->nckpts - 1]->info.step)
+			stale = 1;
+	if (!rc && stale) {
+		if (!s->warned_stale)
+			ck_warn("refresh: checkpoints of series %s were re-imported or inserted before the "
+				"newest one; remount to see the change", s->name);
+		s->warned_stale = 1;
+	} else if (!rc && j < n) {
+		size_t first = s->nckpts;
+
+		rc = append_checkpoints(v, s, infos, j, n);
+		sort_children(s->dir);
+		note_changed(changed, max, nchanged, s->dir->ino);
+		ck_info("refresh: series %s: %zu new checkpoint(s), newest %s", s->name, s->nckpts - first,
+			s->ckpts[s->nckpts - 1]->info.name);
+	}
+	ck_ckpt_info_free(infos, n);
+	return rc;
+}
+
 /* Whether the store now has checkpoints (or series) the view lacks, and
  * whether the view can follow: new series, and new checkpoints after the
- * last one of a series, are added; anything else (a checkpoint removed,
- * re-imported, or inserted before the newest) would change composites the
- * kernel may have cached, so it needs a remount and is only logged. */
+ * last one of a series, are added; deleted checkpoints are hidden and the
+ * files reclaimed from them stop being versions; anything else (a
+ * checkpoint re-imported, or inserted before the newest) would change
+ * composites the kernel may have cached, so it needs a remount and is only
+ * logged. */
 int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nchanged)
 {
 	char **names = NULL;
 	size_t nnames = 0;
-	int rc;
+	int pruned = 0, rc;
 
 	*nchanged = 0;
 	rc = ck_store_list_series(v->store, &names, &nnames);
@@ -542,8 +692,7 @@ int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nc
 	pthread_rwlock_wrlock(&v->ns_lock);
 	for (size_t i = 0; i < nnames && !rc; i++) {
 		struct view_series *s = find_series(v, names[i]);
-		struct ck_ckpt_info *infos = NULL;
-		size_t n = 0, k, before = v->nnodes;
+		size_t before = v->nnodes;
 
 		if (!s) {
 			rc = load_series(v, names[i]);
@@ -553,27 +702,7 @@ int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nc
 			sort_children(v->nodes[0]);
 			note_changed(changed, max, nchanged, v->nodes[0]->ino);
 		} else {
-			rc = ck_store_list_checkpoints(v->store, s->name, &infos, &n);
-			if (rc)
-				break;
-			for (k = 0; k < s->nckpts && k < n; k++)
-				if (infos[k].id != s->ckpts[k]->info.id)
-					break;
-			if (k < s->nckpts) {
-				if (!s->warned_stale)
-					ck_warn("refresh: checkpoints of series %s were removed, re-imported or "
-						"inserted before the newest one; remount to see the change", s->name);
-				s->warned_stale = 1;
-			} else if (n > s->nckpts) {
-				size_t first = s->nckpts;
-
-				rc = append_checkpoints(v, s, infos, s->nckpts, n);
-				sort_children(s->dir);
-				note_changed(changed, max, nchanged, s->dir->ino);
-				ck_info("refresh: series %s: %zu new checkpoint(s), newest %s", s->name,
-					s->nckpts - first, s->ckpts[s->nckpts - 1]->info.name);
-			}
-			ck_ckpt_info_free(infos, n);
+			rc = refresh_series(v, s, changed, max, nchanged, &pruned);
 		}
 		/* Directories made by this refresh get their children sorted. */
 		for (size_t j = before; j < v->nnodes; j++)
@@ -581,7 +710,56 @@ int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nc
 	}
 	pthread_rwlock_unlock(&v->ns_lock);
 	ck_strv_free(names, nnames);
+	if (pruned)
+		prune_reclaimed(v);
 	return rc;
+}
+
+int view_version_reclaimed(struct ck_view *v, struct phys_file *pf)
+{
+	struct ck_file_info *files = NULL;
+	struct stat sb;
+	size_t n = 0, i;
+
+	if (pf->reclaimed)
+		return 1;
+	/* Reclaims drop a file from the index before they unlink it. */
+	if (stat(pf->info.src_path, &sb) == 0 || errno != ENOENT ||
+	    ck_store_list_files(v->store, pf->ckpt->info.id, &files, &n) < 0)
+		return 0;
+	for (i = 0; i < n && files[i].id != pf->info.id; i++)
+		;
+	ck_file_info_free(files, n);
+	return i == n;
+}
+
+int ck_view_hide(struct ck_view *v, const struct ck_vnode *cn)
+{
+	struct ck_vnode *n = (struct ck_vnode *)cn;
+	int rc;
+
+	if (!n->ckpt || !n->parent)
+		return -EINVAL;   /* the root and series directories */
+	pthread_rwlock_wrlock(&v->ns_lock);
+	rc = n->is_dir && n->nchildren ? -ENOTEMPTY : view_detach(n);
+	pthread_rwlock_unlock(&v->ns_lock);
+	return rc;
+}
+
+void ck_view_drain_hidden(struct ck_view *v, ck_hidden_fn fn, void *ctx)
+{
+	struct ck_vnode **h;
+	size_t n;
+
+	pthread_rwlock_wrlock(&v->ns_lock);
+	h = v->hidden;
+	n = v->nhidden;
+	v->hidden = NULL;
+	v->nhidden = 0;
+	pthread_rwlock_unlock(&v->ns_lock);
+	for (size_t i = 0; i < n; i++)
+		fn(ctx, h[i]->parent->ino, h[i]->name);
+	free(h);
 }
 
 /* --- file contents ---------------------------------------------------------- */

@@ -40,6 +40,7 @@ struct phys_file {
 	struct pk_doc *doc;
 	struct st_file st;
 	int parsed;                 /* 0 not yet, 1 ok, -errno failed */
+	int reclaimed;              /* a deleted checkpoint's file the index dropped: no version any more */
 };
 
 struct view_ckpt {
@@ -48,6 +49,7 @@ struct view_ckpt {
 	size_t index;               /* position in the series, ascending step */
 	struct phys_file **files;   /* its own physical files */
 	size_t nfiles;
+	struct ck_vnode *node;      /* its directory (or file) in the series directory */
 };
 
 struct view_series {
@@ -94,6 +96,8 @@ struct ck_view {
 	pthread_mutex_t verify_lock;   /* with verify_done: readers waiting for a range's hash */
 	pthread_cond_t verify_done;
 	int64_t open_time_ns;
+	struct ck_vnode **hidden;   /* checkpoints refreshes hid, until ck_view_drain_hidden (ns_lock) */
+	size_t nhidden;
 };
 
 /* An extent of a virtual file. */
@@ -169,6 +173,15 @@ int composite_build_index(struct ck_view *v, struct ck_vnode *n, struct phys_fil
 			  struct ck_vfile *f);
 /* view.c */
 int view_node_vfile(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out);
+
+/* view.c: takes n out of its parent's children (lookups and listings no
+ * longer find it; its inode stays valid).  Callers hold ns_lock for writing. */
+int view_detach(struct ck_vnode *n);
+
+/* view.c: whether pf is a file reclaimed from a deleted checkpoint (its
+ * file is gone and the index no longer holds it), which no composite drew
+ * from: a build skips it even before a refresh prunes it. */
+int view_version_reclaimed(struct ck_view *v, struct phys_file *pf);
 
 /* provenance.c */
 int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out);

@@ -1,0 +1,132 @@
+/* ckptctl rm STORE SERIES/CKPT [--dry-run]: delete a committed checkpoint.
+ * It is hidden at once; its files stay as long as a newer composite draws
+ * from them, and the files of the series' deleted checkpoints that nothing
+ * draws from any more are reclaimed (include/ckptfs/refs.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "ckptfs/refs.h"
+#include "cli.h"
+
+struct rm_args {
+	int dry_run;
+	int failed;
+	struct ck_buf removed;   /* "removed ..." lines, printed after "hidden" */
+};
+
+static int on_opt(void *ctx, int c, const char *arg)
+{
+	struct rm_args *a = ctx;
+
+	(void)arg;
+	if (c == 'n') {
+		a->dry_run = 1;
+		return 0;
+	}
+	return CLI_USAGE;
+}
+
+static void on_report(void *ctx, const char *path, int status, const char *msg)
+{
+	struct rm_args *a = ctx;
+
+	if (status == CK_RECLAIM_REMOVED) {
+		if (ck_buf_printf(&a->removed, "%-10s  %s (%s)\n", "removed", path, msg) < 0)
+			a->failed = 1;
+	} else if (status < 0) {
+		a->failed = 1;
+		cli_error("%s: %s", path, msg);
+	}
+}
+
+static void print_refs(const char *series, const struct ck_version_ref *r, size_t n, int dry)
+{
+	uint64_t kept = 0, freed = 0;
+	size_t nkept = 0, nfreed = 0, ndropped = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		const char *what;
+
+		if (r[i].used) {
+			what = "kept";
+			kept += r[i].size;
+			nkept++;
+		} else if (r[i].owned) {
+			what = dry ? "would free" : "freed";
+			freed += r[i].size;
+			nfreed++;
+		} else {
+			what = dry ? "would drop" : "dropped";
+			ndropped++;
+		}
+		printf("%-10s  %s/%s%s%s (%" PRIu64 " bytes%s)\n", what, series, r[i].ckpt, r[i].relpath[0] ? "/" : "",
+		       r[i].relpath, r[i].size,
+		       r[i].used ? ": a newer checkpoint still draws from it" :
+		       r[i].owned ? "" : ": imported, left on disk, dropped from the index");
+	}
+	printf("%zu file%s kept (%" PRIu64 " bytes), %zu %s (%" PRIu64 " bytes), %zu dropped from the index only\n",
+	       nkept, nkept == 1 ? "" : "s", kept, nfreed, dry ? "would be freed" : "freed", freed, ndropped);
+}
+
+static const struct option opts[] = {
+	{ "dry-run", no_argument, NULL, 'n' },
+	{ 0, 0, 0, 0 },
+};
+
+static int run(const struct cli_cmd *cmd, int argc, char **argv)
+{
+	struct rm_args a = { .removed = CK_BUF_INIT };
+	struct ck_delete_opts dopts = { 0 };
+	struct ck_error err = { { 0 } };
+	struct ck_version_ref *refs = NULL;
+	size_t nrefs = 0;
+	char *series, *name;
+	int rc;
+
+	rc = cli_getopt(cmd, argc, argv, "n", opts, on_opt, &a);
+	if (rc >= 0)
+		return rc;
+	if (argc - optind != 2)
+		return cli_usage_error(cmd, "expected STORE SERIES/CKPT");
+	series = argv[optind + 1];
+	name = strchr(series, '/');
+	if (!name || !name[1] || strchr(name + 1, '/'))
+		return cli_usage_error(cmd, "'%s' is not SERIES/CKPT", series);
+	*name++ = '\0';
+	dopts.dry_run = a.dry_run;
+	rc = ck_delete_checkpoint(argv[optind], series, name, &dopts, on_report, &a, &refs, &nrefs, &err);
+	if (rc < 0) {
+		ck_buf_free(&a.removed);
+		cli_error("rm: %s", err.msg[0] ? err.msg : strerror(-rc));
+		return CLI_ERROR;
+	}
+	printf("%-10s  %s/%s\n", a.dry_run ? "would hide" : "hidden", series, name);
+	print_refs(series, refs, nrefs, a.dry_run);
+	if (a.removed.len)
+		fwrite(a.removed.data, 1, a.removed.len, stdout);
+	ck_buf_free(&a.removed);
+	ck_version_refs_free(refs, nrefs);
+	return a.failed ? CLI_ERROR : CLI_OK;
+}
+
+const struct cli_cmd cli_cmd_rm = {
+	.name = "rm",
+	.args = "STORE SERIES/CKPT [--dry-run]",
+	.summary = "delete a committed checkpoint; reclaim what nothing draws from",
+	.help = "Deletes checkpoint CKPT of SERIES: it is no longer listed or found by a mount\n"
+		"(a running ckptfs follows within its refresh interval), and `ckptctl reindex`\n"
+		"keeps it deleted.  Newer checkpoints' composites still draw from its files where\n"
+		"a partial save did not replace them: those files stay.  Every file of the\n"
+		"series' deleted checkpoints that no composite of a live checkpoint draws a byte\n"
+		"(or a key) from any more is dropped from the index, and unlinked when the store\n"
+		"owns it (committed through a mount, under STORE/data/); files imported in place\n"
+		"stay on disk.  A deleted checkpoint left with no file is removed altogether.\n"
+		"Prints what was hidden, kept and freed.\n"
+		"\n"
+		"  -n, --dry-run  only print what would be hidden, kept and freed\n",
+	.run = run,
+};
