@@ -10,8 +10,31 @@
 #include <string.h>
 
 #include "ckptfs.h"
+#include "delete.h"
 
 #define MAX_CHANGED 64
+
+struct forget_ctx {
+	struct fuse_session *se;
+	uint64_t root_ino;
+};
+
+static void forget_one(void *arg, uint64_t parent, const char *name)
+{
+	struct forget_ctx *f = arg;
+	uint64_t ino = parent == f->root_ino ? FUSE_ROOT_ID : parent == FUSE_ROOT_ID ? f->root_ino : parent;
+	int rc = fuse_lowlevel_notify_inval_entry(f->se, ino, name, strlen(name));
+
+	if (rc && rc != -ENOENT)
+		ck_debug("refresh: forgetting %s: %s", name, strerror(-rc));
+}
+
+void ckfs_forget_hidden(struct ck_view *view, struct fuse_session *se, uint64_t root_ino)
+{
+	struct forget_ctx f = { se, root_ino };
+
+	ck_view_drain_hidden(view, forget_one, &f);
+}
 
 static void refresh_tick(void *arg)
 {
@@ -33,6 +56,8 @@ static void refresh_tick(void *arg)
 			ck_debug("refresh: invalidating inode %llu: %s", (unsigned long long)ino,
 				 strerror(-rc));
 	}
+	/* Deleted checkpoints: the kernel must forget their names too. */
+	ckfs_forget_hidden(r->view, r->se, r->root_ino);
 }
 
 int ckfs_refresher_start(struct ckfs_refresher *r, struct ck_view *view, struct fuse_session *se,

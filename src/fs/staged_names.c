@@ -28,6 +28,7 @@
 
 #include "ckptfs.h"
 #include "ckptfs/store.h"
+#include "delete.h"
 #include "staged.h"
 
 /* The series name of a view directory right under the root, or NULL. */
@@ -275,8 +276,11 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int
 	char *path = NULL;
 	int rc = ckfs_dir_ctx(fs, parent, &c);
 
-	if (rc == 0 && in_view(fs, &c, name))
-		rc = -EROFS;	/* committed checkpoints stay (rm -r: later) */
+	if (rc == 0 && in_view(fs, &c, name)) {
+		ckfs_delete_name(req, fs, &c, parent, name, is_dir);	/* rm -r of a checkpoint */
+		ckfs_dir_ctx_free(&c);
+		return;
+	}
 	if (rc == 0 && !is_dir && c.kind != CKFS_DIR_STAGED &&
 	    !(c.kind == CKFS_DIR_SERIES && ckfs_is_series_marker(name)))
 		rc = -EROFS;

@@ -278,14 +278,16 @@ while kill -0 "$pid" 2>/dev/null; do
 done
 [ ! -e "$tmp/pid" ] || fail "pidfile left behind"
 
-# --- kernel read-write: the daemon itself refuses writes; other settings -------
+# --- kernel read-write: the daemon itself refuses changes; other settings -----
 ck_mount "$store" "$mnt" -o readahead_kb=2048,verify=none,attr_timeout=1,entry_timeout=1,always_synthesize
 grep -q " $mnt fuse.ckptfs rw," /proc/mounts || fail "mount without -o ro is not rw in the kernel"
 expect_erofs touch "$f"
 expect_erofs touch "$d/new"
 expect_erofs mkdir "$d/newdir"
-expect_erofs rm -f "$f"
-expect_erofs rmdir "$d"
+# rm of a committed file hides it in this mount (rm -r of a checkpoint,
+# delete_ckpt.sh); rmdir of a checkpoint that still shows files is refused.
+rmdir "$d" 2>"$tmp/err" && fail "rmdir of a checkpoint with files succeeded"
+grep -q "Directory not empty" "$tmp/err" || fail "rmdir $d: expected ENOTEMPTY, got: $(cat "$tmp/err")"
 expect_erofs sh -c "echo x >'$f'"
 expect_erofs sh -c "echo x >>'$f'"
 expect_erofs mv "$f" "$d/renamed"
