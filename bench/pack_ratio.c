@@ -2,6 +2,7 @@
  *
  *   pack_ratio [--anchor K] [--codecs LIST] [--level N] [--exhaustive 0|1] [--base CKPT_DIR] SERIES_DIR
  *   pack_ratio --decode K [--decode-mb N] SERIES_DIR
+ *   pack_ratio --planes
  *
  * SERIES_DIR holds one directory per checkpoint (taken in name order);
  * every file in them is read as the store would: torch.save zips through
@@ -26,7 +27,8 @@
  * --decode K measures decoding instead: the first K+1 checkpoints (at most
  * --decode-mb MiB of chunks from each, default 64) are encoded as an
  * anchor and K deltas, then the anchor alone and the whole chain are
- * decoded and timed (MB/s of the bytes rebuilt, one thread).
+ * decoded and timed (MB/s of the bytes rebuilt, one thread).  --planes
+ * times byte plane split and join for 2-, 4- and 8-byte elements.
  */
 #include "config.h"
 
@@ -635,11 +637,49 @@ static void decode_run(const char *series, char **names, size_t n, unsigned k, s
 	ck_chunk_ctx_free(ctx);
 }
 
+/* Byte plane split and join speed (data-independent: pseudo-random bytes),
+ * best of 5 rounds of 200 MiB each, one thread. */
+static void planes_run(void)
+{
+	size_t n = CK_CHUNK_MAX;
+	uint8_t *a = xmalloc(n), *b = xmalloc(n);
+	uint64_t x = 88172645463325252ull;
+
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		a[i] = (uint8_t)x;
+	}
+	for (unsigned es = 2; es <= 8; es *= 2) {
+		double best_split = 0, best_join = 0;
+
+		for (int round = 0; round < 5; round++) {
+			double t0 = cpu_now(), t1, t2;
+
+			for (int r = 0; r < 200; r++)
+				ck_planes_split(a, n, es, b);
+			t1 = cpu_now();
+			for (int r = 0; r < 200; r++)
+				ck_planes_join(b, n, es, a);
+			t2 = cpu_now();
+			if (200.0 * (double)n / 1e6 / (t1 - t0) > best_split)
+				best_split = 200.0 * (double)n / 1e6 / (t1 - t0);
+			if (200.0 * (double)n / 1e6 / (t2 - t1) > best_join)
+				best_join = 200.0 * (double)n / 1e6 / (t2 - t1);
+		}
+		printf("pack_planes elem=%u split_mbps=%.0f join_mbps=%.0f\n", es, best_split, best_join);
+	}
+	free(a);
+	free(b);
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: pack_ratio [--anchor K] [--codecs planes,xor,sub] [--level N] [--exhaustive 0|1]\n"
 			"                  [--base CKPT_DIR]\n"
-			"                  [--decode K] [--decode-mb N] SERIES_DIR\n");
+			"                  [--decode K] [--decode-mb N] SERIES_DIR\n"
+			"       pack_ratio --planes\n");
 	exit(2);
 }
 
@@ -652,6 +692,10 @@ int main(int argc, char **argv)
 	int do_decode = 0, i;
 	char **names;
 
+	if (argc == 2 && strcmp(argv[1], "--planes") == 0) {
+		planes_run();
+		return 0;
+	}
 	for (i = 1; i < argc && argv[i][0] == '-'; i++) {
 		if (i + 1 >= argc)
 			usage();
