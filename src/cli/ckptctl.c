@@ -24,6 +24,7 @@ static const struct cli_cmd *const commands[] = {
 	&cli_cmd_init, &cli_cmd_import, &cli_cmd_ls, &cli_cmd_show, &cli_cmd_layers, &cli_cmd_reindex,
 	&cli_cmd_verify, &cli_cmd_commit, &cli_cmd_quarantine, &cli_cmd_recover,
 	&cli_cmd_stats, &cli_cmd_rm,
+	&cli_cmd_compact,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -61,10 +61,12 @@ static const char *human(char *buf, size_t size, uint64_t v)
 	return buf;
 }
 
-/* Per checkpoint and per series: what packs will fill in stays 0 today. */
+/* Per checkpoint and per series; dedup, delta and compression come from
+ * what compaction recorded for the packed files. */
 struct totals {
 	uint64_t logical, physical, tensor_bytes, partial;
 	size_t unservable;
+	uint64_t dedup, delta, compressed;
 };
 
 static void json_bytes(struct jw *w, const struct totals *t)
@@ -80,20 +82,20 @@ static void json_bytes(struct jw *w, const struct totals *t)
 	jw_key(w, "unservable_files");
 	jw_uint(w, t->unservable);
 	jw_key(w, "dedup_bytes");
-	jw_uint(w, 0);
+	jw_uint(w, t->dedup);
 	jw_key(w, "delta_bytes");
-	jw_uint(w, 0);
+	jw_uint(w, t->delta);
 	jw_key(w, "compression_saved_bytes");
-	jw_uint(w, 0);
+	jw_uint(w, t->compressed);
 }
 
 static void print_bytes(const char *step, const char *name, const struct totals *t)
 {
-	char a[32], b[32], c[32], z[32];
+	char a[32], b[32], c[32], d[32], e[32], f[32];
 
-	human(z, sizeof(z), 0);
 	printf("%12s  %-28s %12s %12s %12s %8s %8s %10s\n", step, name, human(a, sizeof(a), t->logical),
-	       human(b, sizeof(b), t->physical), human(c, sizeof(c), t->partial), z, z, z);
+	       human(b, sizeof(b), t->physical), human(c, sizeof(c), t->partial), human(d, sizeof(d), t->dedup),
+	       human(e, sizeof(e), t->delta), human(f, sizeof(f), t->compressed));
 }
 
 static double fraction(const struct stats_layer *l)
@@ -182,12 +184,16 @@ static int one_checkpoint(struct series_ctx *sc, const char *series, const struc
 		if (rc < 0)
 			return rc;
 	}
-	t = (struct totals){ cur->logical, cur->physical, cur->tensor_bytes, cur->partial, cur->unservable };
+	t = (struct totals){ cur->logical, cur->physical, cur->tensor_bytes, cur->partial, cur->unservable,
+			     cur->dedup, cur->delta, cur->compressed };
 	sum->logical += t.logical;
 	sum->physical += t.physical;
 	sum->tensor_bytes += t.tensor_bytes;
 	sum->partial += t.partial;
 	sum->unservable += t.unservable;
+	sum->dedup += t.dedup;
+	sum->delta += t.delta;
+	sum->compressed += t.compressed;
 	if (sc->a->json) {
 		jw_begin_obj(sc->w);
 		jw_key(sc->w, "name");

@@ -52,6 +52,9 @@ struct stats_ckpt {
 	uint64_t physical;    /* bytes of the files the checkpoint itself holds */
 	uint64_t tensor_bytes;
 	uint64_t partial;     /* tensor bytes served from older checkpoints */
+	uint64_t dedup;       /* packed files: bytes stored once already elsewhere */
+	uint64_t delta;       /* packed files: bytes stored as deltas */
+	uint64_t compressed;  /* packed files: bytes saved by encoding (planes, zstd, deltas) */
 	size_t unservable;    /* composite files the view refuses (changed or bad): their tensors are not counted */
 };
 
@@ -66,7 +69,8 @@ struct stats_layer {
 };
 
 /* Collects the composite of series/name from the view and the physical
- * size of the checkpoint's own files (ckpt_id) from the store. */
+ * size of the checkpoint's own files (ckpt_id) from the store: what its
+ * pack records take for a packed file, else the raw file's size. */
 int stats_collect(struct ck_view *v, struct ck_store *st, const char *series, const struct ck_ckpt_info *c,
 		  struct stats_ckpt *out);
 void stats_ckpt_free(struct stats_ckpt *c);

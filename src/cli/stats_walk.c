@@ -18,6 +18,7 @@
 
 #include "ckptfs/log.h"
 #include "ckptfs/view.h"
+#include "ckptfs/packstore.h"
 #include "stats.h"
 
 /* --- collecting a composite ------------------------------------------------ */
@@ -129,8 +130,19 @@ int stats_collect(struct ck_view *v, struct ck_store *st, const char *series, co
 	rc = ck_store_list_files(st, c->id, &f, &nf);
 	if (rc < 0)
 		return rc;
-	for (size_t i = 0; i < nf; i++)
-		out->physical += f[i].size;
+	for (size_t i = 0; i < nf; i++) {
+		struct ck_file_pack_info pi;
+
+		if (ck_store_file_pack_info(st, f[i].id, &pi) < 0 || !pi.packed) {
+			out->physical += f[i].size;
+			continue;
+		}
+		out->physical += pi.stored_bytes;
+		out->dedup += pi.dedup_bytes;
+		out->delta += pi.delta_bytes;
+		if (pi.delta_bytes + pi.plain_bytes > pi.stored_bytes)
+			out->compressed += pi.delta_bytes + pi.plain_bytes - pi.stored_bytes;
+	}
 	ck_file_info_free(f, nf);
 	return 0;
 }

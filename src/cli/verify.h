@@ -71,6 +71,20 @@ struct vfy_target {
 	int64_t step;
 };
 
+/* A chunk of a packed file that does not decode to its hash
+ * (ck_store_verify_packs), found once for the whole store. */
+struct vfy_pack_bad {
+	uint64_t file_id, offset, length;
+	char *why;
+};
+
+struct vfy_packs {
+	int loaded;
+	uint64_t chunks_checked;
+	struct vfy_pack_bad *bad;
+	size_t nbad;
+};
+
 struct vfy_report {
 	int content;                 /* content mode: byte ranges re-hashed */
 	int progress;                /* show progress on stderr (a TTY) */
@@ -84,6 +98,7 @@ struct vfy_report {
 	size_t ntargets;
 	struct vfy_dependent *deps;
 	size_t ndeps;
+	struct vfy_packs packs;      /* packed files: checked through their chunks */
 };
 
 const char *vfy_reason_name(enum vfy_reason r);
@@ -98,6 +113,11 @@ int verify_scan(struct ck_store *st, const struct ck_ckpt_info *ckpts, size_t n,
 int verify_targets(struct ck_store *st, struct vfy_report *r);
 /* Opens a view of store_dir and fills r->deps from r->targets. 0 or -errno (err says why). */
 int verify_deps(const char *store_dir, struct vfy_report *r, struct ck_error *err);
+
+/* verify_packs.c: decodes every chunk of every packed file once into
+ * r->packs (first call only).  0 or -errno (err says why). */
+int verify_packs_load(struct ck_store *st, struct vfy_report *r, struct ck_error *err);
+void verify_packs_free(struct vfy_packs *p);
 
 void vfy_report_free(struct vfy_report *r);
 

@@ -31,6 +31,7 @@ char *vfy_path(const char *series, const char *ckpt, const char *relpath)
 
 void vfy_report_free(struct vfy_report *r)
 {
+	verify_packs_free(&r->packs);
 	for (size_t i = 0; i < r->ndmg; i++) {
 		struct vfy_damage *d = &r->dmg[i];
 

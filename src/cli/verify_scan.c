@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/packstore.h"
 #include "verify.h"
 
 #define READ_CHUNK (4u << 20)
@@ -228,6 +229,42 @@ static int add_bad(struct vfy_report *r, const struct ck_ckpt_info *c, const str
 	return 0;
 }
 
+/* A packed file is served from its chunks, not its raw file (which may be
+ * gone): each chunk that does not decode to its hash damages the storage
+ * holding it, or the file when it holds no tensor data. */
+static int check_packed(struct scan_file *sf)
+{
+	struct ck_error err = { { 0 } };
+	struct ck_storage_info *s = NULL;
+	size_t ns = 0, before = sf->r->ndmg;
+	int rc;
+
+	if (!sf->r->content) {
+		sf->r->files_ok++;   /* the raw file's identity no longer matters */
+		return 0;
+	}
+	rc = verify_packs_load(sf->st, sf->r, &err);
+	if (rc < 0)
+		return rc;
+	rc = ck_store_list_storages(sf->st, sf->f->id, &s, &ns);
+	for (size_t i = 0; i < sf->r->packs.nbad && rc == 0; i++) {
+		const struct vfy_pack_bad *b = &sf->r->packs.bad[i];
+		const struct ck_storage_info *hit = NULL;
+
+		if (b->file_id != sf->f->id)
+			continue;
+		for (size_t k = 0; k < ns && !hit; k++)
+			if (b->offset >= s[k].offset && b->offset - s[k].offset < s[k].length)
+				hit = &s[k];
+		rc = add_damage(sf, hit, hit ? VFY_HASH_MISMATCH : VFY_UNREADABLE, b->why);
+	}
+	ck_storage_info_free(s, ns);
+	sf->r->bytes_hashed += sf->f->size;
+	if (rc == 0 && sf->r->ndmg == before)
+		sf->r->files_ok++;
+	return rc;
+}
+
 static int check_file(struct scan_file *sf)
 {
 	const struct ck_file_info *f = sf->f;
@@ -239,6 +276,8 @@ static int check_file(struct scan_file *sf)
 	if (f->kind == CK_FILE_BAD)
 		return add_bad(sf->r, sf->c, f);
 	sf->r->files++;
+	if (ck_store_file_packed(sf->st, f->id) == 1)
+		return check_packed(sf);
 	if (ck_file_check(f, &err) < 0) {
 		int gone = stat(f->src_path, &sb) < 0;
 		int missing = gone && (errno == ENOENT || errno == ENOTDIR);

@@ -34,6 +34,9 @@ struct ck_store {
 	MDB_env *env;
 	MDB_dbi meta, series, ckpts, files, storages, tensors;
 	struct ck_layer_rules *rules;
+	MDB_dbi chunks, fmaps;   /* the packed store (pack_store.h) */
+	int packs_ready;         /* chunks and fmaps exist (a read-only open of an
+				  * older index may lack them: nothing is packed) */
 };
 
 /* LMDB status (0, MDB_* or errno) to -errno. */
@@ -44,6 +47,16 @@ int ck_store_check_marker(const char *dir, struct ck_error *err);
 /* Opens (create: makes) the LMDB environment in directory idx with its
  * named databases into st->env and the dbi fields. */
 int ck_store_open_index(struct ck_store *st, const char *idx, int create, struct ck_error *err);
+/* pack_index.c: opens the packed store's databases, creating them when st
+ * is writable (an older index gets them on its first writable open). */
+int ck_pack_dbs_open(struct ck_store *st, struct ck_error *err);
+/* pack_rebuild.c: rebuilds the packed state of the index from packmaps and packs: every
+ * packmap whose maps the index lacks is applied, chunks it names that the
+ * index does not locate are found by scanning the packs.  Used by
+ * recovery (take_lock: the index lock is taken shared) and reindex (which
+ * holds it exclusive).  Returns the number of file maps applied, or
+ * -errno with err (the first failure; the other packmaps were tried). */
+int ck_pack_rebuild(struct ck_store *st, int take_lock, struct ck_error *err);
 
 /* writelock.c: commits hold STORE/index.lock shared, reindex holds it
  * exclusive, so that no commit goes into an index being replaced.  Returns

@@ -234,6 +234,13 @@ int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx,
 		/* Deletions and reclaims cut short (delete_finish.c). */
 		keep_first(&r, ck_delete_recover(st, report, ctx, &why), &why);
 	}
+	if (rc == 0) {
+		struct ck_error why = { { 0 } };
+		int applied = ck_pack_rebuild(st, 1, &why);
+
+		/* A compaction cut short after its packmap (pack_rebuild.c). */
+		keep_first(&r, applied < 0 ? applied : 0, &why);
+	}
 	ck_store_unlock(lock);
 	if (rc < 0)
 		return ck_fail(err, -rc, "%s: recovery: %s", st->path, strerror(-rc));

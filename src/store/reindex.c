@@ -427,6 +427,15 @@ static int build_and_swap(struct reindex *r, const char *idx)
 		rc = ck_fail(r->err, EIO, "%s: cannot set up the new index", tmp);
 	if (rc == 0)
 		rc = index_all(r);
+	if (rc == 0) {
+		struct ck_error why = { { 0 } };
+		int prc = ck_pack_rebuild(&r->nst, 0, &why);
+
+		/* Packed files come back from packmaps and packs; one that cannot
+		 * stays raw (its raw file is still what the manifest names). */
+		if (prc < 0)
+			report(r, r->dir, prc, why.msg);
+	}
 	if (rc == 0 && mdb_env_sync(r->nst.env, 1) != 0)
 		rc = ck_fail(r->err, EIO, "%s: cannot sync the new index", tmp);
 	if (r->nst.env)

@@ -124,7 +124,7 @@ int ck_store_open_index(struct ck_store *st, const char *idx, int create, struct
 
 	rc = mdb_env_create(&st->env);
 	if (rc == 0)
-		rc = mdb_env_set_maxdbs(st->env, 8);
+		rc = mdb_env_set_maxdbs(st->env, 16);
 	if (rc == 0)
 		rc = mdb_env_set_mapsize(st->env, CK_STORE_MAPSIZE);
 	if (rc == 0)
@@ -181,7 +181,7 @@ int ck_store_open_index(struct ck_store *st, const char *idx, int create, struct
 			ck_fail(err, e, "%s: %s", idx, mdb_strerror(rc));
 		return -e;
 	}
-	return 0;
+	return ck_pack_dbs_open(st, err);
 }
 
 /* The one error every tool gives for a store whose index is gone: it can

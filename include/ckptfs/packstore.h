@@ -1,0 +1,146 @@
+/* The packed store: committed file versions kept as chunks in pack files.
+ *
+ * Compaction (ck_store_compact) moves committed file versions from raw
+ * files into packs (include/ckptfs/pack.h) as a "file map": the file's
+ * bytes [0, size) cut into chunks of at most CK_CHUNK_MAX bytes, a new
+ * chunk starting at every tensor storage (so a storage's chunks line up
+ * version after version), each chunk named by the XXH3-128 of its raw
+ * bytes.  The chunk table in the index says where each chunk lives:
+ *
+ *   - packed: a record of a pack file, possibly a delta (XOR/SUB against a
+ *     reference chunk, named by its hash) — see include/ckptfs/chunk.h;
+ *   - raw: a byte range of a raw file still in the store (the newest
+ *     checkpoint of a series stays raw, and serves as the reference of
+ *     the reverse deltas of the versions before it).
+ *
+ * Identical chunks are stored once (dedup by hash).  A changed chunk of
+ * version v of a tensor is stored as the smallest of: planes + zstd, or a
+ * delta against the same chunk of version v+1 (the next NEWER version:
+ * reverse deltas, so the version users resume from is never behind a
+ * chain).  Every chunk has a depth: 0 for raw and for self-contained
+ * ("anchor") records, 1 + its reference's depth for a delta; no delta is
+ * written whose depth would exceed the anchor interval K, so rebuilding
+ * any chunk decodes at most K deltas.
+ *
+ * Durability: records are appended and the pack fdatasynced, then the
+ * file's map is written durably beside its manifest
+ * (STORE/manifests/SERIES/CKPT.packmap), then one index transaction
+ * records the chunks and marks the file packed.  A crash leaves unused
+ * records (reclaimed by gc) or a packmap the index lacks (recovery and
+ * reindex pick it up); never a packed file whose chunks are missing.
+ *
+ * docs/format.md ("Packed store") has the byte layouts.
+ */
+#ifndef CKPTFS_PACKSTORE_H
+#define CKPTFS_PACKSTORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "ckptfs/chunk.h"
+#include "ckptfs/error.h"
+#include "ckptfs/store.h"
+
+/* Default anchor interval (the longest delta chain). */
+#define CK_PACK_DEFAULT_ANCHOR_K 8
+
+struct ck_compact_opts {
+	const char *series;     /* NULL: every series */
+	unsigned anchor_k;      /* 0: CK_PACK_DEFAULT_ANCHOR_K */
+	int level;              /* zstd level; 0: CK_CHUNK_DEFAULT_LEVEL */
+	unsigned keep_raw;      /* raw files of the newest N checkpoints of a
+	                         * series are kept; older store-owned raw files
+	                         * of packed versions are removed once packed.
+	                         * 0 keeps every raw file. */
+	volatile int *stop;     /* when non-NULL and set, stops between files */
+};
+
+/* What compaction did, summed over the files it packed. */
+struct ck_compact_stats {
+	uint64_t files;             /* file versions packed */
+	uint64_t logical_bytes;     /* their sizes */
+	uint64_t chunks;            /* chunks in their maps */
+	uint64_t dedup_chunks, dedup_bytes;   /* already stored: cost nothing */
+	uint64_t delta_chunks, delta_bytes;   /* stored as XOR/SUB deltas (raw bytes) */
+	uint64_t plain_chunks, plain_bytes;   /* stored self-contained (raw bytes) */
+	uint64_t stored_bytes;      /* record bytes appended to packs */
+	uint64_t raw_removed_bytes; /* raw files removed (keep_raw) */
+	double seconds;             /* wall time */
+};
+
+/* Progress: called after each file with what was done so far. */
+typedef void (*ck_compact_progress_fn)(void *ctx, const char *series, const char *ckpt,
+				       const char *relpath, const struct ck_compact_stats *so_far);
+
+/* Packs every committed file version not packed yet, except those of the
+ * newest checkpoint of each series (they stay raw: resume reads them at
+ * full speed, and they are the references of the reverse deltas).  Files
+ * of kind CK_FILE_BAD are skipped.  Holds STORE/commit.lock while writing
+ * (one compaction or commit at a time); readers are never blocked (LMDB
+ * MVCC; a file's raw bytes stay until its packed form is committed).
+ * Crash-safe at every point.  0 and *stats (may be NULL), or -errno with
+ * err. */
+int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts,
+		     ck_compact_progress_fn progress, void *ctx, struct ck_compact_stats *stats,
+		     struct ck_error *err);
+
+/* Whether file_id is packed: 1, 0, or -errno. */
+int ck_store_file_packed(struct ck_store *st, uint64_t file_id);
+
+/* What compaction recorded for one file version (ckptctl stats). */
+struct ck_file_pack_info {
+	int mapped;              /* compaction has seen it (0: nothing below is set) */
+	int packed;              /* served from packs; else raw, its chunks mapped */
+	uint64_t size;
+	uint32_t chunks;
+	uint64_t dedup_bytes;    /* chunks stored already elsewhere */
+	uint64_t delta_bytes;    /* raw bytes of chunks stored as deltas */
+	uint64_t plain_bytes;    /* raw bytes of chunks stored self-contained */
+	uint64_t stored_bytes;   /* what its new records take in packs (raw: size) */
+};
+/* 0 and *out (mapped 0 when the file has no map), or -errno. */
+int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_file_pack_info *out);
+
+/* ---- Reading packed files (thread-safe) ---- */
+
+/* A cache of decoded chunks shared by readers, bounded in bytes; one per
+ * process is enough.  0 or -ENOMEM. */
+struct ck_chunk_cache;
+int ck_chunk_cache_new(uint64_t max_bytes, struct ck_chunk_cache **out);
+void ck_chunk_cache_free(struct ck_chunk_cache *c);
+/* Hits, misses and bytes held, for stats and tests. */
+void ck_chunk_cache_counters(const struct ck_chunk_cache *c, uint64_t *hits, uint64_t *misses,
+			     uint64_t *bytes);
+
+/* One packed file version opened for reading: its map, and the chunks
+ * resolved through the index of st (which must stay open). */
+struct ck_packed_file;
+/* 0, -ENOENT when file_id is not packed, or -errno with err. */
+int ck_packed_open(struct ck_store *st, uint64_t file_id, struct ck_chunk_cache *cache,
+		   struct ck_packed_file **out, struct ck_error *err);
+void ck_packed_close(struct ck_packed_file *pf);
+uint64_t ck_packed_size(const struct ck_packed_file *pf);
+/* Reads len bytes at off (clamped to the size): every chunk is decoded
+ * (through at most K deltas) and checked against its hash; a mismatch, a
+ * damaged record or a missing pack is -EIO with err naming the chunk's
+ * hash, the pack file and offset — never wrong bytes.  Returns the bytes
+ * read (>= 0) or -errno. */
+ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64_t off,
+			struct ck_error *err);
+/* Hints that [off, off + len) will be read soon (sequential readers):
+ * decodes those chunks into the cache on a background thread.  Never
+ * fails; does nothing without a cache. */
+void ck_packed_prefetch(struct ck_packed_file *pf, uint64_t off, uint64_t len);
+
+/* ---- Checking and reclaiming ---- */
+
+/* Every chunk of every packed file decoded and checked (verify): calls
+ * bad(ctx, file_id, off, len, why) for each chunk that does not decode to
+ * its hash.  0 (damage reported through bad), or -errno. */
+typedef void (*ck_packed_bad_fn)(void *ctx, uint64_t file_id, uint64_t off, uint64_t len,
+				 const char *why);
+int ck_store_verify_packs(struct ck_store *st, ck_packed_bad_fn bad, void *ctx,
+			  uint64_t *chunks_checked, struct ck_error *err);
+
+#endif

@@ -1,0 +1,254 @@
+/* Resolving a chunk by hash: follow its chain through the chunk table
+ * (delta -> reference -> ... -> a self-contained record or a raw file),
+ * then decode from the bottom up, checking every step's hash. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckptfs/pack.h"
+#include "pack_store.h"
+
+void ck_pack_fds_init(struct ck_pack_fds *f)
+{
+	pthread_mutex_init(&f->lock, NULL);
+	f->fd = NULL;
+	f->n = 0;
+}
+
+void ck_pack_fds_close(struct ck_pack_fds *f)
+{
+	for (size_t i = 0; i < f->n; i++)
+		if (f->fd[i] >= 0)
+			close(f->fd[i]);
+	free(f->fd);
+	f->fd = NULL;
+	f->n = 0;
+	pthread_mutex_destroy(&f->lock);
+}
+
+int ck_pack_fds_get(struct ck_pack_fds *f, const char *store, uint32_t pack_id)
+{
+	int fd, rc = 0;
+
+	pthread_mutex_lock(&f->lock);
+	if (pack_id >= f->n) {
+		size_t n = (size_t)pack_id + 8;
+		int *v = realloc(f->fd, n * sizeof(*v));
+
+		if (!v) {
+			pthread_mutex_unlock(&f->lock);
+			return -ENOMEM;
+		}
+		for (size_t i = f->n; i < n; i++)
+			v[i] = -1;
+		f->fd = v;
+		f->n = n;
+	}
+	fd = f->fd[pack_id];
+	if (fd < 0) {
+		char *path = ck_pack_path(store, pack_id);
+
+		fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+		if (fd < 0)
+			rc = path ? -errno : -ENOMEM;
+		else if (ck_pack_check_header(fd, NULL) < 0) {
+			close(fd);
+			rc = -EIO;
+		} else {
+			f->fd[pack_id] = fd;
+		}
+		free(path);
+	}
+	pthread_mutex_unlock(&f->lock);
+	return rc < 0 ? rc : fd;
+}
+
+int ck_decoder_init(struct ck_decoder *d)
+{
+	memset(d, 0, sizeof(*d));
+	if (ck_chunk_ctx_new(NULL, &d->ctx) < 0)
+		return -ENOMEM;
+	d->payload = malloc(CK_CHUNK_MAX);
+	d->buf[0] = malloc(CK_CHUNK_MAX);
+	d->buf[1] = malloc(CK_CHUNK_MAX);
+	d->out = malloc(CK_CHUNK_MAX);
+	if (!d->payload || !d->buf[0] || !d->buf[1] || !d->out) {
+		ck_decoder_clear(d);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void ck_decoder_clear(struct ck_decoder *d)
+{
+	ck_chunk_ctx_free(d->ctx);
+	free(d->payload);
+	free(d->buf[0]);
+	free(d->buf[1]);
+	free(d->out);
+	memset(d, 0, sizeof(*d));
+}
+
+int ck_chunk_depth(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, struct ck_hash128 avoid,
+		   unsigned *depth, int *meets)
+{
+	struct ck_hash128 x = h;
+
+	*depth = 0;
+	*meets = 0;
+	for (;;) {
+		struct ck_chunk_loc l;
+		int rc = ck_chunk_lookup(txn, st, x, &l);
+
+		if (rc < 0)
+			return rc;
+		if (ck_hash128_eq(x, avoid))
+			*meets = 1;
+		ck_chunk_loc_clear(&l);
+		if (l.where != CK_CHUNK_PACKED || !ck_codec_needs_ref(l.codec))
+			return 0;
+		if (++*depth > CK_PACK_MAX_CHAIN)
+			return -ELOOP;
+		x = l.ref;
+	}
+}
+
+static int read_raw(const struct ck_chunk_loc *l, struct ck_hash128 h, uint8_t *out, struct ck_error *err)
+{
+	char hex[33];
+	int fd = open(l->path, O_RDONLY | O_CLOEXEC);
+	ssize_t got = -1;
+
+	ck_hash128_hex(h, hex);
+	if (fd < 0)
+		return ck_fail(err, EIO, "chunk %s: raw file %s: %s", hex, l->path, strerror(errno));
+	for (size_t at = 0; at < l->raw_len; at += (size_t)got) {
+		got = pread(fd, out + at, l->raw_len - at, (off_t)(l->offset + at));
+		if (got <= 0) {
+			close(fd);
+			return ck_fail(err, EIO, "chunk %s: raw file %s at %" PRIu64 ": %s", hex, l->path, l->offset,
+				       got < 0 ? strerror(errno) : "the file ends first");
+		}
+	}
+	close(fd);
+	if (!ck_hash128_eq(ck_chunk_hash(out, l->raw_len), h))
+		return ck_fail(err, EIO, "chunk %s: raw file %s at %" PRIu64 ": bytes do not hash to the chunk",
+			       hex, l->path, l->offset);
+	return 0;
+}
+
+static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
+		       const struct ck_chunk_loc *l, struct ck_hash128 h, const uint8_t *ref, uint32_t ref_len,
+		       uint8_t *out, struct ck_error *err)
+{
+	struct ck_error why = { { 0 } };
+	struct ck_chunk_desc desc;
+	char hex[33];
+	int fd, rc;
+
+	fd = ck_pack_fds_get(fds, st->path, l->pack_id);
+	if (fd < 0) {
+		snprintf(why.msg, sizeof(why.msg), "cannot open the pack: %s", strerror(-fd));
+		rc = fd;
+	} else {
+		rc = ck_pack_read_chunk(fd, l->offset, d->ctx, d->payload, ref, ref_len, out, &desc, &why);
+		if (rc == 0 && (!ck_hash128_eq(desc.raw_hash, h) || desc.raw_len != l->raw_len)) {
+			snprintf(why.msg, sizeof(why.msg), "the record holds another chunk");
+			rc = -EIO;
+		}
+	}
+	if (rc == 0)
+		return 0;
+	if (rc == -ENOMEM)
+		return ck_fail(err, ENOMEM, "out of memory");
+	ck_hash128_hex(h, hex);
+	return ck_fail(err, EIO, "chunk %s: %s/%s/pack-%08u.ckpack record at %" PRIu64 ": %s", hex, st->path,
+		       CK_PACKS_DIR, l->pack_id, l->offset, why.msg);
+}
+
+int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
+		     struct ck_chunk_cache *cache, struct ck_hash128 h, uint8_t *out, uint32_t *len,
+		     unsigned *depth, struct ck_error *err)
+{
+	struct ck_chunk_loc chain[CK_PACK_MAX_CHAIN + 1];
+	struct ck_hash128 hs[CK_PACK_MAX_CHAIN + 1];
+	struct ck_hash128 x = h;
+	const uint8_t *ref = NULL;
+	uint32_t ref_len = 0;
+	unsigned deltas = 0;
+	size_t n = 0;
+	char hex[33];
+	int rc = 0;
+
+	/* Down the chain until something self-contained, or a cached reference. */
+	for (;;) {
+		uint8_t *base = d->buf[n & 1];   /* not where entry n - 1 decodes */
+
+		if (n > 0 && cache && ck_chunk_cache_copy(cache, x, base, &ref_len)) {
+			ref = base;
+			break;
+		}
+		if (n > CK_PACK_MAX_CHAIN) {
+			ck_hash128_hex(h, hex);
+			rc = ck_fail(err, EIO, "chunk %s: chain longer than %d deltas", hex, CK_PACK_MAX_CHAIN);
+			goto out;
+		}
+		rc = ck_chunk_lookup(txn, st, x, &chain[n]);
+		if (rc < 0) {
+			char hx[33];
+
+			ck_hash128_hex(h, hex);
+			ck_hash128_hex(x, hx);
+			if (n == 0)
+				rc = ck_fail(err, EIO, "chunk %s: not in the chunk table (%s)", hex, strerror(-rc));
+			else
+				rc = ck_fail(err, EIO, "chunk %s: step %zu of its chain, reference %s: not in the chunk table (%s)",
+					     hex, n, hx, strerror(-rc));
+			goto out;
+		}
+		hs[n] = x;
+		n++;
+		if (chain[n - 1].where != CK_CHUNK_PACKED || !ck_codec_needs_ref(chain[n - 1].codec))
+			break;
+		x = chain[n - 1].ref;
+	}
+	/* Up again: entry i decodes into out (i == 0) or a scratch buffer
+	 * other than the one holding its reference. */
+	for (size_t i = n; i-- > 0;) {
+		const struct ck_chunk_loc *l = &chain[i];
+		uint8_t *dst = i == 0 ? out : d->buf[i & 1];
+
+		if (l->where == CK_CHUNK_RAW)
+			rc = read_raw(l, hs[i], dst, err);
+		else
+			rc = read_packed(st, fds, d, l, hs[i], ref, ref_len, dst, err);
+		if (rc < 0) {
+			if (i > 0) {
+				char hx[33];
+				char msg[sizeof(err->msg)];
+
+				ck_hash128_hex(h, hx);
+				snprintf(msg, sizeof(msg), "%s", err ? err->msg : "");
+				rc = ck_fail(err, -rc, "%s (step %zu of %zu of chunk %s's chain)", msg, n - i, n, hx);
+			}
+			goto out;
+		}
+		if (l->where == CK_CHUNK_PACKED && ck_codec_needs_ref(l->codec))
+			deltas++;
+		ref = dst;
+		ref_len = l->raw_len;
+	}
+	*len = ref_len;
+	if (depth)
+		*depth = deltas;
+out:
+	for (size_t i = 0; i < n; i++)
+		ck_chunk_loc_clear(&chain[i]);
+	return rc;
+}

@@ -1,0 +1,739 @@
+/* Compaction: committed file versions move into packs as chunks, newest
+ * to oldest within a series, each changed chunk stored self-contained or
+ * as a reverse delta against the same chunk of the next newer version,
+ * whichever is smaller, with no chain longer than the anchor interval.
+ *
+ * One checkpoint at a time, under STORE/commit.lock and the index lock:
+ * records appended, the pack fdatasynced, the checkpoint's packmap written
+ * durably, then one index transaction (chunk locations, file maps, the
+ * pack's durable end).  A crash anywhere leaves records nothing refers to,
+ * or a packmap that recovery applies; never a map whose chunks are lost.
+ * Raw files of packed versions go (keep_raw) only after that transaction. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "ckptfs/log.h"
+#include "ckptfs/pack.h"
+#include "manifest.h"
+#include "pack_layout.h"
+#include "pack_store.h"
+#include "staging.h"
+
+struct compact {
+	struct ck_store *st;
+	const struct ck_compact_opts *o;
+	unsigned k;
+	ck_compact_progress_fn progress;
+	void *pctx;
+	struct ck_compact_stats s;
+	struct ck_error *err;
+	struct ck_pack_writer *w;
+	uint32_t pack_id;
+	struct ck_pack_fds fds;
+	struct ck_decoder dec;
+	struct ck_chunk_ctx *enc;
+	uint8_t *raw;
+	int first_rc;             /* the first checkpoint that could not be compacted */
+	unsigned seq;             /* checkpoints written so far, for the crash hooks */
+};
+
+/* The crash test hook (staging.h) at stage, and at "stage-N" during the
+ * N-th checkpoint written (from 1), so that tests can stop any of them. */
+static void crash_point(const struct compact *c, const char *stage)
+{
+	char name[64];
+
+	ck_crash_point(stage);
+	snprintf(name, sizeof(name), "%s-%u", stage, c->seq + 1);
+	ck_crash_point(name);
+}
+
+/* A file version, cut into chunks. */
+struct fver {
+	const struct ck_file_info *f;
+	struct ck_storage_info *s;
+	size_t ns;
+	struct ck_tensor_info *t;
+	size_t nt;
+	struct ck_layout lay;
+};
+
+static void fver_clear(struct fver *v)
+{
+	ck_layout_clear(&v->lay);
+	ck_storage_info_free(v->s, v->ns);
+	ck_tensor_info_free(v->t, v->nt);
+	memset(v, 0, sizeof(*v));
+}
+
+static int fver_load(struct ck_store *st, const struct ck_file_info *f, struct fver *v)
+{
+	int rc;
+
+	memset(v, 0, sizeof(*v));
+	v->f = f;
+	rc = ck_store_list_storages(st, f->id, &v->s, &v->ns);
+	if (rc == 0)
+		rc = ck_store_list_tensors(st, f->id, &v->t, &v->nt);
+	if (rc == 0)
+		rc = ck_layout_build(&v->lay, f->size, v->s, v->ns, v->t, v->nt);
+	if (rc < 0)
+		fver_clear(v);
+	return rc;
+}
+
+static int meta_get_u64(MDB_txn *txn, struct ck_store *st, const char *name, uint64_t *out)
+{
+	MDB_val k = { strlen(name), (void *)name }, v;
+	int rc = mdb_get(txn, st->meta, &k, &v);
+
+	*out = 0;
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return ck_mdb_errno(rc);
+	if (v.mv_size != 8)
+		return -EIO;
+	*out = ck_le64(v.mv_data);
+	return 0;
+}
+
+static int meta_put_u64(MDB_txn *txn, struct ck_store *st, const char *name, uint64_t x)
+{
+	uint8_t b[8];
+	MDB_val k = { strlen(name), (void *)name }, v = { 8, b };
+
+	for (int i = 0; i < 8; i++)
+		b[i] = (uint8_t)(x >> (8 * i));
+	return ck_mdb_errno(mdb_put(txn, st->meta, &k, &v, 0));
+}
+
+static int open_writer(struct compact *c, uint64_t durable_end)
+{
+	struct ck_error why = { { 0 } };
+	char *path = ck_pack_path(c->st->path, c->pack_id);
+	int rc;
+
+	if (!path)
+		return ck_fail(c->err, ENOMEM, "out of memory");
+	rc = ck_pack_writer_open(path, durable_end, &c->w, NULL, &why);
+	if (rc < 0)
+		ck_fail(c->err, -rc, "%s: %s", path, why.msg);
+	free(path);
+	return rc;
+}
+
+static int start_packs(struct compact *c)
+{
+	char *dir = ck_path_join(c->st->path, CK_PACKS_DIR);
+	uint64_t cur = 0, end = 0;
+	MDB_txn *txn;
+	int rc;
+
+	if (!dir)
+		return ck_fail(c->err, ENOMEM, "out of memory");
+	if (mkdir(dir, 0755) == 0)
+		rc = ck_fsync_dir(c->st->path);
+	else
+		rc = errno == EEXIST ? 0 : -errno;
+	if (rc < 0)
+		ck_fail(c->err, -rc, "%s: %s", dir, strerror(-rc));
+	free(dir);
+	if (rc < 0)
+		return rc;
+	rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &txn));
+	if (rc == 0) {
+		rc = meta_get_u64(txn, c->st, CK_META_PACK_CUR, &cur);
+		if (rc == 0)
+			rc = meta_get_u64(txn, c->st, CK_META_PACK_END, &end);
+		mdb_txn_abort(txn);
+	}
+	if (rc < 0 || cur > UINT32_MAX)
+		return ck_fail(c->err, rc < 0 ? -rc : EIO, "%s: index: cannot read the pack position", c->st->path);
+	c->pack_id = (uint32_t)cur;
+	return open_writer(c, end);
+}
+
+/* A new pack once the current one passed CK_PACK_ROTATE_BYTES. */
+static int maybe_rotate(struct compact *c)
+{
+	int rc;
+
+	if (ck_pack_writer_end(c->w) < CK_PACK_ROTATE_BYTES)
+		return 0;
+	rc = ck_pack_sync(c->w);
+	if (rc < 0)
+		return ck_fail(c->err, -rc, "pack %u: sync: %s", c->pack_id, strerror(-rc));
+	ck_pack_writer_close(c->w);
+	c->w = NULL;
+	c->pack_id++;
+	return open_writer(c, 0);
+}
+
+int ck_chunk_raise_tails(MDB_txn *txn, struct ck_store *st, struct ck_hash128 x, uint32_t t)
+{
+	for (int steps = 0; steps <= CK_PACK_MAX_CHAIN; steps++, t++) {
+		struct ck_chunk_loc l;
+		int rc = ck_chunk_lookup(txn, st, x, &l), delta;
+
+		if (rc < 0)
+			return rc == -ENOENT ? 0 : rc;
+		if (l.tail >= t) {
+			ck_chunk_loc_clear(&l);
+			return 0;
+		}
+		l.tail = t;
+		rc = ck_chunk_store(txn, st, x, &l);
+		delta = l.where == CK_CHUNK_PACKED && ck_codec_needs_ref(l.codec);
+		ck_chunk_loc_clear(&l);
+		if (rc < 0 || !delta)
+			return rc;
+		x = l.ref;
+	}
+	return 0;
+}
+
+/* The reference for chunk i of v: the same chunk of the same storage in
+ * the newer version, if it has the same length and different bytes. */
+static int pick_ref(const struct fver *newer, const struct ck_fmap *nmap, const struct ck_layout_chunk *lc,
+		    struct ck_hash128 h, struct ck_hash128 *ref)
+{
+	long j;
+
+	if (!newer || !nmap || !lc->key)
+		return 0;
+	j = ck_layout_find(&newer->lay, lc->key, lc->index);
+	if (j < 0 || (size_t)j >= nmap->nchunks || nmap->chunks[j].len != lc->len ||
+	    ck_hash128_eq(nmap->chunks[j].hash, h))
+		return 0;
+	*ref = nmap->chunks[j].hash;
+	return 1;
+}
+
+/* Stores chunk h (c->raw) as a pack record, replacing a raw location into
+ * the file being packed (keeping its tail). */
+static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, const struct ck_layout_chunk *lc,
+		      uint32_t tail, const struct fver *newer, const struct ck_fmap *nmap, struct ck_fmap *map)
+{
+	struct ck_chunk_loc loc = { .where = CK_CHUNK_PACKED, .tail = tail };
+	const uint8_t *payload, *ref = NULL;
+	struct ck_chunk_desc desc;
+	struct ck_hash128 refh;
+	uint32_t ref_len = 0;
+	uint64_t off;
+	int rc;
+
+	if (pick_ref(newer, nmap, lc, h, &refh)) {
+		unsigned depth;
+		int meets;
+
+		/* The longest chain through this chunk: its reference's, itself,
+		 * and the deltas already resting on it. */
+		rc = ck_chunk_depth(txn, c->st, refh, h, &depth, &meets);
+		if (rc == 0 && !meets && depth + 1 + tail <= c->k &&
+		    ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, NULL, refh, c->dec.out, &ref_len, NULL, NULL) == 0)
+			ref = c->dec.out;
+	}
+	rc = ck_chunk_encode(c->enc, c->raw, lc->len, lc->elem, ref, ref_len, &desc, &payload);
+	if (rc == 0)
+		rc = maybe_rotate(c);
+	if (rc == 0)
+		rc = ck_pack_append(c->w, &desc, payload, &off);
+	if (rc < 0)
+		return ck_fail(c->err, -rc, "pack %u: cannot append a record: %s", c->pack_id, strerror(-rc));
+	crash_point(c, "compact-append");
+	loc.codec = desc.codec;
+	loc.elem = desc.elem_size;
+	loc.raw_len = desc.raw_len;
+	loc.pack_id = c->pack_id;
+	loc.offset = off;
+	loc.enc_len = desc.enc_len;
+	if (ck_codec_needs_ref(desc.codec))
+		loc.ref = desc.ref_hash;
+	rc = ck_chunk_store(txn, c->st, h, &loc);
+	if (rc == 0 && ck_codec_needs_ref(desc.codec))
+		rc = ck_chunk_raise_tails(txn, c->st, loc.ref, tail + 1);
+	if (rc < 0)
+		return ck_fail(c->err, -rc, "index: %s", strerror(-rc));
+	if (ck_codec_needs_ref(desc.codec)) {
+		c->s.delta_chunks++;
+		c->s.delta_bytes += lc->len;
+		map->delta_bytes += lc->len;
+	} else {
+		c->s.plain_chunks++;
+		c->s.plain_bytes += lc->len;
+		map->plain_bytes += lc->len;
+	}
+	c->s.stored_bytes += CK_PACK_REC_HEADER + desc.enc_len;
+	map->stored_bytes += CK_PACK_REC_HEADER + desc.enc_len;
+	return 0;
+}
+
+/* Chunk i of v: read, check, hash, and located (raw map) or stored (pack). */
+static int map_chunk(struct compact *c, MDB_txn *txn, int fd, struct fver *v, size_t i, XXH3_state_t *xs,
+		     int pack, const struct fver *newer, const struct ck_fmap *nmap, struct ck_fmap *map)
+{
+	const struct ck_layout_chunk *lc = &v->lay.c[i];
+	struct ck_chunk_loc loc = { 0 };
+	struct ck_hash128 h;
+	int rc;
+
+	for (size_t at = 0; at < lc->len;) {
+		ssize_t got = pread(fd, c->raw + at, lc->len - at, (off_t)(lc->off + at));
+
+		if (got <= 0)
+			return ck_fail(c->err, got < 0 ? errno : EIO, "%s: read at %" PRIu64 ": %s", v->f->src_path,
+				       lc->off + at, got < 0 ? strerror(errno) : "the file ends first");
+		at += (size_t)got;
+	}
+	if (lc->key) {
+		/* The storage's recorded hash vouches for the bytes packed. */
+		if (lc->index == 0)
+			XXH3_128bits_reset(xs);
+		XXH3_128bits_update(xs, c->raw, lc->len);
+		if (i + 1 == v->lay.n || v->lay.c[i + 1].index == 0 || v->lay.c[i + 1].key != lc->key) {
+			XXH128_hash_t d = XXH3_128bits_digest(xs);
+
+			for (size_t s = 0; s < v->ns; s++)
+				if (v->s[s].key == lc->key && (d.low64 != v->s[s].hash_lo || d.high64 != v->s[s].hash_hi))
+					return ck_fail(c->err, EIO, "%s: storage %s does not hash as recorded (damaged)",
+						       v->f->src_path, lc->key);
+		}
+	}
+	h = ck_chunk_hash(c->raw, lc->len);
+	map->chunks[i] = (struct ck_fmap_chunk){ .hash = h, .len = lc->len, .elem = lc->elem };
+	rc = ck_chunk_lookup(txn, c->st, h, &loc);
+	if (rc < 0 && rc != -ENOENT)
+		return ck_fail(c->err, -rc, "index: chunk table: %s", strerror(-rc));
+	if (!pack) {
+		if (rc == 0) {
+			ck_chunk_loc_clear(&loc);
+			return 0;
+		}
+		loc = (struct ck_chunk_loc){ .where = CK_CHUNK_RAW, .codec = CK_CODEC_RAW, .elem = lc->elem,
+					     .raw_len = lc->len, .offset = lc->off, .file_id = v->f->id,
+					     .path = (char *)v->f->src_path };
+		rc = ck_chunk_store(txn, c->st, h, &loc);
+		return rc < 0 ? ck_fail(c->err, -rc, "index: %s", strerror(-rc)) : 0;
+	}
+	if (rc == 0 && (loc.where == CK_CHUNK_PACKED || loc.file_id != v->f->id)) {
+		/* Stored already (or raw in a newer file): costs nothing. */
+		ck_chunk_loc_clear(&loc);
+		c->s.dedup_chunks++;
+		c->s.dedup_bytes += lc->len;
+		map->dedup_bytes += lc->len;
+		return 0;
+	}
+	rc = pack_chunk(c, txn, h, lc, rc == 0 ? loc.tail : 0, newer, nmap, map);
+	ck_chunk_loc_clear(&loc);
+	return rc;
+}
+
+/* Maps (pack 0) or packs (pack 1) one file version inside txn. */
+static int map_file(struct compact *c, MDB_txn *txn, struct fver *v, int pack, const struct fver *newer,
+		    const struct ck_fmap *nmap, struct ck_fmap *map)
+{
+	struct ck_error why = { { 0 } };
+	XXH3_state_t *xs = NULL;
+	int fd = -1, rc;
+
+	memset(map, 0, sizeof(*map));
+	map->flags = pack ? CK_FMAP_PACKED : 0;
+	map->size = v->f->size;
+	map->nchunks = (uint32_t)v->lay.n;
+	map->chunks = calloc(v->lay.n ? v->lay.n : 1, sizeof(*map->chunks));
+	xs = XXH3_createState();
+	if (!map->chunks || !xs) {
+		rc = ck_fail(c->err, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = ck_file_check(v->f, &why);
+	if (rc < 0) {
+		ck_fail(c->err, -rc, "%s", why.msg);
+		goto out;
+	}
+	fd = open(v->f->src_path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0) {
+		rc = ck_fail(c->err, errno, "%s: %s", v->f->src_path, strerror(errno));
+		goto out;
+	}
+	for (size_t i = 0; i < v->lay.n && rc == 0; i++)
+		rc = map_chunk(c, txn, fd, v, i, xs, pack, newer, nmap, map);
+	if (rc == 0 && !pack)
+		map->stored_bytes = v->f->size;
+out:
+	if (fd >= 0)
+		close(fd);
+	XXH3_freeState(xs);
+	if (rc < 0)
+		ck_fmap_clear(map);
+	return rc;
+}
+
+static int put_fmap(MDB_txn *txn, struct ck_store *st, uint64_t file_id, const struct ck_fmap *m)
+{
+	struct ck_buf b = CK_BUF_INIT;
+	uint8_t key[8];
+	MDB_val k = { 8, key }, v;
+	int rc = ck_fmap_put(&b, m);
+
+	ck_key_id(key, file_id);
+	if (rc == 0) {
+		v.mv_size = b.len;
+		v.mv_data = b.data;
+		rc = ck_mdb_errno(mdb_put(txn, st->fmaps, &k, &v, 0));
+	}
+	ck_buf_free(&b);
+	return rc;
+}
+
+/* The packmap of a checkpoint: every file's map as txn holds it now. */
+static int write_packmap(struct compact *c, MDB_txn *txn, const struct ck_ckpt_info *ck,
+			 const struct ck_file_info *f, size_t nf)
+{
+	struct ck_packmap pm = { 0 };
+	char *path = ck_packmap_path(c->st->path, ck->series, ck->name);
+	int rc = 0;
+
+	pm.series = ck->series;   /* borrowed, as the relpaths below */
+	pm.ckpt = ck->name;
+	pm.files = calloc(nf ? nf : 1, sizeof(*pm.files));
+	if (!path || !pm.files) {
+		rc = ck_fail(c->err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t i = 0; i < nf && rc == 0; i++) {
+		struct ck_packmap_file *pf = &pm.files[pm.nfiles];
+
+		rc = ck_fmap_lookup(txn, c->st, f[i].id, &pf->map);
+		if (rc == -ENOENT) {
+			rc = 0;
+			continue;
+		}
+		pf->relpath = f[i].relpath;   /* borrowed */
+		if (rc == 0)
+			pm.nfiles++;
+	}
+	if (rc < 0)
+		ck_fail(c->err, -rc, "index: file maps: %s", strerror(-rc));
+	else
+		rc = ck_packmap_store(path, &pm, c->err);
+out:
+	for (size_t i = 0; i < pm.nfiles; i++)
+		ck_fmap_clear(&pm.files[i].map);
+	free(pm.files);
+	free(path);
+	return rc;
+}
+
+static int files_of(struct ck_store *st, const struct ck_ckpt_info *ck, struct ck_file_info **f, size_t *n)
+{
+	*f = NULL;
+	*n = 0;
+	return ck ? ck_store_list_files(st, ck->id, f, n) : 0;
+}
+
+static const struct ck_file_info *same_path(const struct ck_file_info *f, size_t n, const char *relpath)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(f[i].relpath, relpath) == 0)
+			return &f[i];
+	return NULL;
+}
+
+/* Maps (pack 0) or packs (pack 1) the files of ck not done yet, with the
+ * newer checkpoint's files as delta references.  The caller holds the locks. */
+static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const struct ck_ckpt_info *newer,
+			 int pack)
+{
+	struct ck_file_info *f = NULL, *nf = NULL;
+	size_t n = 0, nn = 0, changed = 0;
+	MDB_txn *txn = NULL;
+	int rc;
+
+	rc = files_of(c->st, ck, &f, &n);
+	if (rc == 0)
+		rc = files_of(c->st, newer, &nf, &nn);
+	if (rc < 0) {
+		rc = ck_fail(c->err, -rc, "%s/%s: cannot list files: %s", ck->series, ck->name, strerror(-rc));
+		goto out;
+	}
+	rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, 0, &txn));
+	if (rc < 0) {
+		ck_fail(c->err, -rc, "index: %s", strerror(-rc));
+		txn = NULL;
+		goto out;
+	}
+	for (size_t i = 0; i < n && rc == 0; i++) {
+		const struct ck_file_info *nfi = same_path(nf, nn, f[i].relpath);
+		struct fver v, nv = { 0 };
+		struct ck_fmap old, map, nmap = { 0 };
+		int have_nmap = 0;
+
+		if (f[i].kind == CK_FILE_BAD)
+			continue;
+		rc = ck_fmap_lookup(txn, c->st, f[i].id, &old);
+		if (rc == 0) {
+			int done = (old.flags & CK_FMAP_PACKED) || !pack;
+
+			ck_fmap_clear(&old);
+			if (done)
+				continue;
+		} else if (rc != -ENOENT) {
+			rc = ck_fail(c->err, -rc, "index: file map: %s", strerror(-rc));
+			break;
+		}
+		rc = fver_load(c->st, &f[i], &v);
+		if (rc < 0) {
+			rc = ck_fail(c->err, -rc, "%s: %s", f[i].src_path, strerror(-rc));
+			break;
+		}
+		if (pack && nfi && fver_load(c->st, nfi, &nv) == 0) {
+			have_nmap = ck_fmap_lookup(txn, c->st, nfi->id, &nmap) == 0 && nmap.nchunks == nv.lay.n &&
+				    ck_layout_index(&nv.lay) == 0;
+		}
+		rc = map_file(c, txn, &v, pack, have_nmap ? &nv : NULL, have_nmap ? &nmap : NULL, &map);
+		if (rc == 0) {
+			rc = put_fmap(txn, c->st, f[i].id, &map);
+			if (rc < 0)
+				ck_fail(c->err, -rc, "index: %s", strerror(-rc));
+			if (pack) {
+				c->s.files++;
+				c->s.logical_bytes += f[i].size;
+				c->s.chunks += map.nchunks;
+			}
+			ck_fmap_clear(&map);
+			changed++;
+		}
+		ck_fmap_clear(&nmap);
+		fver_clear(&nv);
+		fver_clear(&v);
+		if (rc == 0 && pack && c->progress)
+			c->progress(c->pctx, ck->series, ck->name, f[i].relpath, &c->s);
+	}
+	if (rc < 0 || !changed)
+		goto out;
+	if (pack) {
+		rc = ck_pack_sync(c->w);
+		if (rc < 0) {
+			ck_fail(c->err, -rc, "pack %u: sync: %s", c->pack_id, strerror(-rc));
+			goto out;
+		}
+		crash_point(c, "compact-synced");
+	}
+	rc = write_packmap(c, txn, ck, f, n);
+	if (rc < 0)
+		goto out;
+	crash_point(c, "compact-packmap");
+	rc = meta_put_u64(txn, c->st, CK_META_PACK_CUR, c->pack_id);
+	if (rc == 0)
+		rc = meta_put_u64(txn, c->st, CK_META_PACK_END, ck_pack_writer_end(c->w));
+	if (rc == 0)
+		rc = ck_mdb_errno(mdb_txn_commit(txn));
+	txn = NULL;
+	if (rc < 0) {
+		ck_fail(c->err, -rc, "index: commit: %s", strerror(-rc));
+		goto out;
+	}
+	crash_point(c, "compact-committed");
+	c->seq++;
+out:
+	if (txn)
+		mdb_txn_abort(txn);
+	ck_file_info_free(f, n);
+	ck_file_info_free(nf, nn);
+	return rc;
+}
+
+/* Under the commit and index locks, as a commit: one checkpoint. */
+static int locked_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const struct ck_ckpt_info *newer,
+			     int pack)
+{
+	int commit_fd, index_fd, rc;
+
+	rc = ck_store_commit_lock(c->st, &commit_fd, c->err);
+	if (rc < 0)
+		return rc;
+	rc = ck_store_lock(c->st->path, 0, &index_fd, c->err);
+	if (rc == 0) {
+		rc = ck_store_index_current(c->st, c->err);
+		if (rc == 0)
+			rc = do_checkpoint(c, ck, newer, pack);
+		ck_store_unlock(index_fd);
+	}
+	ck_store_unlock(commit_fd);
+	return rc;
+}
+
+/* Whether path lies under STORE/data/ (the store owns it). */
+static int store_owned(const struct ck_store *st, const char *path)
+{
+	size_t n = strlen(st->path);
+
+	return strncmp(path, st->path, n) == 0 && strncmp(path + n, "/" CK_STORE_DATA_DIR "/",
+							  sizeof(CK_STORE_DATA_DIR) + 1) == 0;
+}
+
+/* Removes the store-owned raw files of ck's packed versions. */
+static void drop_raw(struct compact *c, const struct ck_ckpt_info *ck)
+{
+	struct ck_file_info *f;
+	size_t n;
+
+	if (ck_store_list_files(c->st, ck->id, &f, &n) < 0)
+		return;
+	for (size_t i = 0; i < n; i++) {
+		struct stat sb;
+		char *dir, *slash;
+
+		if (!store_owned(c->st, f[i].src_path) || ck_store_file_packed(c->st, f[i].id) != 1 ||
+		    lstat(f[i].src_path, &sb) < 0 || !S_ISREG(sb.st_mode))
+			continue;
+		if (unlink(f[i].src_path) < 0) {
+			ck_warn("%s: cannot remove the raw file of a packed version: %s", f[i].src_path,
+				strerror(errno));
+			continue;
+		}
+		c->s.raw_removed_bytes += (uint64_t)sb.st_size;
+		dir = strdup(f[i].src_path);
+		slash = dir ? strrchr(dir, '/') : NULL;
+		if (slash) {
+			*slash = '\0';
+			ck_fsync_dir(dir);
+		}
+		free(dir);
+	}
+	ck_file_info_free(f, n);
+}
+
+static void note_failure(struct compact *c, const struct ck_ckpt_info *ck, int rc)
+{
+	ck_warn("compact %s/%s: %s", ck->series, ck->name, c->err ? c->err->msg : strerror(-rc));
+	if (!c->first_rc)
+		c->first_rc = rc;
+}
+
+static int compact_series(struct compact *c, const char *series)
+{
+	struct ck_ckpt_info *ck;
+	size_t n, newest = 0, live = 0;
+	int rc;
+
+	rc = ck_store_list_checkpoints(c->st, series, &ck, &n);
+	if (rc < 0)
+		return ck_fail(c->err, -rc, "%s: cannot list checkpoints: %s", series, strerror(-rc));
+	for (size_t i = 0; i < n; i++)
+		if (!ck[i].deleted)
+			newest = i, live++;
+	if (live == 0)
+		goto out;
+	/* The newest stays raw: its chunks are mapped as raw locations, the
+	 * references of the reverse deltas and sources of dedup. */
+	rc = locked_checkpoint(c, &ck[newest], NULL, 0);
+	if (rc < 0)
+		note_failure(c, &ck[newest], rc);
+	for (size_t i = n; i-- > 0 && !(c->o->stop && *c->o->stop);) {
+		if (i == newest)
+			continue;
+		rc = locked_checkpoint(c, &ck[i], i + 1 < n ? &ck[i + 1] : NULL, 1);
+		if (rc < 0)
+			note_failure(c, &ck[i], rc);
+	}
+	if (c->o->keep_raw) {
+		size_t kept = 0;
+
+		for (size_t i = n; i-- > 0;) {
+			if (ck[i].deleted || kept++ < c->o->keep_raw)
+				continue;
+			drop_raw(c, &ck[i]);
+		}
+	}
+	rc = 0;
+out:
+	ck_ckpt_info_free(ck, n);
+	return rc;
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck_compact_progress_fn progress,
+		     void *ctx, struct ck_compact_stats *stats, struct ck_error *err)
+{
+	static const struct ck_compact_opts defaults;
+	struct ck_chunk_opts copts = { 0 };
+	struct compact c = { .st = st, .o = opts ? opts : &defaults, .progress = progress, .pctx = ctx, .err = err };
+	char **series = NULL;
+	size_t ns = 0;
+	double t0 = now_s();
+	int rc;
+
+	if (st->readonly)
+		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
+	if (!st->packs_ready)
+		return ck_fail(err, EIO, "%s: index lacks the packed store's databases", st->path);
+	c.k = c.o->anchor_k ? c.o->anchor_k : CK_PACK_DEFAULT_ANCHOR_K;
+	if (c.k > CK_PACK_MAX_CHAIN)
+		return ck_fail(err, EINVAL, "anchor interval %u: at most %d", c.k, CK_PACK_MAX_CHAIN);
+	copts.level = c.o->level;
+	ck_pack_fds_init(&c.fds);
+	c.raw = malloc(CK_CHUNK_MAX);
+	if (!c.raw || ck_decoder_init(&c.dec) < 0) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = ck_chunk_ctx_new(&copts, &c.enc);
+	if (rc < 0) {
+		ck_fail(err, -rc, "zstd level %d: %s", copts.level, strerror(-rc));
+		goto out;
+	}
+	rc = start_packs(&c);
+	if (rc < 0)
+		goto out;
+	if (c.o->series) {
+		series = calloc(1, sizeof(*series));
+		if (series && (series[0] = strdup(c.o->series)) != NULL)
+			ns = 1;
+		else
+			rc = ck_fail(err, ENOMEM, "out of memory");
+		if (!ns) {
+			free(series);
+			series = NULL;
+		}
+	} else {
+		rc = ck_store_list_series(st, &series, &ns);
+		if (rc < 0)
+			ck_fail(err, -rc, "cannot list series: %s", strerror(-rc));
+	}
+	for (size_t i = 0; i < ns && rc == 0 && !(c.o->stop && *c.o->stop); i++)
+		rc = compact_series(&c, series[i]);
+	if (rc == 0 && c.first_rc)
+		rc = c.first_rc;   /* err still says why */
+out:
+	ck_strv_free(series, ns);
+	if (c.w)
+		ck_pack_writer_close(c.w);
+	ck_chunk_ctx_free(c.enc);
+	ck_decoder_clear(&c.dec);
+	ck_pack_fds_close(&c.fds);
+	free(c.raw);
+	c.s.seconds = now_s() - t0;
+	if (stats)
+		*stats = c.s;
+	return rc;
+}

@@ -1,0 +1,315 @@
+/* The packed store's index records: the `chunks` and `fmaps` databases and
+ * their value codecs (docs/format.md, "Packed store"). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pack_store.h"
+
+#define LOC_HDR 56
+#define FMAP_HDR 48
+#define FMAP_CHUNK 24
+
+static void put_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+void ck_chunk_key(uint8_t out[16], struct ck_hash128 h)
+{
+	put_be64(out, h.hi);
+	put_be64(out + 8, h.lo);
+}
+
+void ck_hash128_hex(struct ck_hash128 h, char out[33])
+{
+	snprintf(out, 33, "%016llx%016llx", (unsigned long long)h.hi, (unsigned long long)h.lo);
+}
+
+int ck_chunk_loc_put(struct ck_buf *b, const struct ck_chunk_loc *l)
+{
+	size_t plen = l->where == CK_CHUNK_RAW && l->path ? strlen(l->path) : 0;
+	int rc = 0;
+
+	rc |= ck_buf_putc(b, CK_STORE_FORMAT);
+	rc |= ck_buf_putc(b, (uint8_t)l->where);
+	rc |= ck_buf_putc(b, (uint8_t)l->codec);
+	rc |= ck_buf_putc(b, (uint8_t)l->elem);
+	rc |= ck_buf_put_le32(b, l->raw_len);
+	rc |= ck_buf_put_le32(b, l->tail);
+	rc |= ck_buf_put_le32(b, l->where == CK_CHUNK_PACKED ? l->pack_id : 0);
+	rc |= ck_buf_put_le64(b, l->offset);
+	rc |= ck_buf_put_le32(b, l->where == CK_CHUNK_PACKED ? l->enc_len : (uint32_t)plen);
+	rc |= ck_buf_put_le32(b, 0);
+	rc |= ck_buf_put_le64(b, l->ref.hi);
+	rc |= ck_buf_put_le64(b, l->ref.lo);
+	rc |= ck_buf_put_le64(b, l->where == CK_CHUNK_RAW ? l->file_id : 0);
+	if (plen)
+		rc |= ck_buf_put(b, l->path, plen);
+	return rc ? -ENOMEM : 0;
+}
+
+int ck_chunk_loc_get(const MDB_val *v, struct ck_chunk_loc *out)
+{
+	const uint8_t *p = v->mv_data;
+	uint32_t n;
+
+	memset(out, 0, sizeof(*out));
+	if (v->mv_size < LOC_HDR || p[0] != CK_STORE_FORMAT)
+		return -EIO;
+	out->where = p[1];
+	out->codec = p[2];
+	out->elem = p[3];
+	out->raw_len = ck_le32(p + 4);
+	out->tail = ck_le32(p + 8);
+	out->pack_id = ck_le32(p + 12);
+	out->offset = ck_le64(p + 16);
+	n = ck_le32(p + 24);
+	out->ref.hi = ck_le64(p + 32);
+	out->ref.lo = ck_le64(p + 40);
+	out->file_id = ck_le64(p + 48);
+	if (out->codec >= CK_CODEC__COUNT || out->raw_len > CK_CHUNK_MAX)
+		return -EIO;
+	if (out->where == CK_CHUNK_PACKED) {
+		out->enc_len = n;
+		return v->mv_size == LOC_HDR ? 0 : -EIO;
+	}
+	if (out->where != CK_CHUNK_RAW || v->mv_size != LOC_HDR + (size_t)n || n == 0)
+		return -EIO;
+	out->path = malloc((size_t)n + 1);
+	if (!out->path)
+		return -ENOMEM;
+	memcpy(out->path, p + LOC_HDR, n);
+	out->path[n] = '\0';
+	if (strlen(out->path) != n) {
+		ck_chunk_loc_clear(out);
+		return -EIO;
+	}
+	return 0;
+}
+
+void ck_chunk_loc_clear(struct ck_chunk_loc *l)
+{
+	free(l->path);
+	l->path = NULL;
+}
+
+int ck_chunk_lookup(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, struct ck_chunk_loc *out)
+{
+	uint8_t key[16];
+	MDB_val k = { sizeof(key), key }, v;
+	int rc;
+
+	if (!st->packs_ready)
+		return -ENOENT;
+	ck_chunk_key(key, h);
+	rc = mdb_get(txn, st->chunks, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return -ENOENT;
+	if (rc)
+		return ck_mdb_errno(rc);
+	return ck_chunk_loc_get(&v, out);
+}
+
+int ck_chunk_store(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, const struct ck_chunk_loc *l)
+{
+	struct ck_buf b = CK_BUF_INIT;
+	uint8_t key[16];
+	MDB_val k = { sizeof(key), key }, v;
+	int rc;
+
+	ck_chunk_key(key, h);
+	rc = ck_chunk_loc_put(&b, l);
+	if (rc == 0) {
+		v.mv_size = b.len;
+		v.mv_data = b.data;
+		rc = ck_mdb_errno(mdb_put(txn, st->chunks, &k, &v, 0));
+	}
+	ck_buf_free(&b);
+	return rc;
+}
+
+int ck_fmap_put(struct ck_buf *b, const struct ck_fmap *m)
+{
+	int rc = 0;
+
+	rc |= ck_buf_putc(b, CK_STORE_FORMAT);
+	rc |= ck_buf_putc(b, (uint8_t)m->flags);
+	rc |= ck_buf_put_le16(b, 0);
+	rc |= ck_buf_put_le32(b, m->nchunks);
+	rc |= ck_buf_put_le64(b, m->size);
+	rc |= ck_buf_put_le64(b, m->dedup_bytes);
+	rc |= ck_buf_put_le64(b, m->delta_bytes);
+	rc |= ck_buf_put_le64(b, m->plain_bytes);
+	rc |= ck_buf_put_le64(b, m->stored_bytes);
+	for (uint32_t i = 0; i < m->nchunks && rc == 0; i++) {
+		const struct ck_fmap_chunk *c = &m->chunks[i];
+
+		rc |= ck_buf_put_le64(b, c->hash.hi);
+		rc |= ck_buf_put_le64(b, c->hash.lo);
+		rc |= ck_buf_put_le32(b, c->len);
+		rc |= ck_buf_putc(b, (uint8_t)c->elem);
+		rc |= ck_buf_put(b, "\0\0\0", 3);
+	}
+	return rc ? -ENOMEM : 0;
+}
+
+int ck_fmap_get(const void *data, size_t n, struct ck_fmap *out, struct ck_error *err)
+{
+	const uint8_t *p = data;
+	uint64_t total = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (n < FMAP_HDR || p[0] != CK_STORE_FORMAT)
+		return ck_fail(err, EIO, "file map: bad header");
+	out->flags = p[1];
+	out->nchunks = ck_le32(p + 4);
+	out->size = ck_le64(p + 8);
+	out->dedup_bytes = ck_le64(p + 16);
+	out->delta_bytes = ck_le64(p + 24);
+	out->plain_bytes = ck_le64(p + 32);
+	out->stored_bytes = ck_le64(p + 40);
+	if ((n - FMAP_HDR) / FMAP_CHUNK != out->nchunks || (n - FMAP_HDR) % FMAP_CHUNK)
+		return ck_fail(err, EIO, "file map: %zu bytes for %u chunks", n, out->nchunks);
+	out->chunks = calloc(out->nchunks ? out->nchunks : 1, sizeof(*out->chunks));
+	if (!out->chunks)
+		return ck_fail(err, ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < out->nchunks; i++) {
+		const uint8_t *q = p + FMAP_HDR + (size_t)i * FMAP_CHUNK;
+		struct ck_fmap_chunk *c = &out->chunks[i];
+
+		c->hash.hi = ck_le64(q);
+		c->hash.lo = ck_le64(q + 8);
+		c->len = ck_le32(q + 16);
+		c->elem = q[20];
+		if (c->len == 0 || c->len > CK_CHUNK_MAX || (c->elem != 1 && c->elem != 2 && c->elem != 4 &&
+							     c->elem != 8)) {
+			ck_fmap_clear(out);
+			return ck_fail(err, EIO, "file map: chunk %u: bad length or element size", i);
+		}
+		total += c->len;
+	}
+	if (total != out->size) {
+		ck_fmap_clear(out);
+		return ck_fail(err, EIO, "file map: chunks add up to %llu bytes, not its size",
+			       (unsigned long long)total);
+	}
+	return 0;
+}
+
+void ck_fmap_clear(struct ck_fmap *m)
+{
+	free(m->chunks);
+	m->chunks = NULL;
+	m->nchunks = 0;
+}
+
+int ck_fmap_lookup(MDB_txn *txn, struct ck_store *st, uint64_t file_id, struct ck_fmap *out)
+{
+	uint8_t key[8];
+	MDB_val k = { sizeof(key), key }, v;
+	int rc;
+
+	if (!st->packs_ready)
+		return -ENOENT;
+	ck_key_id(key, file_id);
+	rc = mdb_get(txn, st->fmaps, &k, &v);
+	if (rc == MDB_NOTFOUND)
+		return -ENOENT;
+	if (rc)
+		return ck_mdb_errno(rc);
+	return ck_fmap_get(v.mv_data, v.mv_size, out, NULL);
+}
+
+int ck_pack_dbs_open(struct ck_store *st, struct ck_error *err)
+{
+	MDB_txn *txn;
+	int rc;
+
+	st->packs_ready = 0;
+	rc = mdb_txn_begin(st->env, NULL, st->readonly ? MDB_RDONLY : 0, &txn);
+	if (rc)
+		return ck_fail(err, -ck_mdb_errno(rc), "%s: index: %s", st->path, mdb_strerror(rc));
+	rc = mdb_dbi_open(txn, CK_DB_CHUNKS, st->readonly ? 0 : MDB_CREATE, &st->chunks);
+	if (rc == 0)
+		rc = mdb_dbi_open(txn, CK_DB_FMAPS, st->readonly ? 0 : MDB_CREATE, &st->fmaps);
+	if (rc == MDB_NOTFOUND && st->readonly) {
+		/* A store never opened writable since packs exist: nothing is packed. */
+		mdb_txn_abort(txn);
+		return 0;
+	}
+	if (rc == 0)
+		rc = mdb_txn_commit(txn);
+	else
+		mdb_txn_abort(txn);
+	if (rc)
+		return ck_fail(err, -ck_mdb_errno(rc), "%s: index: %s", st->path, mdb_strerror(rc));
+	st->packs_ready = 1;
+	return 0;
+}
+
+int ck_store_file_packed(struct ck_store *st, uint64_t file_id)
+{
+	struct ck_fmap m;
+	MDB_txn *txn;
+	int rc;
+
+	if (!st->packs_ready)
+		return 0;
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return ck_mdb_errno(rc);
+	rc = ck_fmap_lookup(txn, st, file_id, &m);
+	mdb_txn_abort(txn);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	rc = (m.flags & CK_FMAP_PACKED) ? 1 : 0;
+	ck_fmap_clear(&m);
+	return rc;
+}
+
+int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_file_pack_info *out)
+{
+	struct ck_fmap m;
+	MDB_txn *txn;
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	if (!st->packs_ready)
+		return 0;
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return ck_mdb_errno(rc);
+	rc = ck_fmap_lookup(txn, st, file_id, &m);
+	mdb_txn_abort(txn);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	out->mapped = 1;
+	out->packed = !!(m.flags & CK_FMAP_PACKED);
+	out->size = m.size;
+	out->chunks = m.nchunks;
+	out->dedup_bytes = m.dedup_bytes;
+	out->delta_bytes = m.delta_bytes;
+	out->plain_bytes = m.plain_bytes;
+	out->stored_bytes = m.stored_bytes;
+	ck_fmap_clear(&m);
+	return 0;
+}
+
+char *ck_pack_path(const char *store, uint32_t pack_id)
+{
+	size_t n = strlen(store) + sizeof("/" CK_PACKS_DIR "/pack-12345678.ckpack") + 8;
+	char *p = malloc(n);
+
+	if (p)
+		snprintf(p, n, "%s/%s/pack-%08u.ckpack", store, CK_PACKS_DIR, pack_id);
+	return p;
+}

@@ -1,0 +1,133 @@
+/* How a file version is cut into chunks: a new chunk at every tensor
+ * storage (so that a storage's chunks line up version after version), at
+ * most CK_CHUNK_MAX bytes each; the bytes between storages (zip headers,
+ * the pickle, a safetensors header) are chunks of element size 1. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckptfs/chunk.h"
+#include "ckptfs/dtype.h"
+#include "pack_layout.h"
+
+static int cmp_storage_off(const void *a, const void *b)
+{
+	const struct ck_storage_info *x = *(const struct ck_storage_info *const *)a;
+	const struct ck_storage_info *y = *(const struct ck_storage_info *const *)b;
+
+	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static unsigned elem_of(const char *key, const struct ck_tensor_info *t, size_t nt)
+{
+	for (size_t i = 0; i < nt; i++) {
+		if (t[i].storage_key && strcmp(t[i].storage_key, key) == 0) {
+			size_t sz = ck_dtype_size(t[i].dtype);
+
+			return sz == 2 || sz == 4 || sz == 8 ? (unsigned)sz : 1;
+		}
+	}
+	return 1;
+}
+
+static int add_chunks(struct ck_layout *l, uint64_t off, uint64_t len, const char *key, unsigned elem)
+{
+	uint32_t index = 0;
+
+	while (len) {
+		uint32_t n = len > CK_CHUNK_MAX ? CK_CHUNK_MAX : (uint32_t)len;
+
+		if (l->n == l->cap) {
+			size_t cap = l->cap ? l->cap * 2 : 64;
+			struct ck_layout_chunk *v = realloc(l->c, cap * sizeof(*v));
+
+			if (!v)
+				return -ENOMEM;
+			l->c = v;
+			l->cap = cap;
+		}
+		l->c[l->n++] = (struct ck_layout_chunk){ .off = off, .len = n, .elem = elem, .key = key,
+							 .index = index++ };
+		off += n;
+		len -= n;
+	}
+	return 0;
+}
+
+int ck_layout_build(struct ck_layout *l, uint64_t size, const struct ck_storage_info *s, size_t ns,
+		    const struct ck_tensor_info *t, size_t nt)
+{
+	const struct ck_storage_info **by_off = NULL;
+	uint64_t pos = 0;
+	int rc = 0;
+
+	memset(l, 0, sizeof(*l));
+	if (ns) {
+		by_off = malloc(ns * sizeof(*by_off));
+		if (!by_off)
+			return -ENOMEM;
+		for (size_t i = 0; i < ns; i++)
+			by_off[i] = &s[i];
+		qsort(by_off, ns, sizeof(*by_off), cmp_storage_off);
+	}
+	for (size_t i = 0; i < ns && rc == 0; i++) {
+		const struct ck_storage_info *x = by_off[i];
+
+		/* Overlapping or out-of-file ranges stay in the byte stream. */
+		if (x->offset < pos || x->length == 0 || x->offset > size || x->length > size - x->offset)
+			continue;
+		rc = add_chunks(l, pos, x->offset - pos, NULL, 1);
+		if (rc == 0)
+			rc = add_chunks(l, x->offset, x->length, x->key, elem_of(x->key, t, nt));
+		pos = x->offset + x->length;
+	}
+	if (rc == 0)
+		rc = add_chunks(l, pos, size - pos, NULL, 1);
+	free(by_off);
+	if (rc < 0)
+		ck_layout_clear(l);
+	return rc;
+}
+
+void ck_layout_clear(struct ck_layout *l)
+{
+	free(l->c);
+	free(l->refs);
+	memset(l, 0, sizeof(*l));
+}
+
+/* The storages' chunks ordered by (key, index), for ck_layout_find. */
+static int cmp_key_index(const void *a, const void *b)
+{
+	const struct ck_layout_ref *x = a, *y = b;
+	int c = strcmp(x->key, y->key);
+
+	if (c)
+		return c;
+	return x->index < y->index ? -1 : x->index > y->index;
+}
+
+int ck_layout_index(struct ck_layout *l)
+{
+	l->nrefs = 0;
+	l->refs = malloc((l->n ? l->n : 1) * sizeof(*l->refs));
+	if (!l->refs)
+		return -ENOMEM;
+	for (size_t i = 0; i < l->n; i++)
+		if (l->c[i].key)
+			l->refs[l->nrefs++] = (struct ck_layout_ref){ l->c[i].key, l->c[i].index, (uint32_t)i };
+	qsort(l->refs, l->nrefs, sizeof(*l->refs), cmp_key_index);
+	return 0;
+}
+
+long ck_layout_find(const struct ck_layout *l, const char *key, uint32_t index)
+{
+	struct ck_layout_ref want = { key, index, 0 }, *hit;
+
+	if (!key || !l->refs)
+		return -1;
+	hit = bsearch(&want, l->refs, l->nrefs, sizeof(*l->refs), cmp_key_index);
+	return hit ? (long)hit->pos : -1;
+}

@@ -1,0 +1,250 @@
+/* Packmaps: the file maps of one checkpoint, written durably beside its
+ * manifest before the index learns them, so that recovery and reindex can
+ * rebuild the packed state (docs/format.md, "Packed store"). */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include "manifest.h"
+#include "pack_store.h"
+
+#define PACKMAP_MAX_BYTES (1u << 30)
+
+char *ck_packmap_path(const char *store, const char *series, const char *ckpt)
+{
+	char *m = ck_manifest_path(store, series, ckpt), *p;
+	size_t n, sl = strlen(CK_MANIFEST_SUFFIX);
+
+	if (!m)
+		return NULL;
+	n = strlen(m);
+	if (n < sl || strcmp(m + n - sl, CK_MANIFEST_SUFFIX) != 0) {
+		free(m);
+		errno = EINVAL;
+		return NULL;
+	}
+	p = malloc(n - sl + sizeof(CK_PACKMAP_SUFFIX));
+	if (p) {
+		memcpy(p, m, n - sl);
+		strcpy(p + n - sl, CK_PACKMAP_SUFFIX);
+	}
+	free(m);
+	return p;
+}
+
+static int encode(struct ck_buf *b, const struct ck_packmap *pm)
+{
+	XXH128_hash_t h;
+	int rc = 0;
+
+	rc |= ck_buf_put(b, CK_PACKMAP_MAGIC, 8);
+	rc |= ck_buf_put_le32(b, 1);
+	rc |= ck_buf_put_le32(b, (uint32_t)pm->nfiles);
+	rc |= ck_buf_put_le32(b, (uint32_t)strlen(pm->series));
+	rc |= ck_buf_puts(b, pm->series);
+	rc |= ck_buf_put_le32(b, (uint32_t)strlen(pm->ckpt));
+	rc |= ck_buf_puts(b, pm->ckpt);
+	for (size_t i = 0; i < pm->nfiles && rc == 0; i++) {
+		size_t at;
+
+		rc |= ck_buf_put_le32(b, (uint32_t)strlen(pm->files[i].relpath));
+		rc |= ck_buf_puts(b, pm->files[i].relpath);
+		at = b->len;
+		rc |= ck_buf_put_le32(b, 0);
+		rc |= ck_fmap_put(b, &pm->files[i].map);
+		if (rc == 0) {
+			uint32_t n = (uint32_t)(b->len - at - 4);
+
+			for (int k = 0; k < 4; k++)
+				b->data[at + k] = (uint8_t)(n >> (8 * k));
+		}
+	}
+	if (rc)
+		return -ENOMEM;
+	h = XXH3_128bits(b->data, b->len);
+	rc |= ck_buf_put_le64(b, h.high64);
+	rc |= ck_buf_put_le64(b, h.low64);
+	return rc ? -ENOMEM : 0;
+}
+
+static int write_all(int fd, const uint8_t *p, size_t n)
+{
+	while (n) {
+		ssize_t w = write(fd, p, n);
+
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0)
+			return -errno;
+		p += w;
+		n -= (size_t)w;
+	}
+	return 0;
+}
+
+int ck_packmap_store(const char *path, const struct ck_packmap *pm, struct ck_error *err)
+{
+	struct ck_buf b = CK_BUF_INIT;
+	size_t n = strlen(path) + 32;
+	char *tmp = malloc(n), *dir = NULL, *slash;
+	int fd = -1, rc;
+
+	if (!tmp || encode(&b, pm) < 0) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+	if (fd < 0) {
+		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
+	rc = write_all(fd, b.data, b.len);
+	if (rc == 0 && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && rc == 0)
+		rc = -errno;
+	fd = -1;
+	if (rc == 0 && rename(tmp, path) < 0)
+		rc = -errno;
+	if (rc < 0) {
+		ck_fail(err, -rc, "%s: %s", path, strerror(-rc));
+		unlink(tmp);
+		goto out;
+	}
+	dir = strdup(path);
+	slash = dir ? strrchr(dir, '/') : NULL;
+	if (!slash) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	*slash = '\0';
+	rc = ck_fsync_dir(dir);
+	if (rc < 0)
+		ck_fail(err, -rc, "%s: %s", dir, strerror(-rc));
+out:
+	free(dir);
+	free(tmp);
+	ck_buf_free(&b);
+	return rc;
+}
+
+static int decode(const uint8_t *p, size_t n, struct ck_packmap *pm, struct ck_error *err)
+{
+	struct ck_error why = { { 0 } };
+	XXH128_hash_t h;
+	size_t at = 16;
+	uint32_t nfiles;
+
+	if (n < 32 || memcmp(p, CK_PACKMAP_MAGIC, 8) != 0)
+		return ck_fail(err, EBADMSG, "not a packmap");
+	h = XXH3_128bits(p, n - 16);
+	if (ck_le64(p + n - 16) != h.high64 || ck_le64(p + n - 8) != h.low64)
+		return ck_fail(err, EBADMSG, "checksum mismatch (torn or damaged)");
+	if (ck_le32(p + 8) != 1)
+		return ck_fail(err, EPROTONOSUPPORT, "unsupported packmap version %u", ck_le32(p + 8));
+	nfiles = ck_le32(p + 12);
+	n -= 16;
+	if (nfiles > n / 8)
+		return ck_fail(err, EBADMSG, "%u files cannot fit", nfiles);
+	for (int i = 0; i < 2; i++) {
+		uint32_t len;
+		char **dst = i ? &pm->ckpt : &pm->series;
+
+		if (n - at < 4 || (len = ck_le32(p + at)) > n - at - 4 || len == 0)
+			return ck_fail(err, EBADMSG, "truncated %s name", i ? "checkpoint" : "series");
+		*dst = strndup((const char *)p + at + 4, len);
+		if (!*dst)
+			return ck_fail(err, ENOMEM, "out of memory");
+		if (strlen(*dst) != len)
+			return ck_fail(err, EBADMSG, "a NUL byte in the %s name", i ? "checkpoint" : "series");
+		at += 4 + len;
+	}
+	pm->files = calloc(nfiles ? nfiles : 1, sizeof(*pm->files));
+	if (!pm->files)
+		return ck_fail(err, ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < nfiles; i++) {
+		uint32_t len, mlen;
+		int rc;
+
+		if (n - at < 4 || (len = ck_le32(p + at)) > n - at - 4 || n - at - 4 - len < 4)
+			return ck_fail(err, EBADMSG, "file %u: truncated", i);
+		pm->files[i].relpath = strndup((const char *)p + at + 4, len);
+		if (!pm->files[i].relpath)
+			return ck_fail(err, ENOMEM, "out of memory");
+		pm->nfiles = i + 1;
+		at += 4 + len;
+		mlen = ck_le32(p + at);
+		if (mlen > n - at - 4)
+			return ck_fail(err, EBADMSG, "file %u: truncated map", i);
+		rc = ck_fmap_get(p + at + 4, mlen, &pm->files[i].map, &why);
+		if (rc < 0)
+			return ck_fail(err, rc == -ENOMEM ? ENOMEM : EBADMSG, "%s: %s", pm->files[i].relpath, why.msg);
+		at += 4 + mlen;
+	}
+	if (at != n)
+		return ck_fail(err, EBADMSG, "%zu bytes after the last file", n - at);
+	return 0;
+}
+
+int ck_packmap_load(const char *path, struct ck_packmap *out, struct ck_error *err)
+{
+	struct stat sb;
+	uint8_t *p = NULL;
+	int fd, rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ENOENT ? -ENOENT : ck_fail(err, errno, "%s: %s", path, strerror(errno));
+	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > PACKMAP_MAX_BYTES) {
+		rc = ck_fail(err, EBADMSG, "%s: not a regular file of a packmap's size", path);
+		goto out;
+	}
+	p = malloc((size_t)sb.st_size + 1);
+	if (!p) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (size_t got = 0; got < (size_t)sb.st_size;) {
+		ssize_t r = pread(fd, p + got, (size_t)sb.st_size - got, (off_t)got);
+
+		if (r <= 0) {
+			rc = ck_fail(err, r < 0 ? errno : EIO, "%s: read failed", path);
+			goto out;
+		}
+		got += (size_t)r;
+	}
+	rc = decode(p, (size_t)sb.st_size, out, err);
+	if (rc < 0) {
+		char why[sizeof(err->msg)] = "";
+
+		if (err)
+			snprintf(why, sizeof(why), "%s", err->msg);
+		ck_packmap_clear(out);
+		ck_fail(err, -rc, "%s: %s", path, why);
+	}
+out:
+	free(p);
+	close(fd);
+	return rc;
+}
+
+void ck_packmap_clear(struct ck_packmap *pm)
+{
+	for (size_t i = 0; i < pm->nfiles; i++) {
+		free(pm->files[i].relpath);
+		ck_fmap_clear(&pm->files[i].map);
+	}
+	free(pm->files);
+	free(pm->series);
+	free(pm->ckpt);
+	memset(pm, 0, sizeof(*pm));
+}

@@ -1,0 +1,304 @@
+/* The packed store over real torch checkpoints (written by $TORCH_PYTHON,
+ * seeded; skip 77 without torch): compaction, reads back through
+ * ck_packed_pread equal to the raw files, dedup of identical checkpoints,
+ * chains never longer than the anchor interval, reindex after the index
+ * is lost, and damage (bit flips, truncation of packs and raw files)
+ * answered with -EIO and reported by ck_store_verify_packs. */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckptfs/pack.h"
+#include "../../src/store/pack_store.h"
+#include "t_packstore_util.h"
+#include "testutil.h"
+
+#define K 3
+
+static char store[512];
+
+static void make_series(const char *tmp, const char *name, int n, int seed, const char *extra)
+{
+	char cmd[2048];
+	const char *src = getenv("CKPT_SRCDIR");
+
+	snprintf(cmd, sizeof(cmd), "'%s' '%s/tests/py/packs_make.py' '%s/%s' %d %d %s", test_python(),
+		 src ? src : ".", tmp, name, n, seed, extra);
+	SETUP(run_command(cmd, NULL) == 0);
+}
+
+static int count_progress;
+
+static void on_progress(void *ctx, const char *series, const char *ckpt, const char *relpath,
+			const struct ck_compact_stats *s)
+{
+	(void)ctx, (void)series, (void)ckpt, (void)relpath;
+	count_progress++;
+	CHECK(s->files == (uint64_t)count_progress, "progress after each file: %d vs %" PRIu64, count_progress,
+	      s->files);
+}
+
+static void import(struct ck_store *st, const char *dir, const char *series)
+{
+	struct ck_import_opts o = { .series = series };
+	struct ck_error err = { { 0 } };
+
+	SETUP(ck_store_import(st, dir, &o, NULL, NULL, &err) > 0);
+}
+
+static void readback(struct ck_store *st, const char *when, uint64_t want_packed)
+{
+	struct ck_chunk_cache *cache;
+	struct pk_readback rb;
+	uint64_t hits, misses, bytes;
+
+	SETUP(ck_chunk_cache_new(8u << 20, &cache) == 0);
+	CHECK(pk_readback(st, cache, K, 11, &rb) == 0, "%s: walk the store", when);
+	CHECK(rb.failures == 0, "%s: %" PRIu64 " packed reads failed or differed", when, rb.failures);
+	CHECK(rb.packed == want_packed, "%s: %" PRIu64 " files packed, want %" PRIu64, when, rb.packed, want_packed);
+	CHECK(rb.max_depth >= 2 && rb.max_depth <= K, "%s: longest chain %u (anchor interval %d)", when,
+	      rb.max_depth, K);
+	ck_chunk_cache_counters(cache, &hits, &misses, &bytes);
+	CHECK(bytes <= (8u << 20), "%s: the cache holds %" PRIu64 " bytes over its bound", when, bytes);
+	CHECK(hits > 0 && misses > 0, "%s: cache hits %" PRIu64 " misses %" PRIu64, when, hits, misses);
+	printf("%s: %" PRIu64 " files, %" PRIu64 " packed, %" PRIu64 " bytes equal, longest chain %u\n", when,
+	       rb.files, rb.packed, rb.bytes, rb.max_depth);
+	ck_chunk_cache_free(cache);
+}
+
+/* The file of series/ckpt/relpath. */
+static struct ck_file_info *find_file(struct ck_store *st, const char *series, const char *ckpt, const char *relpath)
+{
+	struct ck_ckpt_info *c;
+	struct ck_file_info *f, *one = NULL;
+	size_t n;
+
+	SETUP(ck_store_find_checkpoint(st, series, ckpt, &c) == 0);
+	SETUP(ck_store_list_files(st, c->id, &f, &n) == 0);
+	for (size_t i = 0; i < n; i++) {
+		if (strcmp(f[i].relpath, relpath) == 0) {
+			one = calloc(1, sizeof(*one));
+			SETUP(one);
+			*one = f[i];
+			f[i] = (struct ck_file_info){ 0 };
+		}
+	}
+	ck_file_info_free(f, n);
+	ck_ckpt_info_free(c, 1);
+	SETUP(one);
+	return one;
+}
+
+/* Reads the whole packed file: 0, or the -errno of the first failure (err). */
+static int read_packed(struct ck_store *st, uint64_t id, struct ck_error *err)
+{
+	struct ck_packed_file *pf;
+	uint8_t *buf = malloc(1u << 20);
+	uint64_t off = 0;
+	ssize_t got = 0;
+
+	SETUP(buf && ck_packed_open(st, id, NULL, &pf, err) == 0);
+	while ((got = ck_packed_pread(pf, buf, 1u << 20, off, err)) > 0)
+		off += (uint64_t)got;
+	ck_packed_close(pf);
+	free(buf);
+	return got < 0 ? (int)got : 0;
+}
+
+static void count_bad(void *ctx, uint64_t file_id, uint64_t off, uint64_t len, const char *why)
+{
+	uint64_t *n = ctx;
+
+	(void)file_id, (void)off, (void)len, (void)why;
+	(*n)++;
+}
+
+static uint64_t verify_bad(struct ck_store *st)
+{
+	struct ck_error err = { { 0 } };
+	uint64_t bad = 0, checked = 0;
+
+	CHECK(ck_store_verify_packs(st, count_bad, &bad, &checked, &err) == 0, "verify: %s", err.msg);
+	CHECK(checked > 0, "verify decoded nothing");
+	return bad;
+}
+
+static void flip(const char *path, uint64_t off)
+{
+	int fd = open(path, O_RDWR);
+	uint8_t b;
+
+	SETUP(fd >= 0 && pread(fd, &b, 1, (off_t)off) == 1);
+	b ^= 0x10;
+	SETUP(pwrite(fd, &b, 1, (off_t)off) == 1);
+	close(fd);
+}
+
+/* Where the first chunk of file id that is stored in a pack lives. */
+static void first_packed_chunk(struct ck_store *st, uint64_t id, struct ck_chunk_loc *loc)
+{
+	MDB_txn *txn;
+	struct ck_fmap m;
+	int found = 0;
+
+	SETUP(mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn) == 0);
+	SETUP(ck_fmap_lookup(txn, st, id, &m) == 0);
+	for (uint32_t i = 0; i < m.nchunks && !found; i++) {
+		SETUP(ck_chunk_lookup(txn, st, m.chunks[i].hash, loc) == 0);
+		found = loc->where == CK_CHUNK_PACKED && loc->enc_len > 16;
+		if (!found)
+			ck_chunk_loc_clear(loc);
+	}
+	ck_fmap_clear(&m);
+	mdb_txn_abort(txn);
+	SETUP(found);
+}
+
+static void damage_pack(struct ck_store *st)
+{
+	struct ck_file_info *f = find_file(st, "run1", "checkpoint-10", "model.pt");
+	struct ck_error err = { { 0 } };
+	struct ck_chunk_loc loc;
+	char pack[600];
+	int rc;
+
+	first_packed_chunk(st, f->id, &loc);
+	pathf(pack, sizeof(pack), "%s/packs/pack-%08u.ckpack", store, loc.pack_id);
+	flip(pack, loc.offset + CK_PACK_REC_HEADER + loc.enc_len / 2);
+	rc = read_packed(st, f->id, &err);
+	CHECK(rc == -EIO, "a bit flip in a record: %d (%s)", rc, err.msg);
+	CHECK(strstr(err.msg, "pack-00000000.ckpack") && strstr(err.msg, "chunk "),
+	      "the error names the chunk and the pack: %s", err.msg);
+	printf("bit flip: %s\n", err.msg);
+	CHECK(verify_bad(st) > 0, "verify finds the flipped record");
+	flip(pack, loc.offset + CK_PACK_REC_HEADER + loc.enc_len / 2);
+	CHECK(read_packed(st, f->id, &err) == 0, "flipped back: %s", err.msg);
+	CHECK(verify_bad(st) == 0, "flipped back: verify is clean");
+
+	/* Truncated to just before that record: it and all after it are gone. */
+	{
+		struct stat sb;
+		size_t len;
+		uint8_t *all = read_file(pack, &len);
+
+		SETUP(all && stat(pack, &sb) == 0);
+		SETUP(truncate(pack, (off_t)loc.offset + 10) == 0);
+		rc = read_packed(st, f->id, &err);
+		CHECK(rc == -EIO, "a truncated pack: %d (%s)", rc, err.msg);
+		CHECK(verify_bad(st) > 0, "verify finds the truncated pack");
+		write_bytes(pack, all, len);
+		free(all);
+		CHECK(verify_bad(st) == 0, "restored: verify is clean");
+	}
+	ck_chunk_loc_clear(&loc);
+	ck_file_info_free(f, 1);
+}
+
+/* The newest checkpoint stays raw and is the reference of the deltas of
+ * the one before: damage there shows through the chain. */
+static void damage_raw(struct ck_store *st)
+{
+	struct ck_file_info *f = find_file(st, "run1", "checkpoint-70", "optimizer.pt");
+	struct ck_file_info *g = find_file(st, "run1", "checkpoint-60", "optimizer.pt");
+	struct ck_error err = { { 0 } };
+	int rc;
+
+	CHECK(ck_store_file_packed(st, f->id) == 0 && ck_store_file_packed(st, g->id) == 1,
+	      "the newest stays raw, the one before is packed");
+	flip(f->src_path, f->size / 2);
+	rc = read_packed(st, g->id, &err);
+	CHECK(rc == -EIO, "a flipped reference: %d (%s)", rc, err.msg);
+	CHECK(strstr(err.msg, f->src_path) != NULL, "the error names the raw file: %s", err.msg);
+	printf("raw flip: %s\n", err.msg);
+	CHECK(verify_bad(st) > 0, "verify finds the flipped reference");
+	flip(f->src_path, f->size / 2);
+	CHECK(verify_bad(st) == 0, "flipped back: verify is clean");
+	ck_file_info_free(f, 1);
+	ck_file_info_free(g, 1);
+}
+
+int main(void)
+{
+	struct ck_compact_opts opts = { .anchor_k = K };
+	struct ck_compact_stats s;
+	struct ck_error err = { { 0 } };
+	struct ck_store *st;
+	char tmp[] = "/tmp/t_packstore.XXXXXX", path[600], cmd[700];
+	uint64_t packed_files;
+
+	if (access(test_python(), X_OK) != 0)
+		return 77;
+	snprintf(cmd, sizeof(cmd), "'%s' -c 'import torch' 2>/dev/null", test_python());
+	if (run_command(cmd, NULL) != 0) {
+		printf("SKIP: %s cannot import torch\n", test_python());
+		return 77;
+	}
+	SETUP(mkdtemp(tmp));
+	make_series(tmp, "run1", 7, 1, "");
+	make_series(tmp, "same", 4, 2, "--same");
+	pathf(store, sizeof(store), "%s/store", tmp);
+	SETUP(ck_store_init(store, &err) == 0);
+	SETUP(ck_store_open(store, 0, &st, &err) == 0);
+	import(st, pathf(path, sizeof(path), "%s/run1", tmp), "run1");
+	import(st, pathf(path, sizeof(path), "%s/same", tmp), "same");
+
+	/* Identical checkpoints: everything but what names the step is dedup. */
+	opts.series = "same";
+	CHECK(ck_store_compact(st, &opts, NULL, NULL, &s, &err) == 0, "compact same: %s", err.msg);
+	CHECK(s.files == 9, "same: %" PRIu64 " files packed", s.files);
+	CHECK(s.stored_bytes * 50 < s.logical_bytes && s.dedup_bytes * 10 > s.logical_bytes * 9,
+	      "same: stored %" PRIu64 " of %" PRIu64 ", dedup %" PRIu64, s.stored_bytes, s.logical_bytes,
+	      s.dedup_bytes);
+
+	opts.series = NULL;
+	opts.keep_raw = 1;   /* imported files are the user's: never removed */
+	CHECK(ck_store_compact(st, &opts, on_progress, NULL, &s, &err) == 0, "compact: %s", err.msg);
+	CHECK(s.files == 18 && count_progress == 18, "run1: %" PRIu64 " files packed, %d progress calls", s.files,
+	      count_progress);
+	CHECK(s.delta_chunks > 0 && s.plain_chunks > 0 && s.dedup_chunks > 0,
+	      "deltas %" PRIu64 ", plain %" PRIu64 ", dedup %" PRIu64, s.delta_chunks, s.plain_chunks,
+	      s.dedup_chunks);
+	CHECK(s.stored_bytes < s.logical_bytes, "stored %" PRIu64 " of %" PRIu64, s.stored_bytes, s.logical_bytes);
+	CHECK(s.raw_removed_bytes == 0, "imported files removed: %" PRIu64 " bytes", s.raw_removed_bytes);
+	printf("run1: logical %" PRIu64 ", stored %" PRIu64 " (%.2fx), dedup %" PRIu64 " delta %" PRIu64
+	       " plain %" PRIu64 "\n", s.logical_bytes, s.stored_bytes,
+	       (double)s.logical_bytes / (double)s.stored_bytes, s.dedup_bytes, s.delta_bytes, s.plain_bytes);
+	packed_files = 27;
+	readback(st, "compacted", packed_files);
+
+	CHECK(ck_store_compact(st, &opts, NULL, NULL, &s, &err) == 0 && s.files == 0,
+	      "a second compaction has nothing to do: %" PRIu64 " files (%s)", s.files, err.msg);
+	{
+		struct ck_file_pack_info pi;
+		struct ck_file_info *f = find_file(st, "run1", "checkpoint-20", "model.pt");
+
+		CHECK(ck_store_file_pack_info(st, f->id, &pi) == 0 && pi.mapped && pi.packed &&
+		      pi.size == f->size && pi.dedup_bytes + pi.delta_bytes + pi.plain_bytes == f->size &&
+		      pi.stored_bytes > 0 && pi.stored_bytes < f->size, "per-file stats of a packed file");
+		ck_file_info_free(f, 1);
+	}
+
+	damage_pack(st);
+	damage_raw(st);
+
+	/* The index lost: reindex rebuilds it from manifests, packmaps, packs. */
+	ck_store_close(st);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s/index'", store);
+	SETUP(run_command(cmd, NULL) == 0);
+	CHECK(ck_store_reindex(store, NULL, NULL, NULL, &err) == 4 + 7, "reindex: %s", err.msg);
+	SETUP(ck_store_open(store, 1, &st, &err) == 0);
+	readback(st, "reindexed", packed_files);
+	CHECK(verify_bad(st) == 0, "reindexed: verify is clean");
+	ck_store_close(st);
+
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
+	run_command(cmd, NULL);
+	return test_result();
+}
