@@ -9,7 +9,8 @@ Three measurements, side by side in one run:
                  page cache dropped before each save when root; --runs each,
                  alternating, median MB/s and the ratio; also torch.save
                  alone, and how long after the close the daemon's own work
-                 on the file (parse, hash, flush) goes on
+                 on the file (parse, hash, flush) goes on; CPU time and
+                 run-queue waits of the writer and the daemon per save
   commit         a --gib checkpoint written into MNT/SERIES/checkpoint-N/ with
                  trainer_state.json last: time from the marker's close(2) to
                  the directory being committed in the mount (it carries
@@ -77,6 +78,21 @@ def drop_caches():
         return True
     except OSError:
         return False
+
+
+def schedstat(pid, tid=None):
+    """(seconds on a CPU, seconds waiting in the run queue) summed over the
+    threads of pid (or just thread tid), from /proc/.../schedstat."""
+    tasks = [str(tid)] if tid else os.listdir("/proc/%d/task" % pid)
+    run = wait = 0
+    for t in tasks:
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                a, b, _ = f.read().split()
+        except OSError:     # a worker thread that just exited
+            continue
+        run, wait = run + int(a), wait + int(b)
+    return run / 1e9, wait / 1e9
 
 
 def proc_status_kib(pid, field):
@@ -153,6 +169,7 @@ def save_fsync(sd, path):
 
 def bench_save(m, work, sd, runs, results):
     times = {"mount": [], "plain": []}
+    cpu = {"mount": [], "plain": []}   # writer, daemon: (on a CPU, waiting for one)
     after_close = []
     size = 0
     cold = True
@@ -164,8 +181,11 @@ def bench_save(m, work, sd, runs, results):
                 os.path.join(work, "plain", "save-%d" % i)
             path = os.path.join(top, "model.pt")
             cold = drop_caches() and cold
+            d0, w0 = schedstat(m.pid), schedstat(os.getpid(), threading.get_native_id())
             save, sync = save_fsync(sd, path)
+            d1, w1 = schedstat(m.pid), schedstat(os.getpid(), threading.get_native_id())
             times[where].append((save, sync))
+            cpu[where].append((w1[0] - w0[0], w1[1] - w0[1], d1[0] - d0[0], d1[1] - d0[1]))
             size = os.stat(path).st_size
             extra = ""
             if where == "mount":
@@ -175,6 +195,8 @@ def bench_save(m, work, sd, runs, results):
                 extra = ", parsed+hashed+flushed %.2f s after close" % after_close[-1]
             log("  into %-5s run %d: torch.save %.2f s + fsync %.2f s = %.0f MB/s%s"
                 % (where, i + 1, save, sync, size / (save + sync) / 1e6, extra))
+            log("      writer on a CPU %.2f s, waiting for one %.2f s; daemon %.2f s, %.2f s"
+                % cpu[where][-1])
             shutil.rmtree(top)
 
     def mbs(where, phases):
@@ -192,6 +214,11 @@ def bench_save(m, work, sd, runs, results):
         ("mount: close -> file parsed, hashed and flushed by the daemon", "%.2f s"
          % statistics.median(after_close), "in the background, after torch.save returns"),
     ]
+    for where in ("plain", "mount"):
+        med = [statistics.median(c[k] for c in cpu[where]) for k in range(4)]
+        results.append(("%s: writer on a CPU / waiting for one; daemon the same" % where,
+                        "%.2f / %.2f s; %.2f / %.2f s" % tuple(med),
+                        "per save, /proc/*/task/*/schedstat"))
 
 
 # --- commit latency -------------------------------------------------------------------
