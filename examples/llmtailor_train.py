@@ -3,8 +3,8 @@
 
 The output directory is meant to be a ckptfs mount (a series directory in
 it, e.g. MNT/run): every K steps the trainer writes checkpoint-N/ the way
-the Hugging Face Trainer lays one out, and ckptfs commits it when its
-completion marker, trainer_state.json, is closed.  Most saves are partial,
+the Hugging Face Trainer lays one out, and ckptfs commits it a moment
+after its completion marker, trainer_state.json, is closed.  Most saves are partial,
 as LLMTailor does: they hold only half of the decoder blocks, and the
 optimizer state of only those parameters.  Resuming needs no merge tool:
 in the mount, every committed checkpoint reads back as a complete one (each
@@ -258,8 +258,8 @@ def save_checkpoint(ckpt_dir, t, parts, kill_midway=False):
     torch.save(t.sched.state_dict(), os.path.join(ckpt_dir, "scheduler.pt"))
     torch.save({"python": random.getstate(), "numpy": np.random.get_state(),
                 "cpu": torch.get_rng_state()}, os.path.join(ckpt_dir, "rng_state.pth"))
-    # The completion marker goes last: once it is closed, ckptfs commits the
-    # directory as a checkpoint of its series.
+    # The completion marker goes last: a moment after it is closed, ckptfs
+    # commits the directory as a checkpoint of its series.
     state = {"global_step": t.step, "max_steps": t.total_steps,
              "log_history": [{"step": i + 1, "loss": loss} for i, loss in enumerate(t.losses)],
              "train_batch_size": BATCH, "saved_parts": sorted(parts)}
