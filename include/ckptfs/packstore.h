@@ -99,7 +99,13 @@ struct ck_file_pack_info {
 	uint64_t plain_bytes;    /* raw bytes of chunks stored self-contained */
 	uint64_t stored_bytes;   /* what its new records take in packs (raw: size) */
 };
-/* 0 and *out (mapped 0 when the file has no map), or -errno. */
+/* 0 and *out (mapped 0 when the file has no map), or -errno.
+ *
+ * A file mapped but not packed (the newest version of a series when it was
+ * compacted) is where the chunk table locates its chunks, and older
+ * versions are deltas against them: its bytes must stay until a compaction
+ * packs it.  Whoever removes store-owned files (reclaim, gc) must keep such
+ * a file on disk. */
 int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_file_pack_info *out);
 
 /* ---- Reading packed files (thread-safe) ---- */

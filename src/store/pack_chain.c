@@ -159,7 +159,7 @@ static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_d
 	} else {
 		rc = ck_pack_read_chunk(fd, l->offset, d->ctx, d->payload, ref, ref_len, out, &desc, &why);
 		if (rc == 0 && (!ck_hash128_eq(desc.raw_hash, h) || desc.raw_len != l->raw_len)) {
-			snprintf(why.msg, sizeof(why.msg), "the record holds another chunk");
+			snprintf(why.msg, sizeof(why.msg), "the record at %" PRIu64 " holds another chunk", l->offset);
 			rc = -EIO;
 		}
 	}
@@ -168,6 +168,9 @@ static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_d
 	if (rc == -ENOMEM)
 		return ck_fail(err, ENOMEM, "out of memory");
 	ck_hash128_hex(h, hex);
+	if (strstr(why.msg, "record at"))   /* pack.h's errors name the offset */
+		return ck_fail(err, EIO, "chunk %s: %s/%s/pack-%08u.ckpack: %s", hex, st->path, CK_PACKS_DIR,
+			       l->pack_id, why.msg);
 	return ck_fail(err, EIO, "chunk %s: %s/%s/pack-%08u.ckpack record at %" PRIu64 ": %s", hex, st->path,
 		       CK_PACKS_DIR, l->pack_id, l->offset, why.msg);
 }

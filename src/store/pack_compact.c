@@ -45,7 +45,11 @@ struct compact {
 	uint8_t *raw;
 	int first_rc;             /* the first checkpoint that could not be compacted */
 	unsigned seq;             /* checkpoints written so far, for the crash hooks */
+	struct ck_chunk_cache *recent;   /* chunks of the versions just mapped: the next
+					  * (older) version's references, without decoding */
 };
+
+#define RECENT_CACHE_BYTES (256u << 20)
 
 /* The crash test hook (staging.h) at stage, and at "stage-N" during the
  * N-th checkpoint written (from 1), so that tests can stop any of them. */
@@ -241,7 +245,9 @@ static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, cons
 		 * and the deltas already resting on it. */
 		rc = ck_chunk_depth(txn, c->st, refh, h, &depth, &meets);
 		if (rc == 0 && !meets && depth + 1 + tail <= c->k &&
-		    ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, NULL, refh, c->dec.out, &ref_len, NULL, NULL) == 0)
+		    (ck_chunk_cache_copy(c->recent, refh, c->dec.out, &ref_len) ||
+		     ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, refh, c->dec.out, &ref_len, NULL,
+				      NULL) == 0))
 			ref = c->dec.out;
 	}
 	rc = ck_chunk_encode(c->enc, c->raw, lc->len, lc->elem, ref, ref_len, &desc, &payload);
@@ -312,6 +318,8 @@ static int map_chunk(struct compact *c, MDB_txn *txn, int fd, struct fver *v, si
 	}
 	h = ck_chunk_hash(c->raw, lc->len);
 	map->chunks[i] = (struct ck_fmap_chunk){ .hash = h, .len = lc->len, .elem = lc->elem };
+	if (lc->key)
+		ck_chunk_cache_insert(c->recent, h, c->raw, lc->len);
 	rc = ck_chunk_lookup(txn, c->st, h, &loc);
 	if (rc < 0 && rc != -ENOENT)
 		return ck_fail(c->err, -rc, "index: chunk table: %s", strerror(-rc));
@@ -693,7 +701,7 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 	copts.level = c.o->level;
 	ck_pack_fds_init(&c.fds);
 	c.raw = malloc(CK_CHUNK_MAX);
-	if (!c.raw || ck_decoder_init(&c.dec) < 0) {
+	if (!c.raw || ck_decoder_init(&c.dec) < 0 || ck_chunk_cache_new(RECENT_CACHE_BYTES, &c.recent) < 0) {
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto out;
 	}
@@ -730,6 +738,7 @@ out:
 		ck_pack_writer_close(c.w);
 	ck_chunk_ctx_free(c.enc);
 	ck_decoder_clear(&c.dec);
+	ck_chunk_cache_free(c.recent);
 	ck_pack_fds_close(&c.fds);
 	free(c.raw);
 	c.s.seconds = now_s() - t0;

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -104,7 +105,7 @@ int ck_chunk_lookup(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, stru
 	MDB_val k = { sizeof(key), key }, v;
 	int rc;
 
-	if (!st->packs_ready)
+	if (!__atomic_load_n(&st->packs_ready, __ATOMIC_ACQUIRE))
 		return -ENOENT;
 	ck_chunk_key(key, h);
 	rc = mdb_get(txn, st->chunks, &k, &v);
@@ -214,7 +215,7 @@ int ck_fmap_lookup(MDB_txn *txn, struct ck_store *st, uint64_t file_id, struct c
 	MDB_val k = { sizeof(key), key }, v;
 	int rc;
 
-	if (!st->packs_ready)
+	if (!__atomic_load_n(&st->packs_ready, __ATOMIC_ACQUIRE))
 		return -ENOENT;
 	ck_key_id(key, file_id);
 	rc = mdb_get(txn, st->fmaps, &k, &v);
@@ -252,13 +253,43 @@ int ck_pack_dbs_open(struct ck_store *st, struct ck_error *err)
 	return 0;
 }
 
+/* A read-only open of an index made before packs has no chunks or fmaps;
+ * a writable open or a compaction may create them later.  Entry points ask
+ * again (mdb_dbi_open, serialized process-wide as LMDB requires) so that a
+ * long-running reader sees packed files once they exist. */
+static pthread_mutex_t dbs_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int ck_pack_ready(struct ck_store *st)
+{
+	MDB_dbi chunks, fmaps;
+	MDB_txn *txn;
+	int ready;
+
+	if (__atomic_load_n(&st->packs_ready, __ATOMIC_ACQUIRE))
+		return 1;
+	pthread_mutex_lock(&dbs_lock);
+	ready = __atomic_load_n(&st->packs_ready, __ATOMIC_ACQUIRE);
+	if (!ready && mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn) == 0) {
+		if (mdb_dbi_open(txn, CK_DB_CHUNKS, 0, &chunks) != 0 || mdb_dbi_open(txn, CK_DB_FMAPS, 0, &fmaps) != 0)
+			mdb_txn_abort(txn);
+		else if (mdb_txn_commit(txn) == 0) {
+			st->chunks = chunks;
+			st->fmaps = fmaps;
+			__atomic_store_n(&st->packs_ready, 1, __ATOMIC_RELEASE);
+			ready = 1;
+		}
+	}
+	pthread_mutex_unlock(&dbs_lock);
+	return ready;
+}
+
 int ck_store_file_packed(struct ck_store *st, uint64_t file_id)
 {
 	struct ck_fmap m;
 	MDB_txn *txn;
 	int rc;
 
-	if (!st->packs_ready)
+	if (!ck_pack_ready(st))
 		return 0;
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
@@ -281,7 +312,7 @@ int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_fil
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!st->packs_ready)
+	if (!ck_pack_ready(st))
 		return 0;
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)

@@ -79,7 +79,7 @@ int ck_packed_open(struct ck_store *st, uint64_t file_id, struct ck_chunk_cache 
 	MDB_txn *txn;
 	int rc;
 
-	if (!st->packs_ready)
+	if (!ck_pack_ready(st))
 		return -ENOENT;
 	pf = calloc(1, sizeof(*pf));
 	if (!pf)

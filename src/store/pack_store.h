@@ -28,6 +28,10 @@
 #define CK_META_PACK_CUR "pack_cur"
 #define CK_META_PACK_END "pack_end"
 
+/* 1 when st has the chunks and fmaps databases, asking the index again
+ * when it had not (a reader opened before the first writable open). */
+int ck_pack_ready(struct ck_store *st);
+
 /* ---- chunks: XXH3-128 (hi, lo; big-endian) -> where the chunk lives ---- */
 enum ck_chunk_where {
 	CK_CHUNK_PACKED = 1,

@@ -101,7 +101,7 @@ int ck_store_verify_packs(struct ck_store *st, ck_packed_bad_fn bad, void *ctx, 
 
 	if (chunks_checked)
 		*chunks_checked = 0;
-	if (!st->packs_ready)
+	if (!ck_pack_ready(st))
 		return 0;
 	if (ck_decoder_init(&d) < 0)
 		return ck_fail(err, ENOMEM, "out of memory");

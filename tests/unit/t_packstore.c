@@ -224,6 +224,38 @@ static void damage_raw(struct ck_store *st)
 	ck_file_info_free(g, 1);
 }
 
+/* A reader opened on an index made before packs (no chunks or fmaps
+ * databases) sees packed files once a compaction created them. */
+static void late_packs(const char *tmp)
+{
+	struct ck_error err = { { 0 } };
+	struct ck_store *st;
+	struct ck_file_info *f;
+	struct pk_readback rb;
+	char st2[600], path[600], cmd[1400];
+	MDB_txn *txn;
+
+	pathf(st2, sizeof(st2), "%s/store2", tmp);
+	SETUP(ck_store_init(st2, &err) == 0);
+	SETUP(ck_store_open(st2, 0, &st, &err) == 0);
+	import(st, pathf(path, sizeof(path), "%s/same", tmp), "same");
+	SETUP(mdb_txn_begin(st->env, NULL, 0, &txn) == 0);
+	SETUP(mdb_drop(txn, st->chunks, 1) == 0 && mdb_drop(txn, st->fmaps, 1) == 0 && mdb_txn_commit(txn) == 0);
+	ck_store_close(st);
+
+	SETUP(ck_store_open(st2, 1, &st, &err) == 0);
+	f = find_file(st, "same", "checkpoint-10", "model.pt");
+	CHECK(!st->packs_ready && ck_store_file_packed(st, f->id) == 0, "an older index: nothing packed");
+	snprintf(cmd, sizeof(cmd), "'%s/ckptctl' compact -q '%s'", getenv("CKPT_BUILDDIR") ? getenv("CKPT_BUILDDIR") : ".",
+		 st2);
+	CHECK(run_command(cmd, NULL) == 0, "%s", cmd);
+	CHECK(ck_store_file_packed(st, f->id) == 1, "the reader sees the file packed");
+	CHECK(pk_readback(st, NULL, CK_PACK_DEFAULT_ANCHOR_K, 3, &rb) == 0 && rb.packed == 9 && rb.failures == 0,
+	      "the reader reads the packed files: %" PRIu64 " packed, %" PRIu64 " failures", rb.packed, rb.failures);
+	ck_file_info_free(f, 1);
+	ck_store_close(st);
+}
+
 int main(void)
 {
 	struct ck_compact_opts opts = { .anchor_k = K };
@@ -297,6 +329,8 @@ int main(void)
 	readback(st, "reindexed", packed_files);
 	CHECK(verify_bad(st) == 0, "reindexed: verify is clean");
 	ck_store_close(st);
+
+	late_packs(tmp);
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	run_command(cmd, NULL);

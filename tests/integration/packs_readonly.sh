@@ -1,0 +1,32 @@
+#!/bin/sh
+# A series committed into the store, compacted with --keep-raw 1 (the raw
+# files of every checkpoint but the newest are removed), then mounted
+# read-only: every checkpoint torch.loads bit for bit the same as what was
+# committed, the older ones from packs through their delta chains.
+. "$CKPT_SRCDIR/tests/integration/lib.sh"
+need_fuse
+need_torch
+
+tmp=$(ck_tmpdir)
+st="$tmp/store"
+ck_py packs_make.py "$tmp/run1" 5 9
+"$CKPTCTL" init "$st" >/dev/null
+for d in "$tmp"/run1/checkpoint-*; do
+	name=$(basename "$d")
+	mkdir -p "$st/staging/run1"
+	cp -r "$d" "$st/staging/run1/$name"
+	"$CKPTCTL" commit "$st" "run1/$name" >/dev/null || fail "commit $name"
+done
+
+"$CKPTCTL" compact --anchor-interval 2 --keep-raw 1 "$st" | tee "$tmp/compact.out"
+grep -q "compacted 12 files" "$tmp/compact.out" || fail "expected 12 files packed"
+grep -q "raw files removed" "$tmp/compact.out" || fail "no raw file removed with --keep-raw 1"
+for c in 10 20 30 40; do
+	[ ! -e "$st/data/run1/checkpoint-$c/model.pt" ] || fail "checkpoint-$c kept its raw model.pt"
+done
+[ -e "$st/data/run1/checkpoint-50/model.pt" ] || fail "the newest checkpoint lost its raw file"
+"$CKPTCTL" verify "$st" >"$tmp/verify.out" || { cat "$tmp/verify.out"; fail "verify after compaction"; }
+
+ck_mount "$st" "$tmp/mnt" -o ro
+ck_py packs_load.py "$tmp/mnt" run1 "$tmp/run1" || fail "a packed checkpoint does not load the same"
+ck_umount "$tmp/mnt"
