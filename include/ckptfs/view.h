@@ -23,6 +23,7 @@
 struct ck_view;
 struct ck_vnode;
 struct ck_vfile;
+struct ck_vpacked;
 
 enum ck_verify_mode {
 	CK_VERIFY_NONE,    /* trust physical files (identity is still checked on open) */
@@ -130,17 +131,31 @@ int ck_view_open_file(struct ck_view *v, const struct ck_vnode *n, struct ck_vfi
 void ck_vfile_put(struct ck_vfile *f);
 uint64_t ck_vfile_size(const struct ck_vfile *f);
 
-/* One piece of a read: either memory (mem != NULL) or a physical file range (fd >= 0). */
+/* One piece of a read: memory (mem != NULL), a physical file range
+ * (fd >= 0), or bytes of a packed file version (packed != NULL, at
+ * fd_off), which only ck_extent_read can produce. */
 struct ck_extent {
 	uint64_t len;
 	const void *mem;
 	int fd;
 	uint64_t fd_off;
+	struct ck_vpacked *packed;
 };
 
 /* Describes [off, off+len) clipped to the file size as up to max extents.
  * Returns the number of extents (0 at EOF) or -errno (-EIO on a hash mismatch,
  * logged with checkpoint, file, tensor and physical file). */
 int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_extent *ext, size_t max);
+
+/* Copies an extent's len bytes into buf, whatever its kind.  Packed bytes
+ * are decoded through the view's chunk cache (every chunk checked against
+ * its hash), and a reader going forward has the chunks after them decoded
+ * ahead on worker threads.  0, or -EIO (logged with checkpoint, file,
+ * tensor and store object) — never wrong bytes. */
+int ck_extent_read(const struct ck_extent *e, void *buf);
+
+/* Grows whenever the view gains a checkpoint (at open, or by a refresh):
+ * the daemon's compactor runs only when it changed. */
+uint64_t ck_view_generation(struct ck_view *v);
 
 #endif

@@ -20,6 +20,7 @@
 
 #include "ckptfs.h"
 #include "ckptfs/store.h"
+#include "packs.h"
 
 struct mount_run {
 	struct ckfs fs;
@@ -31,6 +32,7 @@ struct mount_run {
 	int probe_failed;
 	struct ckfs_refresher refresher;
 	struct ckfs_idler idler;
+	struct ckfs_compactor compactor;
 	int mount_lock;          /* STORE/mount.lock of a writable mount, else -1 */
 };
 
@@ -328,9 +330,13 @@ static int serve(struct mount_run *run)
 		ck_warn("cannot start the idle-commit thread: directories commit by rename or marker only");
 	if (run->fs.staging && ckfs_grace_start(&run->fs.grace, &run->fs))
 		ck_warn("cannot start the marker thread: trainer_state.json commits without grace");
+	if (cfg->compact_secs && run->fs.staging &&
+	    ckfs_compactor_start(&run->compactor, &run->fs, cfg->compact_secs))
+		ck_warn("cannot start the compaction thread: the store stays raw until `ckptctl compact`");
 	rc = run_loop(run);
 	ckfs_grace_stop(run->fs.grace);
 	run->fs.grace = NULL;
+	ckfs_compactor_stop(&run->compactor);
 	ckfs_idler_stop(&run->idler);
 	ckfs_refresher_stop(&run->refresher);
 	if (rc < 0)

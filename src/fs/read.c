@@ -1,6 +1,8 @@
 /* The read path: open a composite as a ck_vfile, answer each read with the
  * extents the view maps it to, and let libfuse splice the file-backed ones
- * straight from the physical checkpoint files into /dev/fuse.
+ * straight from the physical checkpoint files into /dev/fuse.  Extents of
+ * packed files are decoded into memory first (the view's chunk cache and
+ * prefetch make that a copy for forward readers).
  */
 #include "config.h"
 
@@ -109,6 +111,37 @@ static int map_range(struct ck_vfile *f, uint64_t off, uint64_t size,
 	return (int)n;
 }
 
+/* Decodes the packed extents of ext[0..n) into one buffer (*mem, for the
+ * caller to free) and turns them into memory extents.  0 or -errno. */
+static int decode_packed(struct ck_extent *ext, int n, uint8_t **mem)
+{
+	uint64_t total = 0;
+	uint8_t *p;
+
+	*mem = NULL;
+	for (int i = 0; i < n; i++)
+		if (ext[i].packed)
+			total += ext[i].len;
+	if (!total)
+		return 0;
+	p = *mem = malloc(total);
+	if (!p)
+		return -ENOMEM;
+	for (int i = 0; i < n; i++) {
+		int rc;
+
+		if (!ext[i].packed)
+			continue;
+		rc = ck_extent_read(&ext[i], p);
+		if (rc)
+			return rc;
+		ext[i].mem = p;
+		ext[i].packed = NULL;
+		p += ext[i].len;
+	}
+	return 0;
+}
+
 void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		  struct fuse_file_info *fi)
 {
@@ -116,10 +149,16 @@ void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct ck_extent *ext = stack;
 	size_t cap = STACK_EXTENTS;
 	struct fuse_bufvec *bv;
+	uint8_t *decoded = NULL;
 	int n, rc;
 
 	(void)ino;
 	n = map_range(vfile_of(fi), (uint64_t)off, size, &ext, &cap, stack);
+	if (n > 0) {
+		rc = decode_packed(ext, n, &decoded);
+		if (rc)
+			n = rc;
+	}
 	if (n <= 0) {
 		if (n == 0)
 			fuse_reply_buf(req, NULL, 0);
@@ -157,6 +196,7 @@ void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			 (long long)off, strerror(-rc));
 	free(bv);
 out:
+	free(decoded);
 	if (ext != stack)
 		free(ext);
 }

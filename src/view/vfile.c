@@ -220,20 +220,33 @@ int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_exten
 		const struct vext *e = &f->ext[i];
 		uint64_t skip = off - e->off;
 		uint64_t take = e->len - skip;
+		struct ck_vpacked *packed = NULL;
 
 		if (take > end - off)
 			take = end - off;
-		if (e->pf && e->range && atomic_load(&e->range->state) != RANGE_GOOD) {
+		if (e->pf) {
+			int rc = packed_get(f->view, e->pf, &packed);
+
+			if (rc < 0)
+				return rc;
+		}
+		/* Packed chunks are hash-checked as they are decoded. */
+		if (e->pf && !packed && e->range && atomic_load(&e->range->state) != RANGE_GOOD) {
 			int rc = phys_verify_range(f->view, e->pf, e->range);
 
 			if (rc)
 				return rc;
 		}
 		out[n].len = take;
+		out[n].packed = packed;
 		if (e->mem) {
 			out[n].mem = e->mem + skip;
 			out[n].fd = -1;
 			out[n].fd_off = 0;
+		} else if (packed) {
+			out[n].mem = NULL;
+			out[n].fd = -1;
+			out[n].fd_off = e->pf_off + skip;
 		} else {
 			out[n].mem = NULL;
 			out[n].fd = e->pf->fd;

@@ -361,6 +361,11 @@ int ck_view_open(const char *store_dir, const struct ck_view_opts *opts, struct 
 	}
 	for (size_t i = 0; i < v->nnodes; i++)
 		sort_children(v->nodes[i]);
+	rc = packed_setup(v);
+	if (rc) {
+		ck_fail(err, -rc, "%s: cannot read the packed store: %s", store_dir, strerror(-rc));
+		goto fail;
+	}
 	*out = v;
 	return 0;
 fail:
@@ -401,6 +406,7 @@ void ck_view_close(struct ck_view *v)
 	}
 	free(v->series);
 	free(v->hidden);
+	packed_teardown(v);   /* after the packed files (phys_free) */
 	ck_store_close(v->store);
 	pthread_mutex_destroy(&v->lock);
 	pthread_rwlock_destroy(&v->ns_lock);
@@ -712,6 +718,8 @@ int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nc
 	ck_strv_free(names, nnames);
 	if (pruned)
 		prune_reclaimed(v);
+	if (!rc)
+		rc = packed_probe_all(v);   /* versions compaction packed since */
 	return rc;
 }
 

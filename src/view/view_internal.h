@@ -41,6 +41,10 @@ struct phys_file {
 	struct st_file st;
 	int parsed;                 /* 0 not yet, 1 ok, -errno failed */
 	int reclaimed;              /* a deleted checkpoint's file the index dropped: no version any more */
+	/* Packed (packed.c): once the index says so, every read goes
+	 * through the pack and the raw file may be gone. */
+	atomic_int packed_known;
+	_Atomic(struct ck_vpacked *) packed;    /* opened on first use */
 };
 
 struct view_ckpt {
@@ -98,6 +102,7 @@ struct ck_view {
 	int64_t open_time_ns;
 	struct ck_vnode **hidden;   /* checkpoints refreshes hid, until ck_view_drain_hidden (ns_lock) */
 	size_t nhidden;
+	struct ck_chunk_cache *cache;   /* decoded chunks of packed files */
 };
 
 /* An extent of a virtual file. */
@@ -177,6 +182,23 @@ int view_node_vfile(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out
 /* view.c: takes n out of its parent's children (lookups and listings no
  * longer find it; its inode stays valid).  Callers hold ns_lock for writing. */
 int view_detach(struct ck_vnode *n);
+
+/* packed.c: physical files the compactor moved into packs */
+/* Creates the chunk cache and asks the index which files are packed. */
+int packed_setup(struct ck_view *v);
+/* Frees the chunk cache, once every packed file is closed. */
+void packed_teardown(struct ck_view *v);
+/* Asks the index again for every file not known packed (a refresh). */
+int packed_probe_all(struct ck_view *v);
+/* The packed form of pf, opened on first use: 1 with *out (may be NULL),
+ * 0 when pf is read from its raw file, or -EIO (logged). */
+int packed_get(struct ck_view *v, struct phys_file *pf, struct ck_vpacked **out);
+/* As packed_get, after asking the index about pf first (its raw file
+ * failed its identity check: compaction may have removed it). */
+int packed_recheck(struct ck_view *v, struct phys_file *pf);
+/* len bytes at off of the file: 0 or -EIO (logged). */
+int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off);
+void packed_free(struct ck_vpacked *p);
 
 /* view.c: whether pf is a file reclaimed from a deleted checkpoint (its
  * file is gone and the index no longer holds it), which no composite drew

@@ -1,0 +1,198 @@
+/* Physical files served from the packed store (include/ckptfs/packstore.h).
+ *
+ * Compaction moves committed file versions into packs and may remove their
+ * raw files.  The view learns which versions are packed at open and at
+ * every refresh, and from then on reads them only through the pack: the
+ * bytes are the same, so composites built on the raw file stay valid, and
+ * a raw file removed afterwards breaks nothing.  Packed chunks are checked
+ * against their hash on every decode, so they skip the first-read range
+ * verification of raw files.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "ckptfs/log.h"
+#include "ckptfs/packstore.h"
+#include "view_internal.h"
+
+/* How far ahead of a forward reader chunks are decoded. */
+#define PREFETCH_AHEAD (8ull << 20)
+/* A read starting this close to where the previous one ended counts as
+ * going forward (the kernel's readahead requests arrive slightly out of
+ * order from several threads). */
+#define SEQUENTIAL_SLACK (4ull << 20)
+
+struct ck_vpacked {
+	struct ck_packed_file *file;
+	struct phys_file *pf;           /* for messages */
+	_Atomic uint64_t next;          /* end of the latest read */
+};
+
+static int probe(struct ck_view *v, struct phys_file *pf)
+{
+	int rc;
+
+	if (atomic_load(&pf->packed_known))
+		return 1;
+	rc = ck_store_file_packed(v->store, pf->info.id);
+	if (rc > 0)
+		atomic_store(&pf->packed_known, 1);
+	return rc;
+}
+
+int packed_setup(struct ck_view *v)
+{
+	uint64_t bytes = v->opts.cache_bytes ? v->opts.cache_bytes : CK_VIEW_DEFAULT_CACHE;
+	int rc = ck_chunk_cache_new(bytes, &v->cache);
+
+	return rc ? rc : packed_probe_all(v);
+}
+
+void packed_teardown(struct ck_view *v)
+{
+	if (v->cache)
+		ck_chunk_cache_free(v->cache);
+	v->cache = NULL;
+}
+
+int packed_probe_all(struct ck_view *v)
+{
+	int rc = 0;
+
+	pthread_rwlock_rdlock(&v->ns_lock);
+	for (size_t i = 0; i < v->nphys && rc >= 0; i++)
+		rc = probe(v, v->phys[i]);
+	pthread_rwlock_unlock(&v->ns_lock);
+	return rc < 0 ? rc : 0;
+}
+
+static const char *pf_name(const struct phys_file *pf)
+{
+	return pf->info.relpath[0] ? pf->info.relpath : pf->ckpt->info.name;
+}
+
+int packed_get(struct ck_view *v, struct phys_file *pf, struct ck_vpacked **out)
+{
+	struct ck_vpacked *p = atomic_load(&pf->packed);
+	struct ck_error err = { { 0 } };
+	int rc = 0;
+
+	if (!p && !atomic_load(&pf->packed_known))
+		return 0;
+	if (!p) {
+		pthread_mutex_lock(&v->lock);
+		p = atomic_load(&pf->packed);
+		if (!p) {
+			p = calloc(1, sizeof(*p));
+			rc = p ? ck_packed_open(v->store, pf->info.id, v->cache, &p->file, &err) : -ENOMEM;
+			if (rc) {
+				/* Not remembered: a later open tries again. */
+				ck_err("%s/%s: cannot open its packed form: %s", pf->ckpt->info.name,
+				       pf_name(pf), err.msg[0] ? err.msg : strerror(-rc));
+				free(p);
+				p = NULL;
+				rc = -EIO;
+			} else {
+				p->pf = pf;
+				atomic_store(&pf->packed, p);
+			}
+		}
+		pthread_mutex_unlock(&v->lock);
+		if (rc)
+			return rc;
+	}
+	if (out)
+		*out = p;
+	return 1;
+}
+
+int packed_recheck(struct ck_view *v, struct phys_file *pf)
+{
+	int rc = probe(v, pf);
+
+	return rc > 0 ? packed_get(v, pf, NULL) : rc;
+}
+
+/* The tensor (storage key) whose bytes hold off, for messages. */
+static const char *tensor_at(const struct phys_file *pf, uint64_t off)
+{
+	for (size_t i = 0; i < pf->nranges; i++)
+		if (off >= pf->ranges[i].offset && off - pf->ranges[i].offset < pf->ranges[i].length)
+			return pf->ranges[i].key;
+	return NULL;
+}
+
+static void report(const struct ck_vpacked *p, uint64_t off, size_t len, const char *why)
+{
+	const char *tensor = tensor_at(p->pf, off);
+
+	ck_err("%s/%s: %s%s%sbytes %" PRIu64 "+%zu of the packed file: %s; refusing to serve them",
+	       p->pf->ckpt->info.name, pf_name(p->pf), tensor ? "tensor '" : "", tensor ? tensor : "",
+	       tensor ? "', " : "", off, len, why);
+}
+
+int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off)
+{
+	struct ck_error err = { { 0 } };
+	uint64_t last = atomic_exchange(&p->next, off + len);
+	ssize_t got;
+
+	/* Forward readers get the next chunks decoded ahead, in parallel
+	 * with the copy below and the kernel's handling of this reply. */
+	if (off + SEQUENTIAL_SLACK >= last && off <= last + SEQUENTIAL_SLACK)
+		ck_packed_prefetch(p->file, off + len, PREFETCH_AHEAD);
+	got = ck_packed_pread(p->file, buf, len, off, &err);
+	if (got == (ssize_t)len)
+		return 0;
+	if (got >= 0)
+		ck_fail(&err, EIO, "the packed file ends at %" PRIu64, off + (uint64_t)got);
+	report(p, off, len, err.msg[0] ? err.msg : strerror((int)-got));
+	return -EIO;
+}
+
+void packed_free(struct ck_vpacked *p)
+{
+	if (!p)
+		return;
+	ck_packed_close(p->file);
+	free(p);
+}
+
+int ck_extent_read(const struct ck_extent *e, void *buf)
+{
+	uint8_t *out = buf;
+	uint64_t done = 0;
+
+	if (e->mem) {
+		memcpy(buf, e->mem, e->len);
+		return 0;
+	}
+	if (e->packed)
+		return packed_read(e->packed, buf, e->len, e->fd_off);
+	while (done < e->len) {
+		ssize_t got = pread(e->fd, out + done, e->len - done, (off_t)(e->fd_off + done));
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return got < 0 ? -errno : -EIO;
+		done += (uint64_t)got;
+	}
+	return 0;
+}
+
+uint64_t ck_view_generation(struct ck_view *v)
+{
+	uint64_t n = 0;
+
+	pthread_rwlock_rdlock(&v->ns_lock);
+	for (size_t i = 0; i < v->nseries; i++)
+		n += v->series[i]->nckpts;
+	pthread_rwlock_unlock(&v->ns_lock);
+	return n;
+}
