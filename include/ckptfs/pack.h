@@ -60,8 +60,10 @@ struct ck_pack_open_info {
  * check (a torn tail from a crash), and the file is truncated there and
  * fsynced.  durable_end is the end of the last record the caller knows was
  * made durable (ck_pack_sync) and referenced — the store's index knows it;
- * 0 when nothing is: a bad record before it is damage, not a torn tail, and
- * the open fails with -EIO rather than cut it away.  info may be NULL.
+ * 0 when nothing is: a bad record before it, or a file that ends before
+ * it, is damage, not a torn tail, and the open fails with -EIO rather than
+ * cut anything away.  With durable_end 0, a file shorter than its header
+ * (a crash right after creating it) is started again.  info may be NULL.
  * Returns 0, -EINVAL (not a pack, unsupported version), -EIO or -errno. */
 int ck_pack_writer_open(const char *path, uint64_t durable_end, struct ck_pack_writer **out,
 			struct ck_pack_open_info *info, struct ck_error *err);

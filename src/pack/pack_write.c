@@ -80,6 +80,14 @@ static int create_pack(int fd, const char *path, struct ck_error *err)
 	return rc ? ck_fail(err, -rc, "pack %s: creating: %s", path, strerror(-rc)) : 0;
 }
 
+/* Shorter than a file header: nothing in it can be a record. */
+static int short_header(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) == 0 && st.st_size < CK_PACK_HEADER;
+}
+
 static int count_record(void *cb, uint64_t off, const struct ck_chunk_desc *d, const uint8_t *payload)
 {
 	(*(uint64_t *)cb)++;
@@ -94,6 +102,9 @@ static int recover_tail(int fd, const char *path, uint64_t durable_end, struct c
 	uint64_t end;
 	int rc = ck_pack_scan(fd, count_record, &info->records, &end, err);
 
+	if (rc == 0 && end < durable_end)
+		return ck_fail(err, EIO, "pack %s: ends at %" PRIu64 ", before its durable end %" PRIu64,
+			       path, end, durable_end);
 	if (rc == 0) {
 		info->end = end;
 		return 0;
@@ -135,6 +146,14 @@ int ck_pack_writer_open(const char *path, uint64_t durable_end, struct ck_pack_w
 	}
 	if (fd < 0)
 		return ck_fail(err, errno, "pack %s: %s", path, strerror(errno));
+	if (!info.created && durable_end == 0 && short_header(fd)) {
+		/* a crash between creating the file and its header being durable */
+		info.created = ftruncate(fd, 0) == 0;
+		if (!info.created) {
+			rc = ck_fail(err, errno, "pack %s: %s", path, strerror(errno));
+			goto fail;
+		}
+	}
 	if (info.created) {
 		rc = create_pack(fd, path, err);
 		info.end = CK_PACK_HEADER;

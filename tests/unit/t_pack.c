@@ -175,6 +175,16 @@ static void test_write_read(void)
 	ck_pack_writer_close(w);
 }
 
+static int pwrite_all(const uint8_t *bytes, size_t len)
+{
+	int fd = open(path, O_WRONLY);
+	int ok = fd >= 0 && pwrite(fd, bytes, len, 0) == (ssize_t)len;
+
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
 /* Cuts at several points inside the last record, and garbage after it. */
 static void test_torn_tail(void)
 {
@@ -215,6 +225,17 @@ static void test_torn_tail(void)
 		close(fd);
 	}
 
+	/* a pack that ends cleanly, but before what the index knows is durable */
+	{
+		struct ck_pack_writer *w;
+
+		SETUP(truncate(path, (off_t)last) == 0);
+		CHECK(ck_pack_writer_open(path, size, &w, NULL, &err) == -EIO && strstr(err.msg, "durable end"),
+		      "lost records at a record boundary: %s", err.msg);
+		SETUP(truncate(path, (off_t)size) == 0);
+		SETUP(pwrite_all(copy, len));
+	}
+
 	/* zeros after the last record (a crash after the size grew) */
 	{
 		struct ck_pack_writer *w;
@@ -253,6 +274,30 @@ static void test_bit_flips(void)
 	}
 	CHECK(caught == 400, "%d of 400 flips caught", caught);
 	free(orig);
+}
+
+/* A crash right after creating a pack leaves it shorter than its header. */
+static void test_empty_file(void)
+{
+	char p2[80];
+	struct ck_pack_writer *w;
+	struct ck_pack_open_info info;
+	struct ck_error err;
+	int fd;
+
+	snprintf(p2, sizeof(p2), "%s/empty.pack", dir);
+	fd = open(p2, O_RDWR | O_CREAT | O_TRUNC, 0644);
+	SETUP(fd >= 0 && write(fd, "ckpt", 4) == 4);
+	close(fd);
+	CHECK(ck_pack_writer_open(p2, 100, &w, &info, &err) == -EIO, "short pack with a durable end opened");
+	CHECK(ck_pack_writer_open(p2, 0, &w, &info, &err) == 0 && info.created && info.end == CK_PACK_HEADER,
+	      "short pack not started again: %s", err.msg);
+	ck_pack_writer_close(w);
+	fd = open(p2, O_RDONLY);
+	SETUP(fd >= 0);
+	CHECK(ck_pack_check_header(fd, &err) == 0, "restarted header: %s", err.msg);
+	close(fd);
+	unlink(p2);
 }
 
 static void test_not_a_pack(void)
@@ -342,6 +387,7 @@ int main(void)
 	test_torn_tail();
 	test_bit_flips();
 	test_not_a_pack();
+	test_empty_file();
 	test_threads();
 	unlink(path);
 	rmdir(dir);
