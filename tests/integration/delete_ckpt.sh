@@ -71,6 +71,9 @@ freed checkpoint-10 scheduler.pt trainer_state.json
 "$CKPTCTL" ls "$store" run >"$tmp/ls.out"
 cat "$tmp/ls.out"
 grep -q "checkpoint-10 .*deleted" "$tmp/ls.out" || fail "ckptctl ls does not show checkpoint-10 deleted"
+"$CKPTCTL" stats "$store" run >"$tmp/stats.out" || fail "ckptctl stats with a deleted checkpoint"
+grep -q "checkpoint-10" "$tmp/stats.out" && fail "ckptctl stats reports the deleted checkpoint-10"
+grep -q "checkpoint-30" "$tmp/stats.out" || fail "ckptctl stats lost checkpoint-30"
 
 # ckptctl rm while mounted: the mount follows within its refresh interval.
 ls "$mnt/run/checkpoint-20" >/dev/null
