@@ -10,8 +10,8 @@
  * through their header parser, anything else as opaque bytes.  Each
  * storage is cut into 1 MiB chunks; a chunk whose XXH3-128 was seen before
  * is not stored again (dedup); a new chunk is encoded with the chunk codec
- * against the same chunk of the previous version of the same tensor (the
- * storage's first tensor path names it), except that every K-th version of
+ * against the same chunk of the last earlier version of the same tensor
+ * (the storage's first tensor path names it), except that every K-th version of
  * a tensor is an anchor encoded without a reference (--anchor K; 0: only
  * the first).  Bytes that are not tensor data (zip headers, pickles, json)
  * count zstd-compressed.  Each record costs its pack header too.  --base
@@ -331,7 +331,7 @@ static void free_version(struct version *v)
 	memset(v, 0, sizeof(*v));
 }
 
-/* The previous version's blob of the same tensor, by name. */
+/* A version's blob of a tensor, by name. */
 static const struct blob *find_blob(const struct version *v, const char *ident)
 {
 	for (size_t i = 0; i < v->nblobs; i++)
@@ -340,28 +340,44 @@ static const struct blob *find_blob(const struct version *v, const char *ident)
 	return NULL;
 }
 
-/* How many versions of each tensor have been seen: anchors every K-th. */
-struct counter {
-	char **idents;
-	unsigned *count;
+/* What the store knows of each tensor: how many of its versions it has
+ * seen (anchors every K-th) and the bytes of the last one, a delta's
+ * reference: the neighbouring stored version, also when the tensor was
+ * left out of some saves (LLMTailor). */
+struct tensor_hist {
+	char *ident;
+	unsigned count;
+	uint8_t *last;
+	size_t last_len;
+};
+
+struct history {
+	struct tensor_hist *t;
 	size_t n, cap;
 };
 
-static unsigned bump(struct counter *c, const char *ident)
+static struct tensor_hist *hist_find(struct history *h, const char *ident)
 {
-	for (size_t i = 0; i < c->n; i++)
-		if (strcmp(c->idents[i], ident) == 0)
-			return c->count[i]++;
-	if (c->n == c->cap) {
-		c->cap = c->cap ? 2 * c->cap : 256;
-		c->idents = realloc(c->idents, c->cap * sizeof(*c->idents));
-		c->count = realloc(c->count, c->cap * sizeof(*c->count));
-		if (!c->idents || !c->count)
+	for (size_t i = 0; i < h->n; i++)
+		if (strcmp(h->t[i].ident, ident) == 0)
+			return &h->t[i];
+	if (h->n == h->cap) {
+		h->cap = h->cap ? 2 * h->cap : 256;
+		h->t = realloc(h->t, h->cap * sizeof(*h->t));
+		if (!h->t)
 			die("realloc", ENOMEM);
 	}
-	c->idents[c->n] = strdup(ident);
-	c->count[c->n] = 1;
-	return c->n++, 0;
+	h->t[h->n] = (struct tensor_hist){ .ident = strdup(ident) };
+	return &h->t[h->n++];
+}
+
+static void hist_free(struct history *h)
+{
+	for (size_t i = 0; i < h->n; i++) {
+		free(h->t[i].ident);
+		free(h->t[i].last);
+	}
+	free(h->t);
 }
 
 /* Chunk hashes seen: open addressing on the low 64 bits. */
@@ -395,13 +411,12 @@ static int seen_before(struct hashset *s, struct ck_hash128 h)
 }
 
 static void pack_version(struct ck_chunk_ctx *ctx, struct ck_chunk_ctx *alone_ctx, const struct version *v,
-			 const struct version *prev, struct counter *cnt, struct hashset *seen,
-			 unsigned anchor, struct stats *st)
+			 struct history *hist, struct hashset *seen, unsigned anchor, struct stats *st)
 {
 	for (size_t b = 0; b < v->nblobs; b++) {
 		const struct blob *cur = &v->blobs[b];
-		const struct blob *old = prev ? find_blob(prev, cur->ident) : NULL;
-		unsigned nth = bump(cnt, cur->ident);
+		struct tensor_hist *th = hist_find(hist, cur->ident);
+		unsigned nth = th->count++;
 		int is_anchor = anchor ? nth % anchor == 0 : nth == 0;
 
 		for (size_t off = 0; off < cur->len || off == 0; off += CK_CHUNK_MAX) {
@@ -416,8 +431,8 @@ static void pack_version(struct ck_chunk_ctx *ctx, struct ck_chunk_ctx *alone_ct
 			st->chunks++;
 			dup = seen_before(seen, h);
 			if (!dup) {
-				if (!is_anchor && old && old->len >= off + len)
-					ref = old->p + off;
+				if (!is_anchor && th->last && th->last_len >= off + len)
+					ref = th->last + off;
 				if (ck_chunk_encode(ctx, cur->p + off, len, cur->es, ref, ref ? len : 0, &d, &payload))
 					die(cur->ident, EINVAL);
 			}
@@ -447,6 +462,10 @@ static void pack_version(struct ck_chunk_ctx *ctx, struct ck_chunk_ctx *alone_ct
 			if (len == 0)
 				break;
 		}
+		free(th->last);
+		th->last = xmalloc(cur->len);
+		memcpy(th->last, cur->p, cur->len);
+		th->last_len = cur->len;
 	}
 }
 
@@ -477,8 +496,8 @@ static void ratio_run(const char *series, char **names, size_t n, const char *ba
 {
 	struct ck_chunk_ctx *ctx, *alone_ctx;
 	struct ck_chunk_opts alone_opts = *opts;
-	struct version prev = { 0 }, cur;
-	struct counter cnt = { 0 };
+	struct version cur;
+	struct history hist = { 0 };
 	struct hashset seen = { 0 };
 	struct stats st = { 0 };
 	uint64_t physical, tensor_phys;
@@ -491,23 +510,22 @@ static void ratio_run(const char *series, char **names, size_t n, const char *ba
 		 * but neither its bytes nor their cost count */
 		struct stats ignored = { 0 };
 
-		load_version(base, &prev);
-		pack_version(ctx, alone_ctx, &prev, NULL, &cnt, &seen, anchor, &ignored);
+		load_version(base, &cur);
+		pack_version(ctx, alone_ctx, &cur, &hist, &seen, anchor, &ignored);
+		free_version(&cur);
 	}
 	for (size_t i = 0; i < n; i++) {
 		char dir[4096];
 
 		snprintf(dir, sizeof(dir), "%s/%s", series, names[i]);
 		load_version(dir, &cur);
-		pack_version(ctx, alone_ctx, &cur, i || base ? &prev : NULL, &cnt, &seen, anchor, &st);
+		pack_version(ctx, alone_ctx, &cur, &hist, &seen, anchor, &st);
 		st.logical += cur.logical;
 		st.tensor += cur.tensor;
 		st.nontensor_z += cur.nontensor_z;
 		st.versions++;
-		free_version(&prev);
-		prev = cur;
+		free_version(&cur);
 	}
-	free_version(&prev);
 	tensor_phys = st.payload + st.records * CK_PACK_REC_HEADER;
 	physical = tensor_phys + st.nontensor_z;
 	printf("pack_ratio series=%s anchor=%u versions=%zu logical=%llu physical=%llu ratio=%.3f"
@@ -525,10 +543,7 @@ static void ratio_run(const char *series, char **names, size_t n, const char *ba
 		printf(" %s=%llu/%.3f", ck_codec_name(c), (unsigned long long)st.n[c],
 		       st.enc[c] ? (double)st.raw[c] / (double)st.enc[c] : 0.0);
 	printf(" encode_mbps=%.0f\n", st.cpu > 0 ? (double)st.tensor / 1e6 / st.cpu : 0.0);
-	for (size_t i = 0; i < cnt.n; i++)
-		free(cnt.idents[i]);
-	free(cnt.idents);
-	free(cnt.count);
+	hist_free(&hist);
 	free(seen.slot);
 	ck_chunk_ctx_free(ctx);
 	ck_chunk_ctx_free(alone_ctx);
