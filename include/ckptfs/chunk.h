@@ -126,8 +126,9 @@ int ck_chunk_encode_as(struct ck_chunk_ctx *ctx, enum ck_codec codec, const void
  * delta needs ref (ref_len == raw_len, hashing to desc->ref_hash).  Returns
  * 0; -EINVAL with err for a malformed descriptor or payload (unknown
  * codec, bad lengths, corrupt zstd frame, missing reference); -EIO with err
- * when the reference or the decoded bytes do not hash as recorded; or
- * -ENOMEM.  On failure out holds no usable bytes. */
+ * when the reference or the decoded bytes do not hash as recorded.  out may
+ * be ref: a chain of deltas decodes in place.  On failure out holds no
+ * usable bytes. */
 int ck_chunk_decode(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *desc,
 		    const uint8_t *payload, const void *ref, size_t ref_len, void *out,
 		    struct ck_error *err);

@@ -94,7 +94,8 @@ int ck_pack_read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_
 
 /* Reads the record at off and decodes it into out (room for CK_CHUNK_MAX
  * bytes; desc->raw_len of them are the chunk), given the reference chunk
- * when the record is a delta (ref may be NULL otherwise).  buf is scratch
+ * when the record is a delta (ref may be NULL otherwise; out may be ref,
+ * for a chain decoded in place).  buf is scratch
  * for the payload (CK_CHUNK_MAX bytes).  Returns what ck_pack_read_record
  * and ck_chunk_decode return. */
 int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *buf,
