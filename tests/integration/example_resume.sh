@@ -57,9 +57,11 @@ train --out "$tmp/mnt/run" --full-every 8 --resume
 check committed "$tmp/mnt/run" $(all_saves)
 resumed=$(sed -n 's/^ *"global_step": \([0-9]*\),*$/\1/p' "$tmp/merged/trainer_state.json")
 train --out "$tmp/fromcopy" --full-every 8 --resume-from "$tmp/merged"
+pairs=
 for s in $(seq $((resumed + EVERY)) $EVERY $STEPS); do
-	check same "$tmp/store/data/run/checkpoint-$s" "$tmp/fromcopy/checkpoint-$s"
+	pairs="$pairs $tmp/store/data/run/checkpoint-$s $tmp/fromcopy/checkpoint-$s"
 done
+check same $pairs
 
 # (b) Full saves: killed and resumed through the mount = never stopped.
 kill_b=${EXAMPLE_KILL_B:-$(random_kill $((EVERY + 1)) $((STEPS - 1)))}

@@ -10,9 +10,9 @@
   committed SERIES_DIR STEP...
       exactly checkpoint-STEP... are in SERIES_DIR, all committed (waits for
       commits that follow a closed marker).
-  same CKPT_A CKPT_B
-      the same file names; torch files load bit-exactly the same, every
-      other file is byte-identical.
+  same CKPT_A CKPT_B [CKPT_A CKPT_B...]
+      for each pair: the same file names; torch files load bit-exactly the
+      same, every other file is byte-identical.
 """
 
 import json
@@ -33,7 +33,9 @@ from deepcompare import assert_loads_same, differences  # noqa: E402
 TORCH_FILES = (".pt", ".pth", ".bin")
 
 
-def same(a_dir, b_dir):
+def same(a_dir, b_dir, *more):
+    if more:
+        same(*more)
     names = sorted(os.listdir(b_dir))
     if sorted(os.listdir(a_dir)) != names:
         sys.exit("%s has %s, %s has %s" % (a_dir, sorted(os.listdir(a_dir)), b_dir, names))
