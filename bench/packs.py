@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""The packed store through the mount, on a real training run (issue 4, part 6).
+
+bench/train_gpt.py trains a small GPT (6 blocks, d=256, AdamW) with torch
+1.13 on CPU; here every checkpoint it saves goes through a writable ckptfs
+mount (torch.save into SERIES/tmp-step-N/, committed by renaming it to
+step-N).  Each of its four series gets a store of its own, so that sizes
+are per scenario: full saves (fp32 model + AdamW state), the bf16 model
+file, an LLMTailor filter policy and a frozen fine-tune.  Then
+
+  - `ckptctl compact STORE --keep-raw 1` packs every checkpoint but the
+    newest and removes their raw files: its wall and CPU time give the
+    compaction throughput;
+  - physical/logical sizes: logical = the bytes of every checkpoint file,
+    physical = pack files + raw files left (the newest checkpoint, which
+    stays raw), and the packed part alone (packed versions vs packs);
+  - torch.load of model.pt + optimizer.pt through a fresh read-only mount,
+    of the newest checkpoint (raw) and of the oldest (the far end of its
+    reverse-delta chain), against torch.load of the store's own raw copy
+    of the newest (same sizes, page cache warm for both).
+
+Run through bench/packs.sh; prints a Markdown table for docs/bench.md.
+"""
+import argparse
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import train_gpt  # noqa: E402  (D's training run, reused as it is)
+
+SERIES = ("full", "bf16", "tailor", "frozen")
+CKPTFS = os.environ.get("CKPTFS", "ckptfs")
+CKPTCTL = os.environ.get("CKPTCTL", "ckptctl")
+
+
+def log(msg):
+	print(msg, file=sys.stderr, flush=True)
+
+
+def umount(mnt):
+	subprocess.run(["fusermount3", "-u", mnt], check=True)
+	for _ in range(100):
+		with open("/proc/mounts") as f:
+			if " %s fuse" % mnt not in f.read():
+				return
+		time.sleep(0.05)
+
+
+def tree_bytes(path):
+	total = 0
+	for root, _, files in os.walk(path):
+		for f in files:
+			total += os.lstat(os.path.join(root, f)).st_size
+	return total
+
+
+# --- training through the mounts ----------------------------------------------
+
+class Saver:
+	"""train_gpt.save, redirected into the writable mounts."""
+
+	def __init__(self, mounts):
+		self.mounts = mounts
+		self.seconds = 0.0
+		self.bytes = 0
+
+	def __call__(self, dirpath, model_sd, optim_sd):
+		series, name = dirpath.rstrip("/").split("/")[-2:]
+		top = os.path.join(self.mounts[series], series)
+		os.makedirs(top, exist_ok=True)
+		tmp = os.path.join(top, "tmp-" + name)
+		os.mkdir(tmp)
+		t = time.perf_counter()
+		for fname, sd in (("model.pt", model_sd), ("optimizer.pt", optim_sd)):
+			if sd is not None:
+				torch.save(sd, os.path.join(tmp, fname))
+				self.bytes += os.path.getsize(os.path.join(tmp, fname))
+		os.rename(tmp, os.path.join(top, name))	# the commit
+		self.seconds += time.perf_counter() - t
+
+
+def train(work, steps, finetune_steps):
+	mounts = {}
+	for s in SERIES:
+		store, mnt = os.path.join(work, "store-" + s), os.path.join(work, "mnt-" + s)
+		subprocess.run([CKPTCTL, "init", store], check=True, stdout=subprocess.DEVNULL)
+		os.makedirs(mnt, exist_ok=True)
+		subprocess.run([CKPTFS, store, mnt, "-o", "compact=0"], check=True)
+		mounts[s] = mnt
+	saver = Saver(mounts)
+	train_gpt.save = saver
+	argv = sys.argv
+	sys.argv = ["train_gpt.py", os.path.join(work, "unused"), "--steps", str(steps),
+		    "--finetune-steps", str(finetune_steps)]
+	t = time.perf_counter()
+	try:
+		train_gpt.main()
+	finally:
+		sys.argv = argv
+		for mnt in mounts.values():
+			umount(mnt)
+	log("trained in %.0f s; torch.save + commit through the mounts: %.0f MB in %.1f s" %
+	    (time.perf_counter() - t, saver.bytes / 1e6, saver.seconds))
+
+
+# --- compaction and sizes ---------------------------------------------------------
+
+def checkpoints(store, series):
+	d = os.path.join(store, "data", series)
+	return sorted(os.listdir(d))
+
+
+def compact(store):
+	before = resource.getrusage(resource.RUSAGE_CHILDREN)
+	t = time.perf_counter()
+	out = subprocess.run([CKPTCTL, "compact", store, "--keep-raw", "1"], check=True,
+			     capture_output=True, text=True)
+	wall = time.perf_counter() - t
+	after = resource.getrusage(resource.RUSAGE_CHILDREN)
+	cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+	return wall, cpu, out.stdout + out.stderr
+
+
+def measure(work, series, keep_logical):
+	store = os.path.join(work, "store-" + series)
+	names = checkpoints(store, series)
+	data = os.path.join(store, "data", series)
+	logical = tree_bytes(data)
+	newest = tree_bytes(os.path.join(data, names[-1]))
+	wall, cpu, out = compact(store)
+	raw_left = tree_bytes(data)
+	packs = tree_bytes(os.path.join(store, "packs"))
+	r = {
+		"series": series, "ckpts": len(names), "logical": logical, "packs": packs,
+		"raw_left": raw_left, "physical": packs + raw_left,
+		"ratio": logical / (packs + raw_left),
+		"packed_ratio": (logical - newest) / packs if packs else float("nan"),
+		"compact_wall": wall, "compact_cpu": cpu,
+		"compact_mbps": (logical - newest) / 1e6 / wall,
+		"compact_mbps_core": (logical - newest) / 1e6 / cpu if cpu else float("nan"),
+		"oldest": names[0], "newest": names[-1], "compact_out": out.strip(),
+	}
+	keep_logical[series] = logical
+	return r
+
+
+# --- torch.load through the mount -------------------------------------------------
+
+def load_ckpt(d):
+	for f in ("model.pt", "optimizer.pt"):
+		p = os.path.join(d, f)
+		if os.path.exists(p):
+			torch.load(p, map_location="cpu")
+
+
+def timed_load(d):
+	t = time.perf_counter()
+	load_ckpt(d)
+	return time.perf_counter() - t
+
+
+def load_times(work, series, ckpt, runs):
+	"""Median torch.load time of ckpt through a fresh read-only mount each run."""
+	store, mnt = os.path.join(work, "store-" + series), os.path.join(work, "mnt-" + series)
+	times = []
+	for _ in range(runs):
+		subprocess.run([CKPTFS, store, mnt, "-o", "ro"], check=True)
+		try:
+			times.append(timed_load(os.path.join(mnt, series, ckpt)))
+		finally:
+			umount(mnt)
+	return statistics.median(times)
+
+
+def plain_time(work, series, ckpt, runs):
+	d = os.path.join(work, "store-" + series, "data", series, ckpt)
+	load_ckpt(d)	# page cache warm, as the store's raw files are for the mount
+	return statistics.median(timed_load(d) for _ in range(runs))
+
+
+def main():
+	ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+	ap.add_argument("--work", required=True)
+	ap.add_argument("--steps", type=int, default=200)
+	ap.add_argument("--finetune-steps", type=int, default=100)
+	ap.add_argument("--runs", type=int, default=5)
+	args = ap.parse_args()
+	torch.set_num_threads(max(1, os.cpu_count() or 1))
+	if not os.path.isdir(os.path.join(args.work, "store-frozen")):
+		os.makedirs(args.work, exist_ok=True)
+		log("training bench/train_gpt.py through 4 writable mounts ...")
+		train(args.work, args.steps, args.finetune_steps)
+
+	logical = {}
+	rows = {}
+	for s in SERIES:
+		log("compacting %s ..." % s)
+		rows[s] = measure(args.work, s, logical)
+		log("  " + rows[s]["compact_out"].replace("\n", "\n  "))
+
+	full = rows["full"]
+	log("timing torch.load ...")
+	t_plain = plain_time(args.work, "full", full["newest"], args.runs)
+	t_newest = load_times(args.work, "full", full["newest"], args.runs)
+	t_oldest = load_times(args.work, "full", full["oldest"], args.runs)
+
+	mb = lambda b: "%.1f" % (b / 1e6)
+	print("| scenario | checkpoints | logical MB | physical MB (packs + raw newest) | ratio | "
+	      "packed part ratio | target |")
+	print("|---|---|---|---|---|---|---|")
+	targets = {"full": ">= 1.25x", "bf16": ">= 2x", "frozen": ">= 3x"}
+	labels = {"full": "full saves (fp32 model + AdamW)", "bf16": "bf16 model file",
+		  "frozen": "frozen fine-tune (top 2 blocks train)", "tailor": "LLMTailor policy"}
+	for s in ("full", "frozen", "bf16", "tailor"):
+		r = rows[s]
+		ratio = "%.2fx" % r["ratio"]
+		target = targets.get(s, "")
+		if s == "tailor":
+			policy = logical["full"] / r["logical"]
+			ratio = "%.2fx (vs full saves' logical: %.2fx)" % (r["ratio"], logical["full"] / r["physical"])
+			target = ">= policy %.2fx x 1.3 = %.2fx" % (policy, policy * 1.3)
+		print("| %s | %d | %s | %s (%s + %s) | %s | %.2fx | %s |" % (
+			labels[s], r["ckpts"], mb(r["logical"]), mb(r["physical"]), mb(r["packs"]),
+			mb(r["raw_left"]), ratio, r["packed_ratio"], target))
+	print()
+	print("| torch.load of model.pt + optimizer.pt (full saves) | seconds | vs plain | target |")
+	print("|---|---|---|---|")
+	print("| plain file (the store's raw copy, page cache) | %.3f | 1.00x | |" % t_plain)
+	print("| mount, newest checkpoint %s (raw) | %.3f | %.2fx | >= 0.9x |" %
+	      (full["newest"], t_newest, t_plain / t_newest))
+	print("| mount, oldest checkpoint %s (end of the delta chain) | %.3f | %.2fx | >= 0.35x |" %
+	      (full["oldest"], t_oldest, t_plain / t_oldest))
+	print()
+	print("| compaction (`ckptctl compact --keep-raw 1`) | MB packed | wall s | CPU s | MB/s | "
+	      "MB/s per CPU-second | target |")
+	print("|---|---|---|---|---|---|---|")
+	for s in ("full", "frozen", "bf16", "tailor"):
+		r = rows[s]
+		packed = r["logical"] - tree_bytes(os.path.join(args.work, "store-" + s, "data", s, r["newest"]))
+		print("| %s | %s | %.2f | %.2f | %.0f | %.0f | >= 300 per core |" % (
+			s, mb(packed), r["compact_wall"], r["compact_cpu"], r["compact_mbps"], r["compact_mbps_core"]))
+
+
+if __name__ == "__main__":
+	main()
