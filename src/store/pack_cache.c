@@ -119,6 +119,28 @@ void ck_chunk_cache_counters(const struct ck_chunk_cache *cc, uint64_t *hits, ui
 		*bytes = b;
 }
 
+int ck_chunk_cache_read(struct ck_chunk_cache *c, struct ck_hash128 h, uint32_t off, uint32_t n, uint8_t *out,
+			uint32_t *len)
+{
+	struct shard *s = shard_of(c, h);
+	struct entry *e;
+
+	pthread_mutex_lock(&s->lock);
+	e = *slot_of(s, h);
+	if (e && off <= e->len && n <= e->len - off) {
+		lru_unlink(e);
+		lru_push(s, e);
+		memcpy(out, e->data + off, n);
+		*len = e->len;
+		s->hits++;
+	} else {
+		e = NULL;
+		s->misses++;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return e != NULL;
+}
+
 int ck_chunk_cache_copy(struct ck_chunk_cache *c, struct ck_hash128 h, uint8_t *out, uint32_t *len)
 {
 	struct shard *s = shard_of(c, h);

@@ -237,6 +237,17 @@ out:
 	return rc;
 }
 
+int ck_packmap_parse(const void *p, size_t n, struct ck_packmap *out, struct ck_error *err)
+{
+	int rc;
+
+	memset(out, 0, sizeof(*out));
+	rc = decode(p, n, out, err);
+	if (rc < 0)
+		ck_packmap_clear(out);
+	return rc;
+}
+
 void ck_packmap_clear(struct ck_packmap *pm)
 {
 	for (size_t i = 0; i < pm->nfiles; i++) {

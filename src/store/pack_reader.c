@@ -189,6 +189,15 @@ static int load_chunk(struct ck_packed_file *pf, MDB_txn **txn, struct ck_decode
 	return rc;
 }
 
+/* Bytes [in, in + n) of chunk i from the cache: 1 when there. */
+static int cached_part(struct ck_packed_file *pf, uint32_t i, uint32_t in, uint32_t n, uint8_t *dst)
+{
+	uint32_t len;
+
+	return pf->cache && ck_chunk_cache_read(pf->cache, pf->map.chunks[i].hash, in, n, dst, &len) &&
+	       len == pf->map.chunks[i].len;
+}
+
 ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64_t off, struct ck_error *err)
 {
 	struct ck_decoder *d;
@@ -213,10 +222,15 @@ ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64
 
 		if (n > len - done)
 			n = len - done;
-		/* A chunk wanted whole is decoded straight into the caller's buffer. */
-		rc = load_chunk(pf, &txn, d, i, whole ? p + done : d->out, err);
-		if (rc == 0 && !whole)
-			memcpy(p + done, d->out + in, n);
+		/* Part of a cached chunk is copied alone; a chunk wanted whole is
+		 * decoded straight into the caller's buffer. */
+		if (whole) {
+			rc = load_chunk(pf, &txn, d, i, p + done, err);
+		} else if (!cached_part(pf, i, (uint32_t)in, (uint32_t)n, p + done)) {
+			rc = load_chunk(pf, &txn, d, i, d->out, err);
+			if (rc == 0)
+				memcpy(p + done, d->out + in, n);
+		}
 		done += n;
 	}
 	if (txn)

@@ -103,6 +103,9 @@ char *ck_packmap_path(const char *store, const char *series, const char *ckpt);
 int ck_packmap_store(const char *path, const struct ck_packmap *pm, struct ck_error *err);
 /* -ENOENT when there is none, -EBADMSG (err) when damaged. */
 int ck_packmap_load(const char *path, struct ck_packmap *out, struct ck_error *err);
+/* Parses n untrusted bytes: 0, -EBADMSG, -EPROTONOSUPPORT (err says why)
+ * or -ENOMEM; free with _clear. */
+int ck_packmap_parse(const void *p, size_t n, struct ck_packmap *out, struct ck_error *err);
 void ck_packmap_clear(struct ck_packmap *pm);
 
 /* ---- pack files ---- */
@@ -145,6 +148,10 @@ int ck_chunk_depth(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, struc
 /* Cache internals used by the resolver: copies a cached chunk into out
  * (1) or reports a miss (0); inserts a decoded chunk. */
 int ck_chunk_cache_copy(struct ck_chunk_cache *c, struct ck_hash128 h, uint8_t *out, uint32_t *len);
+/* The same for bytes [off, off + n) of the chunk only (a read of part of
+ * it): 1 when cached and that long, with *len its whole length. */
+int ck_chunk_cache_read(struct ck_chunk_cache *c, struct ck_hash128 h, uint32_t off, uint32_t n, uint8_t *out,
+			uint32_t *len);
 void ck_chunk_cache_insert(struct ck_chunk_cache *c, struct ck_hash128 h, const uint8_t *p, uint32_t len);
 int ck_chunk_cache_has(struct ck_chunk_cache *c, struct ck_hash128 h);
 
