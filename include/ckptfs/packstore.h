@@ -15,9 +15,9 @@
  *
  * Identical chunks are stored once (dedup by hash).  A changed chunk of
  * version v of a tensor is stored as the smallest of: planes + zstd, or a
- * delta against the same chunk of version v+1 (the next NEWER version:
- * reverse deltas, so the version users resume from is never behind a
- * chain).  Every chunk has a depth: 0 for raw and for self-contained
+ * delta against the same chunk of the same tensor in the nearest newer
+ * version that has it, v+1 unless a partial save left it out (reverse
+ * deltas, so the version users resume from is never behind a chain).  Every chunk has a depth: 0 for raw and for self-contained
  * ("anchor") records, 1 + its reference's depth for a delta; no delta is
  * written whose depth would exceed the anchor interval K, so rebuilding
  * any chunk decodes at most K deltas.

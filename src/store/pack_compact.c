@@ -96,6 +96,26 @@ static int fver_load(struct ck_store *st, const struct ck_file_info *f, struct f
 	return rc;
 }
 
+/* The newer versions of a file (same path in the next newer checkpoints,
+ * nearest first) whose chunks serve as delta references: a tensor that
+ * a partial save left out of the next checkpoint is found in a later one. */
+#define NEWER_MAX 4
+
+struct refs {
+	struct fver v[NEWER_MAX];
+	struct ck_fmap m[NEWER_MAX];
+	size_t n;
+};
+
+static void refs_clear(struct refs *r)
+{
+	for (size_t i = 0; i < r->n; i++) {
+		ck_fmap_clear(&r->m[i]);
+		fver_clear(&r->v[i]);
+	}
+	r->n = 0;
+}
+
 static int meta_get_u64(MDB_txn *txn, struct ck_store *st, const char *name, uint64_t *out)
 {
 	MDB_val k = { strlen(name), (void *)name }, v;
@@ -207,27 +227,29 @@ int ck_chunk_raise_tails(MDB_txn *txn, struct ck_store *st, struct ck_hash128 x,
 	return 0;
 }
 
-/* The reference for chunk i of v: the same chunk of the same storage in
- * the newer version, if it has the same length and different bytes. */
-static int pick_ref(const struct fver *newer, const struct ck_fmap *nmap, const struct ck_layout_chunk *lc,
-		    struct ck_hash128 h, struct ck_hash128 *ref)
+/* The reference for a chunk of v: the same chunk (same tensor, same
+ * number inside it) of the nearest newer version that has it with the same
+ * length and other bytes. */
+static int pick_ref(const struct refs *r, const struct ck_layout_chunk *lc, struct ck_hash128 h,
+		    struct ck_hash128 *ref)
 {
-	long j;
+	for (size_t i = 0; r && lc->ident && i < r->n; i++) {
+		long j = ck_layout_find(&r->v[i].lay, lc->ident, lc->index);
 
-	if (!newer || !nmap || !lc->key)
-		return 0;
-	j = ck_layout_find(&newer->lay, lc->key, lc->index);
-	if (j < 0 || (size_t)j >= nmap->nchunks || nmap->chunks[j].len != lc->len ||
-	    ck_hash128_eq(nmap->chunks[j].hash, h))
-		return 0;
-	*ref = nmap->chunks[j].hash;
-	return 1;
+		if (j < 0 || (size_t)j >= r->m[i].nchunks || r->m[i].chunks[j].len != lc->len)
+			continue;
+		if (ck_hash128_eq(r->m[i].chunks[j].hash, h))
+			return 0;
+		*ref = r->m[i].chunks[j].hash;
+		return 1;
+	}
+	return 0;
 }
 
 /* Stores chunk h (c->raw) as a pack record, replacing a raw location into
  * the file being packed (keeping its tail). */
 static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, const struct ck_layout_chunk *lc,
-		      uint32_t tail, const struct fver *newer, const struct ck_fmap *nmap, struct ck_fmap *map)
+		      uint32_t tail, const struct refs *refs, struct ck_fmap *map)
 {
 	struct ck_chunk_loc loc = { .where = CK_CHUNK_PACKED, .tail = tail };
 	const uint8_t *payload, *ref = NULL;
@@ -237,7 +259,7 @@ static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, cons
 	uint64_t off;
 	int rc;
 
-	if (pick_ref(newer, nmap, lc, h, &refh)) {
+	if (pick_ref(refs, lc, h, &refh)) {
 		unsigned depth;
 		int meets;
 
@@ -287,7 +309,7 @@ static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, cons
 
 /* Chunk i of v: read, check, hash, and located (raw map) or stored (pack). */
 static int map_chunk(struct compact *c, MDB_txn *txn, int fd, struct fver *v, size_t i, XXH3_state_t *xs,
-		     int pack, const struct fver *newer, const struct ck_fmap *nmap, struct ck_fmap *map)
+		     int pack, const struct refs *refs, struct ck_fmap *map)
 {
 	const struct ck_layout_chunk *lc = &v->lay.c[i];
 	struct ck_chunk_loc loc = { 0 };
@@ -342,14 +364,14 @@ static int map_chunk(struct compact *c, MDB_txn *txn, int fd, struct fver *v, si
 		map->dedup_bytes += lc->len;
 		return 0;
 	}
-	rc = pack_chunk(c, txn, h, lc, rc == 0 ? loc.tail : 0, newer, nmap, map);
+	rc = pack_chunk(c, txn, h, lc, rc == 0 ? loc.tail : 0, refs, map);
 	ck_chunk_loc_clear(&loc);
 	return rc;
 }
 
 /* Maps (pack 0) or packs (pack 1) one file version inside txn. */
-static int map_file(struct compact *c, MDB_txn *txn, struct fver *v, int pack, const struct fver *newer,
-		    const struct ck_fmap *nmap, struct ck_fmap *map)
+static int map_file(struct compact *c, MDB_txn *txn, struct fver *v, int pack, const struct refs *refs,
+		    struct ck_fmap *map)
 {
 	struct ck_error why = { { 0 } };
 	XXH3_state_t *xs = NULL;
@@ -376,7 +398,7 @@ static int map_file(struct compact *c, MDB_txn *txn, struct fver *v, int pack, c
 		goto out;
 	}
 	for (size_t i = 0; i < v->lay.n && rc == 0; i++)
-		rc = map_chunk(c, txn, fd, v, i, xs, pack, newer, nmap, map);
+		rc = map_chunk(c, txn, fd, v, i, xs, pack, refs, map);
 	if (rc == 0 && !pack)
 		map->stored_bytes = v->f->size;
 out:
@@ -459,19 +481,42 @@ static const struct ck_file_info *same_path(const struct ck_file_info *f, size_t
 	return NULL;
 }
 
-/* Maps (pack 0) or packs (pack 1) the files of ck not done yet, with the
- * newer checkpoint's files as delta references.  The caller holds the locks. */
-static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const struct ck_ckpt_info *newer,
-			 int pack)
+/* The newer versions of relpath in the newer checkpoints' files. */
+static void refs_load(struct compact *c, MDB_txn *txn, struct ck_file_info *const *nf, const size_t *nn,
+		      size_t nnewer, const char *relpath, struct refs *r)
 {
-	struct ck_file_info *f = NULL, *nf = NULL;
-	size_t n = 0, nn = 0, changed = 0;
+	r->n = 0;
+	for (size_t k = 0; k < nnewer && r->n < NEWER_MAX; k++) {
+		const struct ck_file_info *g = same_path(nf[k], nn[k], relpath);
+
+		if (!g || g->kind == CK_FILE_BAD || fver_load(c->st, g, &r->v[r->n]) < 0)
+			continue;
+		if (ck_fmap_lookup(txn, c->st, g->id, &r->m[r->n]) == 0 && r->m[r->n].nchunks == r->v[r->n].lay.n &&
+		    ck_layout_index(&r->v[r->n].lay) == 0) {
+			r->n++;
+			continue;
+		}
+		ck_fmap_clear(&r->m[r->n]);
+		fver_clear(&r->v[r->n]);
+	}
+}
+
+/* Maps (pack 0) or packs (pack 1) the files of ck not done yet, with the
+ * files of the newer checkpoints (nearest first) as delta references.  The
+ * caller holds the locks. */
+static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const struct ck_ckpt_info *newer,
+			 size_t nnewer, int pack)
+{
+	struct ck_file_info *f = NULL, *nf[NEWER_MAX] = { NULL };
+	size_t n = 0, nn[NEWER_MAX] = { 0 }, changed = 0;
 	MDB_txn *txn = NULL;
 	int rc;
 
+	if (nnewer > NEWER_MAX)
+		nnewer = NEWER_MAX;
 	rc = files_of(c->st, ck, &f, &n);
-	if (rc == 0)
-		rc = files_of(c->st, newer, &nf, &nn);
+	for (size_t k = 0; k < nnewer && rc == 0; k++)
+		rc = files_of(c->st, &newer[k], &nf[k], &nn[k]);
 	if (rc < 0) {
 		rc = ck_fail(c->err, -rc, "%s/%s: cannot list files: %s", ck->series, ck->name, strerror(-rc));
 		goto out;
@@ -483,10 +528,9 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 		goto out;
 	}
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		const struct ck_file_info *nfi = same_path(nf, nn, f[i].relpath);
-		struct fver v, nv = { 0 };
-		struct ck_fmap old, map, nmap = { 0 };
-		int have_nmap = 0;
+		struct refs refs = { .n = 0 };
+		struct ck_fmap old, map;
+		struct fver v;
 
 		if (f[i].kind == CK_FILE_BAD)
 			continue;
@@ -506,11 +550,9 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 			rc = ck_fail(c->err, -rc, "%s: %s", f[i].src_path, strerror(-rc));
 			break;
 		}
-		if (pack && nfi && fver_load(c->st, nfi, &nv) == 0) {
-			have_nmap = ck_fmap_lookup(txn, c->st, nfi->id, &nmap) == 0 && nmap.nchunks == nv.lay.n &&
-				    ck_layout_index(&nv.lay) == 0;
-		}
-		rc = map_file(c, txn, &v, pack, have_nmap ? &nv : NULL, have_nmap ? &nmap : NULL, &map);
+		if (pack)
+			refs_load(c, txn, nf, nn, nnewer, f[i].relpath, &refs);
+		rc = map_file(c, txn, &v, pack, &refs, &map);
 		if (rc == 0) {
 			rc = put_fmap(txn, c->st, f[i].id, &map);
 			if (rc < 0)
@@ -523,8 +565,7 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 			ck_fmap_clear(&map);
 			changed++;
 		}
-		ck_fmap_clear(&nmap);
-		fver_clear(&nv);
+		refs_clear(&refs);
 		fver_clear(&v);
 		if (rc == 0 && pack && c->progress)
 			c->progress(c->pctx, ck->series, ck->name, f[i].relpath, &c->s);
@@ -559,13 +600,14 @@ out:
 	if (txn)
 		mdb_txn_abort(txn);
 	ck_file_info_free(f, n);
-	ck_file_info_free(nf, nn);
+	for (size_t k = 0; k < NEWER_MAX; k++)
+		ck_file_info_free(nf[k], nn[k]);
 	return rc;
 }
 
 /* Under the commit and index locks, as a commit: one checkpoint. */
 static int locked_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const struct ck_ckpt_info *newer,
-			     int pack)
+			     size_t nnewer, int pack)
 {
 	int commit_fd, index_fd, rc;
 
@@ -576,7 +618,7 @@ static int locked_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, c
 	if (rc == 0) {
 		rc = ck_store_index_current(c->st, c->err);
 		if (rc == 0)
-			rc = do_checkpoint(c, ck, newer, pack);
+			rc = do_checkpoint(c, ck, newer, nnewer, pack);
 		ck_store_unlock(index_fd);
 	}
 	ck_store_unlock(commit_fd);
@@ -647,13 +689,13 @@ static int compact_series(struct compact *c, const char *series)
 		goto out;
 	/* The newest stays raw: its chunks are mapped as raw locations, the
 	 * references of the reverse deltas and sources of dedup. */
-	rc = locked_checkpoint(c, &ck[newest], NULL, 0);
+	rc = locked_checkpoint(c, &ck[newest], NULL, 0, 0);
 	if (rc < 0)
 		note_failure(c, &ck[newest], rc);
 	for (size_t i = n; i-- > 0 && !(c->o->stop && *c->o->stop);) {
 		if (i == newest)
 			continue;
-		rc = locked_checkpoint(c, &ck[i], i + 1 < n ? &ck[i + 1] : NULL, 1);
+		rc = locked_checkpoint(c, &ck[i], &ck[i + 1], n - i - 1, 1);
 		if (rc < 0)
 			note_failure(c, &ck[i], rc);
 	}

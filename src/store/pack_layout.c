@@ -20,19 +20,24 @@ static int cmp_storage_off(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-static unsigned elem_of(const char *key, const struct ck_tensor_info *t, size_t nt)
+/* The element size of the storage key, and the name of its first tensor. */
+static unsigned elem_of(const char *key, const struct ck_tensor_info *t, size_t nt, const char **name)
 {
+	*name = key;
 	for (size_t i = 0; i < nt; i++) {
 		if (t[i].storage_key && strcmp(t[i].storage_key, key) == 0) {
 			size_t sz = ck_dtype_size(t[i].dtype);
 
+			if (t[i].name)
+				*name = t[i].name;
 			return sz == 2 || sz == 4 || sz == 8 ? (unsigned)sz : 1;
 		}
 	}
 	return 1;
 }
 
-static int add_chunks(struct ck_layout *l, uint64_t off, uint64_t len, const char *key, unsigned elem)
+static int add_chunks(struct ck_layout *l, uint64_t off, uint64_t len, const char *key, const char *ident,
+		      unsigned elem)
 {
 	uint32_t index = 0;
 
@@ -49,7 +54,7 @@ static int add_chunks(struct ck_layout *l, uint64_t off, uint64_t len, const cha
 			l->cap = cap;
 		}
 		l->c[l->n++] = (struct ck_layout_chunk){ .off = off, .len = n, .elem = elem, .key = key,
-							 .index = index++ };
+							 .ident = ident, .index = index++ };
 		off += n;
 		len -= n;
 	}
@@ -74,17 +79,20 @@ int ck_layout_build(struct ck_layout *l, uint64_t size, const struct ck_storage_
 	}
 	for (size_t i = 0; i < ns && rc == 0; i++) {
 		const struct ck_storage_info *x = by_off[i];
+		const char *ident;
+		unsigned elem;
 
 		/* Overlapping or out-of-file ranges stay in the byte stream. */
 		if (x->offset < pos || x->length == 0 || x->offset > size || x->length > size - x->offset)
 			continue;
-		rc = add_chunks(l, pos, x->offset - pos, NULL, 1);
+		elem = elem_of(x->key, t, nt, &ident);
+		rc = add_chunks(l, pos, x->offset - pos, NULL, NULL, 1);
 		if (rc == 0)
-			rc = add_chunks(l, x->offset, x->length, x->key, elem_of(x->key, t, nt));
+			rc = add_chunks(l, x->offset, x->length, x->key, ident, elem);
 		pos = x->offset + x->length;
 	}
 	if (rc == 0)
-		rc = add_chunks(l, pos, size - pos, NULL, 1);
+		rc = add_chunks(l, pos, size - pos, NULL, NULL, 1);
 	free(by_off);
 	if (rc < 0)
 		ck_layout_clear(l);
@@ -102,7 +110,7 @@ void ck_layout_clear(struct ck_layout *l)
 static int cmp_key_index(const void *a, const void *b)
 {
 	const struct ck_layout_ref *x = a, *y = b;
-	int c = strcmp(x->key, y->key);
+	int c = strcmp(x->ident, y->ident);
 
 	if (c)
 		return c;
@@ -116,17 +124,17 @@ int ck_layout_index(struct ck_layout *l)
 	if (!l->refs)
 		return -ENOMEM;
 	for (size_t i = 0; i < l->n; i++)
-		if (l->c[i].key)
-			l->refs[l->nrefs++] = (struct ck_layout_ref){ l->c[i].key, l->c[i].index, (uint32_t)i };
+		if (l->c[i].ident)
+			l->refs[l->nrefs++] = (struct ck_layout_ref){ l->c[i].ident, l->c[i].index, (uint32_t)i };
 	qsort(l->refs, l->nrefs, sizeof(*l->refs), cmp_key_index);
 	return 0;
 }
 
-long ck_layout_find(const struct ck_layout *l, const char *key, uint32_t index)
+long ck_layout_find(const struct ck_layout *l, const char *ident, uint32_t index)
 {
-	struct ck_layout_ref want = { key, index, 0 }, *hit;
+	struct ck_layout_ref want = { ident, index, 0 }, *hit;
 
-	if (!key || !l->refs)
+	if (!ident || !l->refs)
 		return -1;
 	hit = bsearch(&want, l->refs, l->nrefs, sizeof(*l->refs), cmp_key_index);
 	return hit ? (long)hit->pos : -1;

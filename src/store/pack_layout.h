@@ -12,11 +12,15 @@ struct ck_layout_chunk {
 	uint32_t len;
 	unsigned elem;        /* element size: the storage's dtype, 1 between storages */
 	const char *key;      /* the storage's key (borrowed), NULL between storages */
+	const char *ident;    /* what the storage holds, the same version after version:
+			       * the name of its first tensor (torch storage keys are
+			       * numbers in pickle order, which partial saves shift), else
+			       * the key; NULL between storages (borrowed) */
 	uint32_t index;       /* chunk number inside its storage */
 };
 
 struct ck_layout_ref {
-	const char *key;
+	const char *ident;
 	uint32_t index;
 	uint32_t pos;         /* into c[] */
 };
@@ -35,7 +39,7 @@ int ck_layout_build(struct ck_layout *l, uint64_t size, const struct ck_storage_
 void ck_layout_clear(struct ck_layout *l);
 /* Prepares ck_layout_find: 0 or -ENOMEM. */
 int ck_layout_index(struct ck_layout *l);
-/* The chunk that is number index of storage key, or -1. */
-long ck_layout_find(const struct ck_layout *l, const char *key, uint32_t index);
+/* The chunk that is number index of the storage holding ident, or -1. */
+long ck_layout_find(const struct ck_layout *l, const char *ident, uint32_t index);
 
 #endif

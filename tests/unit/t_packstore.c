@@ -275,11 +275,13 @@ int main(void)
 	SETUP(mkdtemp(tmp));
 	make_series(tmp, "run1", 7, 1, "");
 	make_series(tmp, "same", 4, 2, "--same");
+	make_series(tmp, "partial", 4, 3, "--partial");
 	pathf(store, sizeof(store), "%s/store", tmp);
 	SETUP(ck_store_init(store, &err) == 0);
 	SETUP(ck_store_open(store, 0, &st, &err) == 0);
 	import(st, pathf(path, sizeof(path), "%s/run1", tmp), "run1");
 	import(st, pathf(path, sizeof(path), "%s/same", tmp), "same");
+	import(st, pathf(path, sizeof(path), "%s/partial", tmp), "partial");
 
 	/* Identical checkpoints: everything but what names the step is dedup. */
 	opts.series = "same";
@@ -289,7 +291,22 @@ int main(void)
 	      "same: stored %" PRIu64 " of %" PRIu64 ", dedup %" PRIu64, s.stored_bytes, s.logical_bytes,
 	      s.dedup_bytes);
 
-	opts.series = NULL;
+	/* A tensor left out of the next save takes its reference from the one
+	 * after: checkpoint-10's layers.1.weight (1.31 MB) is a delta against
+	 * checkpoint-30's, across the partial checkpoint-20. */
+	opts.series = "partial";
+	CHECK(ck_store_compact(st, &opts, NULL, NULL, &s, &err) == 0 && s.files == 9,
+	      "compact partial: %" PRIu64 " files (%s)", s.files, err.msg);
+	{
+		struct ck_file_pack_info pi;
+		struct ck_file_info *f = find_file(st, "partial", "checkpoint-10", "model.pt");
+
+		CHECK(ck_store_file_pack_info(st, f->id, &pi) == 0 && pi.packed && pi.delta_bytes > 640 * 512 * 4,
+		      "partial: checkpoint-10/model.pt has %" PRIu64 " delta bytes", pi.delta_bytes);
+		ck_file_info_free(f, 1);
+	}
+
+	opts.series = "run1";
 	opts.keep_raw = 1;   /* imported files are the user's: never removed */
 	CHECK(ck_store_compact(st, &opts, on_progress, NULL, &s, &err) == 0, "compact: %s", err.msg);
 	CHECK(s.files == 18 && count_progress == 18, "run1: %" PRIu64 " files packed, %d progress calls", s.files,
@@ -302,7 +319,7 @@ int main(void)
 	printf("run1: logical %" PRIu64 ", stored %" PRIu64 " (%.2fx), dedup %" PRIu64 " delta %" PRIu64
 	       " plain %" PRIu64 "\n", s.logical_bytes, s.stored_bytes,
 	       (double)s.logical_bytes / (double)s.stored_bytes, s.dedup_bytes, s.delta_bytes, s.plain_bytes);
-	packed_files = 27;
+	packed_files = 36;
 	readback(st, "compacted", packed_files);
 
 	CHECK(ck_store_compact(st, &opts, NULL, NULL, &s, &err) == 0 && s.files == 0,
@@ -324,7 +341,7 @@ int main(void)
 	ck_store_close(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s/index'", store);
 	SETUP(run_command(cmd, NULL) == 0);
-	CHECK(ck_store_reindex(store, NULL, NULL, NULL, &err) == 4 + 7, "reindex: %s", err.msg);
+	CHECK(ck_store_reindex(store, NULL, NULL, NULL, &err) == 4 + 4 + 7, "reindex: %s", err.msg);
 	SETUP(ck_store_open(store, 1, &st, &err) == 0);
 	readback(st, "reindexed", packed_files);
 	CHECK(verify_bad(st) == 0, "reindexed: verify is clean");
