@@ -2,7 +2,9 @@
 # A series committed into the store, compacted with --keep-raw 1 (the raw
 # files of every checkpoint but the newest are removed), then mounted
 # read-only: every checkpoint torch.loads bit for bit the same as what was
-# committed, the older ones from packs through their delta chains.
+# committed, the older ones from packs through their delta chains; and
+# again after the index is lost and rebuilt by reindex (from the manifests,
+# packmaps and packs: the raw files are gone).
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
 need_fuse
 need_torch
@@ -29,4 +31,11 @@ done
 
 ck_mount "$st" "$tmp/mnt" -o ro
 ck_py packs_load.py "$tmp/mnt" run1 "$tmp/run1" || fail "a packed checkpoint does not load the same"
+ck_umount "$tmp/mnt"
+
+rm -rf "$st/index"
+"$CKPTCTL" reindex -q "$st" || fail "reindex"
+"$CKPTCTL" verify "$st" >"$tmp/verify.out" || { cat "$tmp/verify.out"; fail "verify after reindex"; }
+ck_mount "$st" "$tmp/mnt" -o ro
+ck_py packs_load.py "$tmp/mnt" run1 "$tmp/run1" || fail "after reindex: a packed checkpoint does not load the same"
 ck_umount "$tmp/mnt"
