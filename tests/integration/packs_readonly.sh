@@ -33,6 +33,20 @@ ck_mount "$st" "$tmp/mnt" -o ro
 ck_py packs_load.py "$tmp/mnt" run1 "$tmp/run1" || fail "a packed checkpoint does not load the same"
 ck_umount "$tmp/mnt"
 
+# A bit flip in the middle of the pack: verify names the damage, exits 3.
+pack="$st/packs/pack-00000000.ckpack"
+cp "$pack" "$tmp/pack.orig"
+"$TORCH_PYTHON" -c 'import os, sys
+f = open(sys.argv[1], "r+b"); n = os.path.getsize(sys.argv[1]); f.seek(n // 2)
+b = f.read(1); f.seek(n // 2); f.write(bytes([b[0] ^ 4]))' "$pack"
+rc=0
+"$CKPTCTL" verify "$st" >"$tmp/verify.out" 2>&1 || rc=$?
+cat "$tmp/verify.out"
+[ $rc = 3 ] || fail "verify of a flipped pack exited $rc, not 3"
+grep -q "^DAMAGED  run1/checkpoint-" "$tmp/verify.out" || fail "verify names no damaged file"
+grep -q "pack-00000000.ckpack" "$tmp/verify.out" || fail "verify does not name the pack"
+cp "$tmp/pack.orig" "$pack"
+
 rm -rf "$st/index"
 "$CKPTCTL" reindex -q "$st" || fail "reindex"
 "$CKPTCTL" verify "$st" >"$tmp/verify.out" || { cat "$tmp/verify.out"; fail "verify after reindex"; }

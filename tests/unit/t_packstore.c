@@ -220,6 +220,20 @@ static void damage_raw(struct ck_store *st)
 	CHECK(verify_bad(st) > 0, "verify finds the flipped reference");
 	flip(f->src_path, f->size / 2);
 	CHECK(verify_bad(st) == 0, "flipped back: verify is clean");
+
+	/* Truncated: the chunks past the cut are gone. */
+	{
+		size_t len;
+		uint8_t *all = read_file(f->src_path, &len);
+
+		SETUP(all && truncate(f->src_path, (off_t)(len / 3)) == 0);
+		rc = read_packed(st, g->id, &err);
+		CHECK(rc == -EIO && strstr(err.msg, f->src_path), "a truncated reference: %d (%s)", rc, err.msg);
+		CHECK(verify_bad(st) > 0, "verify finds the truncated reference");
+		write_bytes(f->src_path, all, len);
+		free(all);
+		CHECK(verify_bad(st) == 0, "restored: verify is clean");
+	}
 	ck_file_info_free(f, 1);
 	ck_file_info_free(g, 1);
 }
