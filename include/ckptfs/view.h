@@ -60,7 +60,9 @@ void ck_view_close(struct ck_view *v);
  * newest checkpoint of their series (older composites cannot change then),
  * hides checkpoints deleted since, and stops using files reclaimed from
  * deleted checkpoints (include/ckptfs/refs.h: no composite drew from them).
- * Other changes are logged once and need a remount.  Fills changed[] with
+ * A series with a checkpoint inserted before its newest (a commit at a
+ * lower step, a re-import) is reloaded: its directory gets new inodes,
+ * and files open in the old one keep their composites.  Fills changed[] with
  * up to max inode numbers of directories whose entries changed (for the
  * kernel's caches).  0 or -errno. */
 int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nchanged);
@@ -95,6 +97,9 @@ int ck_view_lookup(struct ck_view *v, const struct ck_vnode *dir, const char *na
 int ck_view_child(struct ck_view *v, const struct ck_vnode *dir, size_t i,
 		  const struct ck_vnode **out);
 const char *ck_vnode_name(const struct ck_vnode *n);
+/* Whether n is a series directory: the current one, or one a reload
+ * replaced (the kernel may still hold it for a moment). */
+int ck_vnode_is_series_dir(struct ck_view *v, const struct ck_vnode *n);
 /* Attributes.  For composite files this resolves the composite (cached) to
  * know the size; errors are -EIO / -ESTALE with a log line naming the file. */
 int ck_view_getattr(struct ck_view *v, const struct ck_vnode *n, struct ck_vattr *out);

@@ -18,6 +18,7 @@
 
 #include "ckptfs.h"
 #include "ckptfs/store.h"
+#include "delete.h"
 
 static int commit_in_child(struct ckfs *fs, const char *series, const char *staged, const char *final)
 {
@@ -110,6 +111,7 @@ void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, co
 
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 	}
+	ckfs_forget_hidden(fs->view, fs->se, fs->root_ino);	/* a reloaded series' old name */
 	if (!dir)
 		return;	/* a new series: the root changed above */
 	inval_entry(fs, dir, old_name);

@@ -261,27 +261,41 @@ static int serve(struct mount_run *run)
 	run->fs.uid = getuid();
 	run->fs.gid = getgid();
 	run->main_thread = pthread_self();
-	if (open_view(cfg, &run->fs.view))
+	if (!cfg->read_only) {
+		struct ck_error err = { { 0 } };
+		struct ck_store *st;
+
+		/* One writable mount per store: in-progress directories are
+		 * claimed per daemon. */
+		if (ck_store_mount_claim(cfg->store, cfg->mountpoint, &run->mount_lock, &err)) {
+			ck_err("%s", err.msg);
+			return status;
+		}
+		/* A writable open finishes what a killed daemon's commit left
+		 * (ck_store_recover); closed again before the view opens the
+		 * store: LMDB allows one environment per process. */
+		if (ck_store_open(cfg->store, 0, &st, &err)) {
+			ck_err("%s: cannot open the store for writing: %s", cfg->store, err.msg);
+			ck_store_mount_release(run->mount_lock);
+			run->mount_lock = -1;
+			return status;
+		}
+		ck_store_close(st);
+	}
+	if (open_view(cfg, &run->fs.view)) {
+		ck_store_mount_release(run->mount_lock);
+		run->mount_lock = -1;
 		return status;
+	}
 	rc = ck_view_getattr(run->fs.view, ck_view_root(run->fs.view), &root);
 	if (rc) {
 		ck_err("%s: cannot read the root of the store: %s", cfg->store, strerror(-rc));
 		goto close_view;
 	}
 	run->fs.root_ino = root.ino;
-	if (!cfg->read_only) {
-		struct ck_error err = { { 0 } };
-
-		/* One writable mount per store: in-progress directories are
-		 * claimed per daemon. */
-		if (ck_store_mount_claim(cfg->store, cfg->mountpoint, &run->mount_lock, &err)) {
-			ck_err("%s", err.msg);
-			goto close_view;
-		}
-		if (ckfs_staging_new(cfg->store, &run->fs.staging)) {
-			ck_err("out of memory");
-			goto close_view;
-		}
+	if (!cfg->read_only && ckfs_staging_new(cfg->store, &run->fs.staging)) {
+		ck_err("out of memory");
+		goto close_view;
 	}
 	if (run->fs.staging) {
 		char *staging_dir = ckfs_staging_top_path(run->fs.staging, "", NULL);

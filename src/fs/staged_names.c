@@ -34,11 +34,7 @@
 /* The series name of a view directory right under the root, or NULL. */
 static const char *view_series(struct ckfs *fs, const struct ck_vnode *n)
 {
-	const struct ck_vnode *root = ck_view_root(fs->view), *c;
-
-	if (!n || n == root || ck_view_lookup(fs->view, root, ck_vnode_name(n), &c) || c != n)
-		return NULL;
-	return ck_vnode_name(n);
+	return ck_vnode_is_series_dir(fs->view, n) ? ck_vnode_name(n) : NULL;
 }
 
 int ckfs_dir_ctx(struct ckfs *fs, fuse_ino_t ino, struct ckfs_dir_ctx *c)
@@ -73,6 +69,10 @@ int ckfs_dir_ctx(struct ckfs *fs, fuse_ino_t ino, struct ckfs_dir_ctx *c)
 		return 0;
 	}
 	c->kind = CKFS_DIR_SERIES;
+	/* A series reloaded by a refresh: the kernel may still hold its old
+	 * directory for a moment; its committed entries are the new one's. */
+	if (ck_view_lookup(fs->view, root, series, &n) == 0)
+		c->view_dir = n;
 	c->series = strdup(series);
 	return c->series ? 0 : -ENOMEM;
 }

@@ -326,32 +326,27 @@ static void rw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 	fuse_reply_data(req, &buf, FUSE_BUF_SPLICE_MOVE);
 }
 
-static void rw_write(fuse_req_t req, fuse_ino_t ino, const char *data, size_t size, off_t off,
-		     struct fuse_file_info *fi)
+/* The request's bytes go from the FUSE buffer (a spliced pipe when the
+ * kernel sent one) straight to the file: no copy out of the pipe first.
+ * A short write answers what was written, as pwrite would. */
+static void rw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in, off_t off,
+			 struct fuse_file_info *fi)
 {
-	size_t done = 0;
+	struct fuse_bufvec dst = FUSE_BUFVEC_INIT(fuse_buf_size(in));
+	ssize_t n;
 
 	if (!ckfs_is_staged(ino)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	while (done < size) {
-		ssize_t n = pwrite(fd_of(fi), data + done, size - done, off + (off_t)done);
-
-		if (n < 0 && errno == EINTR)
-			continue;
-		if (n <= 0) {
-			int err = n < 0 ? errno : EIO;
-
-			if (done == 0) {
-				fuse_reply_err(req, err);
-				return;
-			}
-			break;
-		}
-		done += (size_t)n;
-	}
-	fuse_reply_write(req, done);
+	dst.buf[0].flags = FUSE_BUF_IS_FD | FUSE_BUF_FD_SEEK;
+	dst.buf[0].fd = fd_of(fi);
+	dst.buf[0].pos = off;
+	n = fuse_buf_copy(&dst, in, 0);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_write(req, (size_t)n);
 }
 
 /* close() of a dup reports delayed write errors, as a local close would. */
@@ -598,7 +593,7 @@ const struct fuse_lowlevel_ops ckfs_rw_ops = {
 	.access = rw_access,
 	.open = rw_open,
 	.read = rw_read,
-	.write = rw_write,
+	.write_buf = rw_write_buf,
 	.flush = rw_flush,
 	.fsync = rw_fsync,
 	.release = rw_release,

@@ -373,6 +373,22 @@ fail:
 	return rc;
 }
 
+static void free_series(struct view_series *sr)
+{
+	for (size_t j = 0; j < sr->nckpts; j++) {
+		struct ck_ckpt_info *ci = &sr->ckpts[j]->info;
+
+		free(ci->series);
+		free(ci->name);
+		free(ci->src_path);
+		free(sr->ckpts[j]->files);
+		free(sr->ckpts[j]);
+	}
+	free(sr->ckpts);
+	free(sr->name);
+	free(sr);
+}
+
 void ck_view_close(struct ck_view *v)
 {
 	if (!v)
@@ -388,23 +404,12 @@ void ck_view_close(struct ck_view *v)
 		phys_free(pf);
 	}
 	free(v->phys);
-	for (size_t i = 0; i < v->nseries; i++) {
-		struct view_series *sr = v->series[i];
-
-		for (size_t j = 0; j < sr->nckpts; j++) {
-			struct ck_ckpt_info *ci = &sr->ckpts[j]->info;
-
-			free(ci->series);
-			free(ci->name);
-			free(ci->src_path);
-			free(sr->ckpts[j]->files);
-			free(sr->ckpts[j]);
-		}
-		free(sr->ckpts);
-		free(sr->name);
-		free(sr);
-	}
+	for (size_t i = 0; i < v->nseries; i++)
+		free_series(v->series[i]);
 	free(v->series);
+	for (size_t i = 0; i < v->nretired; i++)
+		free_series(v->retired[i]);
+	free(v->retired);
 	free(v->hidden);
 	packed_teardown(v);   /* after the packed files (phys_free) */
 	ck_store_close(v->store);
@@ -618,6 +623,38 @@ static void prune_reclaimed(struct ck_view *v)
 	pthread_mutex_unlock(&v->build_lock);
 }
 
+/* A checkpoint committed or imported with a step below the newest one
+ * changes the composites of every later checkpoint: the series is loaded
+ * again as a new directory (new inodes).  Files open in the old one keep
+ * reading their composites; the kernel is told to forget the old name.
+ * The old series is retired, freed with the view.  ns_lock held. */
+static int reload_series(struct ck_view *v, struct view_series *s, uint64_t *changed, size_t max,
+			 size_t *nchanged)
+{
+	struct view_series **retired = realloc(v->retired, (v->nretired + 1) * sizeof(*retired));
+	struct ck_vnode **h = realloc(v->hidden, (v->nhidden + 1) * sizeof(*h));
+	size_t i;
+
+	if (retired)
+		v->retired = retired;
+	if (h)
+		v->hidden = h;
+	if (!retired || !h)
+		return -ENOMEM;
+	for (i = 0; i < v->nseries && v->series[i] != s; i++)
+		;
+	if (i == v->nseries)
+		return -ENOENT;
+	memmove(&v->series[i], &v->series[i + 1], (v->nseries - i - 1) * sizeof(*v->series));
+	v->nseries--;
+	v->retired[v->nretired++] = s;
+	view_detach(s->dir);
+	v->hidden[v->nhidden++] = s->dir;
+	note_changed(changed, max, nchanged, v->nodes[0]->ino);
+	ck_info("refresh: series %s has a checkpoint inserted before its newest: reloaded", s->name);
+	return load_series(v, s->name);
+}
+
 /* Follows one known series: checkpoints deleted (hidden), reclaimed (their
  * versions dropped) or gone, and new ones after the newest (appended).
  * Returns 0 or -errno; *pruned counts reclaimed files. */
@@ -661,10 +698,7 @@ static int refresh_series(struct ck_view *v, struct view_series *s, uint64_t *ch
 		if (infos[m].step <= s->ckpts[s->nckpts - 1]->info.step)
 			stale = 1;
 	if (!rc && stale) {
-		if (!s->warned_stale)
-			ck_warn("refresh: checkpoints of series %s were re-imported or inserted before the "
-				"newest one; remount to see the change", s->name);
-		s->warned_stale = 1;
+		rc = reload_series(v, s, changed, max, nchanged);
 	} else if (!rc && j < n) {
 		size_t first = s->nckpts;
 
@@ -678,13 +712,11 @@ static int refresh_series(struct ck_view *v, struct view_series *s, uint64_t *ch
 	return rc;
 }
 
-/* Whether the store now has checkpoints (or series) the view lacks, and
- * whether the view can follow: new series, and new checkpoints after the
- * last one of a series, are added; deleted checkpoints are hidden and the
- * files reclaimed from them stop being versions; anything else (a
- * checkpoint re-imported, or inserted before the newest) would change
- * composites the kernel may have cached, so it needs a remount and is only
- * logged. */
+/* Whether the store now has checkpoints (or series) the view lacks:
+ * new series, and new checkpoints after the last one of a series, are
+ * added; deleted checkpoints are hidden and the files reclaimed from them
+ * stop being versions; a series with a checkpoint re-imported or inserted
+ * before its newest is reloaded as a new directory (reload_series). */
 int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nchanged)
 {
 	char **names = NULL;
@@ -969,4 +1001,9 @@ const struct ck_layer_rules *ck_view_layer_rules(struct ck_view *v)
 int ck_view_series_pattern(struct ck_view *v, const char *series, char **pattern)
 {
 	return ck_store_series_pattern(v->store, series, pattern);
+}
+
+int ck_vnode_is_series_dir(struct ck_view *v, const struct ck_vnode *n)
+{
+	return n && n->is_dir && !n->ckpt && n->parent == v->nodes[0];
 }

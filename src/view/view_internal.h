@@ -61,7 +61,6 @@ struct view_series {
 	struct view_ckpt **ckpts;   /* ascending step; only ever appended to */
 	size_t nckpts;
 	struct ck_vnode *dir;
-	int warned_stale;           /* told the log once that a refresh cannot follow */
 };
 
 /* A source of a composite file: the same relative path in one checkpoint. */
@@ -90,6 +89,8 @@ struct ck_view {
 	struct ck_view_opts opts;
 	struct view_series **series;
 	size_t nseries;
+	struct view_series **retired;   /* reloaded series, kept for open files until close */
+	size_t nretired;
 	struct phys_file **phys;    /* every imported file */
 	size_t nphys;
 	struct ck_vnode **nodes;    /* by ino - 1 */

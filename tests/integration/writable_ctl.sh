@@ -51,6 +51,23 @@ rc=0
 [ "$(ls "$tmp/mnt/run")" = checkpoint-10 ] || fail "after the quarantine the mount lists: $(ls "$tmp/mnt/run")"
 "$CKPTCTL" quarantine "$tmp/store" | grep -q "checkpoint-20" || fail "checkpoint-20 not in the quarantine"
 
+# Resuming from an older checkpoint commits a lower step than the newest:
+# the series is reloaded, and later commits keep appearing.
+"$TORCH_PYTHON" - "$tmp/mnt/run" <<'PY' || fail "saving out of step order"
+import os, sys, torch
+run = sys.argv[1]
+for step, keys in ((200, ("a", "b")), (150, ("c",)), (300, ("a",))):
+    d = "%s/tmp-%d" % (run, step)
+    os.mkdir(d)
+    torch.save({k: torch.full((4,), float(step)) for k in keys}, d + "/part.pt")
+    os.rename(d, "%s/checkpoint-%d" % (run, step))
+sd = torch.load(run + "/checkpoint-300/part.pt")
+assert sorted(sd) == ["a", "b", "c"], sorted(sd)
+assert sd["a"][0] == 300 and sd["b"][0] == 200 and sd["c"][0] == 150, sd
+PY
+[ "$(ls "$tmp/mnt/run" | tr '\n' ' ')" = "checkpoint-10 checkpoint-150 checkpoint-200 checkpoint-300 " ] ||
+	fail "after an out-of-order commit the mount lists: $(ls "$tmp/mnt/run")"
+
 # kill -9: the claim goes with the daemon.
 kill -9 "$pid"
 i=0
