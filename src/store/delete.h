@@ -29,10 +29,12 @@ char *ck_tombstone_path(const char *manifest_path);
 
 /* Tombstone text for a checkpoint imported at imported_ns, deleted at deleted_ns. */
 int ck_tombstone_format(struct ck_buf *out, int64_t imported_ns, int64_t deleted_ns);
-/* Parses untrusted tombstone text: 0 and *imported_ns; -EBADMSG for a
- * missing or wrong checksum (torn, edited), -EINVAL for anything else out
- * of place, with err. */
-int ck_tombstone_parse(const char *text, size_t len, int64_t *imported_ns, struct ck_error *err);
+/* Parses untrusted tombstone text: 0 and *imported_ns (and *deleted_ns
+ * unless NULL); -EBADMSG for a missing or wrong checksum (torn, edited),
+ * -EINVAL for anything else out of place, with err.  What parses is what
+ * ck_tombstone_format writes, byte for byte. */
+int ck_tombstone_parse(const char *text, size_t len, int64_t *imported_ns, int64_t *deleted_ns,
+		       struct ck_error *err);
 
 /* Writes the tombstone at path durably (temporary file, fsync, rename,
  * fsync of the directory).  0 or -errno with err. */

@@ -89,11 +89,12 @@ static int literal(const char **pp, const char *end, const char *s)
 	return 0;
 }
 
-int ck_tombstone_parse(const char *text, size_t len, int64_t *imported_ns, struct ck_error *err)
+int ck_tombstone_parse(const char *text, size_t len, int64_t *imported_ns, int64_t *deleted_ns,
+		       struct ck_error *err)
 {
 	const size_t csum_len = sizeof(CSUM_PREFIX) - 1 + 32 + 1;
 	const char *p = text, *body_end;
-	int64_t deleted_ns;
+	int64_t deleted;
 	char want[40];
 	XXH128_hash_t h;
 
@@ -110,9 +111,11 @@ int ck_tombstone_parse(const char *text, size_t len, int64_t *imported_ns, struc
 	if (literal(&p, body_end, MAGIC) < 0)
 		return ck_fail(err, EINVAL, "not a ckptfs tombstone of format 1");
 	if (literal(&p, body_end, "imported-ns=") < 0 || parse_i64(&p, body_end, imported_ns) < 0 ||
-	    literal(&p, body_end, " deleted-ns=") < 0 || parse_i64(&p, body_end, &deleted_ns) < 0 ||
+	    literal(&p, body_end, " deleted-ns=") < 0 || parse_i64(&p, body_end, &deleted) < 0 ||
 	    literal(&p, body_end, "\n") < 0 || p != body_end)
 		return ck_fail(err, EINVAL, "line 2: expected 'imported-ns=N deleted-ns=N'");
+	if (deleted_ns)
+		*deleted_ns = deleted;
 	return 0;
 }
 
@@ -206,7 +209,7 @@ int ck_tombstone_load(const char *path, int64_t *imported_ns, struct ck_error *e
 	close(fd);
 	if (n < 0)
 		return ck_fail(err, errno, "%s", strerror(errno));
-	return ck_tombstone_parse(text, (size_t)n, imported_ns, err);
+	return ck_tombstone_parse(text, (size_t)n, imported_ns, NULL, err);
 }
 
 int ck_tombstone_applies(const char *store, const struct ck_manifest *m)

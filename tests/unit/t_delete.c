@@ -105,18 +105,18 @@ static void test_tombstone_text(void)
 	XXH128_hash_t h;
 
 	SETUP(ck_tombstone_format(&b, -1712345678901234567LL, 1712345679000000000LL) == 0);
-	CHECK(ck_tombstone_parse((const char *)b.data, b.len, &imported, &err) == 0 &&
+	CHECK(ck_tombstone_parse((const char *)b.data, b.len, &imported, NULL, &err) == 0 &&
 	      imported == -1712345678901234567LL, "parse(format()) gives back the import time: %s", err.msg);
 	for (size_t i = 0; i < b.len; i++) {
 		for (int bit = 0; bit < 8; bit++) {
 			b.data[i] ^= (uint8_t)(1 << bit);
-			if (ck_tombstone_parse((const char *)b.data, b.len, &imported, &err) == 0)
+			if (ck_tombstone_parse((const char *)b.data, b.len, &imported, NULL, &err) == 0)
 				bad++;
 			b.data[i] ^= (uint8_t)(1 << bit);
 		}
 	}
 	CHECK(bad == 0, "%zu single bit flips went unnoticed", bad);
-	CHECK(ck_tombstone_parse((const char *)b.data, b.len - 1, &imported, &err) == -EBADMSG,
+	CHECK(ck_tombstone_parse((const char *)b.data, b.len - 1, &imported, NULL, &err) == -EBADMSG,
 	      "a truncated tombstone is torn");
 	/* Checksummed but not the one spelling: leading zeros, -0. */
 	for (int k = 0; k < 2; k++) {
@@ -125,7 +125,7 @@ static void test_tombstone_text(void)
 		h = XXH3_128bits(text, len);
 		len += (size_t)snprintf(text + len, sizeof(text) - len, "checksum xxh3-128=%016llx%016llx\n",
 					(unsigned long long)h.high64, (unsigned long long)h.low64);
-		CHECK(ck_tombstone_parse(text, len, &imported, &err) == -EINVAL, "'%s' accepted",
+		CHECK(ck_tombstone_parse(text, len, &imported, NULL, &err) == -EINVAL, "'%s' accepted",
 		      k ? "-0" : "012");
 	}
 	ck_buf_free(&b);
