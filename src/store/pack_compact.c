@@ -346,12 +346,17 @@ static int map_chunk(struct compact *c, MDB_txn *txn, int fd, struct fver *v, si
 	if (rc < 0 && rc != -ENOENT)
 		return ck_fail(c->err, -rc, "index: chunk table: %s", strerror(-rc));
 	if (!pack) {
-		if (rc == 0) {
-			ck_chunk_loc_clear(&loc);
+		uint32_t tail = rc == 0 ? loc.tail : 0;
+		int keep = rc == 0 && (loc.where == CK_CHUNK_PACKED || loc.file_id == v->f->id);
+
+		/* A chunk raw in an older version moves to this newest one, so that
+		 * packing the older one finds it here (dedup: frozen layers are
+		 * never stored again). */
+		ck_chunk_loc_clear(&loc);
+		if (keep)
 			return 0;
-		}
 		loc = (struct ck_chunk_loc){ .where = CK_CHUNK_RAW, .codec = CK_CODEC_RAW, .elem = lc->elem,
-					     .raw_len = lc->len, .offset = lc->off, .file_id = v->f->id,
+					     .raw_len = lc->len, .tail = tail, .offset = lc->off, .file_id = v->f->id,
 					     .path = (char *)v->f->src_path };
 		rc = ck_chunk_store(txn, c->st, h, &loc);
 		return rc < 0 ? ck_fail(c->err, -rc, "index: %s", strerror(-rc)) : 0;
