@@ -74,13 +74,17 @@ typedef void (*ck_compact_progress_fn)(void *ctx, const char *series, const char
 				       const char *relpath, const struct ck_compact_stats *so_far);
 
 /* Packs every committed file version not packed yet, except those of the
- * newest checkpoint of each series (they stay raw: resume reads them at
- * full speed, and they are the references of the reverse deltas).  Files
- * of kind CK_FILE_BAD are skipped.  Holds STORE/commit.lock while writing
- * (one compaction or commit at a time); readers are never blocked (LMDB
- * MVCC; a file's raw bytes stay until its packed form is committed).
- * Crash-safe at every point.  0 and *stats (may be NULL), or -errno with
- * err. */
+ * newest live checkpoint of each series (they stay raw: resume reads them
+ * at full speed, and they are the references of the reverse deltas; their
+ * chunks are mapped as raw locations).  Deleted checkpoints whose files
+ * the index still holds are packed too.  Files of kind CK_FILE_BAD are
+ * skipped; a file whose bytes no longer hash as recorded is not packed
+ * (the error names it, the other checkpoints go on).  Holds
+ * STORE/commit.lock and STORE/index.lock (shared) while writing one
+ * checkpoint (one compaction or commit at a time); readers are never
+ * blocked (LMDB MVCC; a file's raw bytes stay until its packed form is
+ * committed).  Crash-safe at every point.  0 and *stats (may be NULL), or
+ * -errno with err: the first checkpoint that could not be compacted. */
 int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts,
 		     ck_compact_progress_fn progress, void *ctx, struct ck_compact_stats *stats,
 		     struct ck_error *err);

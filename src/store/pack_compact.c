@@ -532,7 +532,7 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 		txn = NULL;
 		goto out;
 	}
-	for (size_t i = 0; i < n && rc == 0; i++) {
+	for (size_t i = 0; i < n && rc == 0 && !(c->o->stop && *c->o->stop); i++) {
 		struct refs refs = { .n = 0 };
 		struct ck_fmap old, map;
 		struct fver v;
