@@ -136,23 +136,68 @@ static void report(const struct ck_vpacked *p, uint64_t off, size_t len, const c
 	       tensor ? "', " : "", off, len, why);
 }
 
-int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off)
+static int decode(struct ck_vpacked *p, void *buf, size_t len, uint64_t off)
 {
 	struct ck_error err = { { 0 } };
-	uint64_t last = atomic_exchange(&p->next, off + len);
-	ssize_t got;
+	ssize_t got = ck_packed_pread(p->file, buf, len, off, &err);
 
-	/* Forward readers get the next chunks decoded ahead, in parallel
-	 * with the copy below and the kernel's handling of this reply. */
-	if (off + SEQUENTIAL_SLACK >= last && off <= last + SEQUENTIAL_SLACK)
-		ck_packed_prefetch(p->file, off + len, PREFETCH_AHEAD);
-	got = ck_packed_pread(p->file, buf, len, off, &err);
 	if (got == (ssize_t)len)
 		return 0;
 	if (got >= 0)
 		ck_fail(&err, EIO, "the packed file ends at %" PRIu64, off + (uint64_t)got);
 	report(p, off, len, err.msg[0] ? err.msg : strerror((int)-got));
 	return -EIO;
+}
+
+int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off, int ahead)
+{
+	uint64_t last;
+
+	if (!ahead)
+		return decode(p, buf, len, off);
+	/* Forward readers get the next chunks decoded ahead, in parallel
+	 * with this decode and the kernel's handling of the reply. */
+	last = atomic_exchange(&p->next, off + len);
+	if (off + SEQUENTIAL_SLACK >= last && off <= last + SEQUENTIAL_SLACK)
+		ck_packed_prefetch(p->file, off + len, PREFETCH_AHEAD);
+	return decode(p, buf, len, off);
+}
+
+/* Compaction cuts chunks at every storage's start and end, so the bytes
+ * between storages (zip local headers, names, padding) decode on their
+ * own, small: parsing an older packed version for a composite costs
+ * kilobytes, not the whole file.  A range that does not hold what the
+ * index says makes the parse fail (EIO), never the served bytes wrong:
+ * those are read with packed_read.  No prefetch: the tensor bytes ahead
+ * are not wanted. */
+int packed_read_headers(struct ck_vpacked *p, const struct phys_range *r, size_t n, void *buf,
+			size_t len, uint64_t off)
+{
+	uint8_t *out = buf;
+	uint64_t end = off + len;
+	int rc = 0;
+
+	for (size_t i = 0; i < n && off < end && !rc; i++) {
+		uint64_t a = r[i].offset, b = r[i].offset + r[i].length;
+
+		if (b <= off || a >= end)
+			continue;
+		if (a > off) {
+			rc = decode(p, out, a - off, off);
+			out += a - off;
+			off = a;
+		}
+		if (!rc) {
+			uint64_t skip = (b < end ? b : end) - off;
+
+			memset(out, 0, skip);
+			out += skip;
+			off += skip;
+		}
+	}
+	if (!rc && off < end)
+		rc = decode(p, out, end - off, off);
+	return rc;
 }
 
 void packed_free(struct ck_vpacked *p)
@@ -173,7 +218,7 @@ int ck_extent_read(const struct ck_extent *e, void *buf)
 		return 0;
 	}
 	if (e->packed)
-		return packed_read(e->packed, buf, e->len, e->fd_off);
+		return packed_read(e->packed, buf, e->len, e->fd_off, 1);
 	while (done < e->len) {
 		ssize_t got = pread(e->fd, out + done, e->len - done, (off_t)(e->fd_off + done));
 

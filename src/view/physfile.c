@@ -114,7 +114,7 @@ int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off)
 	uint8_t *p = buf;
 
 	if (packed)
-		return packed_read(packed, buf, len, off);
+		return packed_read(packed, buf, len, off, 0);
 	while (len) {
 		ssize_t got = pread(pf->fd, p, len, (off_t)off);
 
@@ -134,7 +134,14 @@ int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off)
 
 static int tz_pread_phys(void *ctx, void *buf, size_t len, uint64_t off)
 {
-	return phys_read(ctx, buf, len, off);
+	struct phys_file *pf = ctx;
+	struct ck_vpacked *packed = atomic_load(&pf->packed);
+
+	/* The zip reader reads local headers in large batches; in a packed
+	 * file the tensor bytes in between would all have to be decoded. */
+	if (packed && pf->ranges_loaded)
+		return packed_read_headers(packed, pf->ranges, pf->nranges, buf, len, off);
+	return phys_read(pf, buf, len, off);
 }
 
 static int parse_torch(struct phys_file *pf, struct ck_error *err)
@@ -204,6 +211,8 @@ int phys_parse(struct ck_view *v, struct phys_file *pf)
 	rc = phys_open_fd(v, pf);
 	if (rc)
 		return rc;
+	if (atomic_load(&pf->packed) && pf->info.kind == CK_FILE_TORCH)
+		phys_load_ranges(v, pf);   /* lets the parse skip tensor bytes; best effort */
 	pthread_mutex_lock(&v->lock);
 	if (pf->parsed) {
 		rc = pf->parsed < 0 ? pf->parsed : 0;

@@ -197,8 +197,14 @@ int packed_get(struct ck_view *v, struct phys_file *pf, struct ck_vpacked **out)
 /* As packed_get, after asking the index about pf first (its raw file
  * failed its identity check: compaction may have removed it). */
 int packed_recheck(struct ck_view *v, struct phys_file *pf);
-/* len bytes at off of the file: 0 or -EIO (logged). */
-int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off);
+/* len bytes at off of the file: 0 or -EIO (logged).  ahead: a reader of
+ * the contents (not a parser), whose forward reads have the following
+ * chunks decoded ahead. */
+int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off, int ahead);
+/* As packed_read for a container parser, which reads headers only: the
+ * bytes of the storage ranges r[0..n) (sorted) read as zeros, undecoded. */
+int packed_read_headers(struct ck_vpacked *p, const struct phys_range *r, size_t n, void *buf,
+			size_t len, uint64_t off);
 void packed_free(struct ck_vpacked *p);
 
 /* view.c: whether pf is a file reclaimed from a deleted checkpoint (its
