@@ -456,6 +456,10 @@ static int write_packmap(struct compact *c, MDB_txn *txn, const struct ck_ckpt_i
 			continue;
 		}
 		pf->relpath = f[i].relpath;   /* borrowed */
+		pf->dev = f[i].dev;
+		pf->ino = f[i].ino;
+		pf->size = f[i].size;
+		pf->mtime_ns = f[i].mtime_ns;
 		if (rc == 0)
 			pm.nfiles++;
 	}
@@ -610,6 +614,31 @@ out:
 	return rc;
 }
 
+/* A sweep (ckptctl gc, pack_gc.c) may have moved the pack position to a
+ * new pack, and emptied the one this compaction had open, while it waited
+ * for the locks: append where the index says from then on. */
+static int follow_pack_position(struct compact *c)
+{
+	uint64_t cur = 0, end = 0;
+	MDB_txn *txn;
+	int rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &txn));
+
+	if (rc == 0) {
+		rc = meta_get_u64(txn, c->st, CK_META_PACK_CUR, &cur);
+		if (rc == 0)
+			rc = meta_get_u64(txn, c->st, CK_META_PACK_END, &end);
+		mdb_txn_abort(txn);
+	}
+	if (rc < 0 || cur > UINT32_MAX)
+		return ck_fail(c->err, rc < 0 ? -rc : EIO, "%s: index: cannot read the pack position", c->st->path);
+	if (cur == c->pack_id && c->w)
+		return 0;
+	ck_pack_writer_close(c->w);
+	c->w = NULL;
+	c->pack_id = (uint32_t)cur;
+	return open_writer(c, end);
+}
+
 /* Under the commit and index locks, as a commit: one checkpoint. */
 static int locked_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const struct ck_ckpt_info *newer,
 			     size_t nnewer, int pack)
@@ -622,6 +651,8 @@ static int locked_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, c
 	rc = ck_store_lock(c->st->path, 0, &index_fd, c->err);
 	if (rc == 0) {
 		rc = ck_store_index_current(c->st, c->err);
+		if (rc == 0)
+			rc = follow_pack_position(c);
 		if (rc == 0)
 			rc = do_checkpoint(c, ck, newer, nnewer, pack);
 		ck_store_unlock(index_fd);

@@ -45,7 +45,7 @@ static int encode(struct ck_buf *b, const struct ck_packmap *pm)
 	int rc = 0;
 
 	rc |= ck_buf_put(b, CK_PACKMAP_MAGIC, 8);
-	rc |= ck_buf_put_le32(b, 1);
+	rc |= ck_buf_put_le32(b, CK_PACKMAP_VERSION);
 	rc |= ck_buf_put_le32(b, (uint32_t)pm->nfiles);
 	rc |= ck_buf_put_le32(b, (uint32_t)strlen(pm->series));
 	rc |= ck_buf_puts(b, pm->series);
@@ -56,6 +56,10 @@ static int encode(struct ck_buf *b, const struct ck_packmap *pm)
 
 		rc |= ck_buf_put_le32(b, (uint32_t)strlen(pm->files[i].relpath));
 		rc |= ck_buf_puts(b, pm->files[i].relpath);
+		rc |= ck_buf_put_le64(b, pm->files[i].dev);
+		rc |= ck_buf_put_le64(b, pm->files[i].ino);
+		rc |= ck_buf_put_le64(b, pm->files[i].size);
+		rc |= ck_buf_put_le64(b, (uint64_t)pm->files[i].mtime_ns);
 		at = b->len;
 		rc |= ck_buf_put_le32(b, 0);
 		rc |= ck_fmap_put(b, &pm->files[i].map);
@@ -148,7 +152,7 @@ static int decode(const uint8_t *p, size_t n, struct ck_packmap *pm, struct ck_e
 	h = XXH3_128bits(p, n - 16);
 	if (ck_le64(p + n - 16) != h.high64 || ck_le64(p + n - 8) != h.low64)
 		return ck_fail(err, EBADMSG, "checksum mismatch (torn or damaged)");
-	if (ck_le32(p + 8) != 1)
+	if (ck_le32(p + 8) != CK_PACKMAP_VERSION)
 		return ck_fail(err, EPROTONOSUPPORT, "unsupported packmap version %u", ck_le32(p + 8));
 	nfiles = ck_le32(p + 12);
 	n -= 16;
@@ -174,13 +178,18 @@ static int decode(const uint8_t *p, size_t n, struct ck_packmap *pm, struct ck_e
 		uint32_t len, mlen;
 		int rc;
 
-		if (n - at < 4 || (len = ck_le32(p + at)) > n - at - 4 || n - at - 4 - len < 4)
+		if (n - at < 4 || (len = ck_le32(p + at)) > n - at - 4 || n - at - 4 - len < 36)
 			return ck_fail(err, EBADMSG, "file %u: truncated", i);
 		pm->files[i].relpath = strndup((const char *)p + at + 4, len);
 		if (!pm->files[i].relpath)
 			return ck_fail(err, ENOMEM, "out of memory");
 		pm->nfiles = i + 1;
 		at += 4 + len;
+		pm->files[i].dev = ck_le64(p + at);
+		pm->files[i].ino = ck_le64(p + at + 8);
+		pm->files[i].size = ck_le64(p + at + 16);
+		pm->files[i].mtime_ns = (int64_t)ck_le64(p + at + 24);
+		at += 32;
 		mlen = ck_le32(p + at);
 		if (mlen > n - at - 4)
 			return ck_fail(err, EBADMSG, "file %u: truncated map", i);

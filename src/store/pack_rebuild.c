@@ -243,7 +243,10 @@ static void apply_packmap(struct rebuild *b, const char *path, int packed)
 		if (!(pf->map.flags & CK_FMAP_PACKED) != !packed)
 			continue;
 		for (size_t j = 0; j < n; j++) {
-			if (strcmp(f[j].relpath, pf->relpath) != 0)
+			/* Only the very file version mapped: a checkpoint deleted and
+			 * committed again under its name has other files. */
+			if (strcmp(f[j].relpath, pf->relpath) != 0 || f[j].dev != pf->dev || f[j].ino != pf->ino ||
+			    f[j].size != pf->size || f[j].mtime_ns != pf->mtime_ns)
 				continue;
 			rc = apply_file(b, &f[j], &pf->map);
 			if (rc < 0 && rc != -ENOMEM) {

@@ -20,6 +20,7 @@
 #define CK_PACKS_DIR "packs"
 #define CK_PACKMAP_SUFFIX ".packmap"
 #define CK_PACKMAP_MAGIC "CKPTPMAP"           /* 8 bytes, no NUL */
+#define CK_PACKMAP_VERSION 2
 #define CK_PACK_ROTATE_BYTES (1ULL << 30)     /* a new pack once one passes 1 GiB */
 #define CK_PACK_MAX_CHAIN 64                  /* the largest anchor interval accepted */
 
@@ -89,6 +90,8 @@ int ck_fmap_lookup(MDB_txn *txn, struct ck_store *st, uint64_t file_id, struct c
 /* ---- packmaps: STORE/manifests/SERIES/CKPT.packmap ---- */
 struct ck_packmap_file {
 	char *relpath;
+	uint64_t dev, ino, size;      /* the file's identity, as its manifest has it: a map */
+	int64_t mtime_ns;             /* applies only to that very file version */
 	struct ck_fmap map;
 };
 

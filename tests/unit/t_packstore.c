@@ -270,6 +270,33 @@ static void incremental(const char *tmp)
 		      "incremental: %s/model.pt dedup %" PRIu64 " bytes", name, pi.dedup_bytes);
 		ck_file_info_free(f, 1);
 	}
+
+	/* checkpoint-20 imported again with a changed file of the same size:
+	 * its packmap maps the old version, which recovery must not apply to
+	 * the new one (that would serve the old bytes). */
+	{
+		struct ck_import_opts o = { .series = "inc" };
+		struct ck_packed_file *pf;
+		struct ck_file_info *f;
+		uint8_t *text;
+		size_t len;
+		char *at;
+
+		pathf(path, sizeof(path), "%s/run1/checkpoint-20/trainer_state.json", tmp);
+		text = read_file(path, &len);
+		SETUP(text && (at = strstr((char *)text, "\"global_step\": 20")) != NULL);
+		at[strlen("\"global_step\": 2")] = '1';
+		write_bytes(path, text, len);
+		free(text);
+		pathf(path, sizeof(path), "%s/run1/checkpoint-20", tmp);
+		SETUP(ck_store_import(st, path, &o, NULL, NULL, &err) == 1);
+		ck_store_close(st);
+		SETUP(ck_store_open(st3, 0, &st, &err) == 0);   /* recovery applies packmaps */
+		f = find_file(st, "inc", "checkpoint-20", "trainer_state.json");
+		CHECK(ck_store_file_packed(st, f->id) == 0 && ck_packed_open(st, f->id, NULL, &pf, &err) == -ENOENT,
+		      "a packmap of an older version of the file is not applied to the new one");
+		ck_file_info_free(f, 1);
+	}
 	ck_store_close(st);
 }
 
