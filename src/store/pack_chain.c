@@ -16,9 +16,10 @@
 
 void ck_pack_fds_init(struct ck_pack_fds *f)
 {
+	memset(f, 0, sizeof(*f));
 	pthread_mutex_init(&f->lock, NULL);
-	f->fd = NULL;
-	f->n = 0;
+	for (int i = 0; i < CK_RAW_FDS; i++)
+		f->raw[i].fd = -1;
 }
 
 void ck_pack_fds_close(struct ck_pack_fds *f)
@@ -26,6 +27,9 @@ void ck_pack_fds_close(struct ck_pack_fds *f)
 	for (size_t i = 0; i < f->n; i++)
 		if (f->fd[i] >= 0)
 			close(f->fd[i]);
+	for (int i = 0; i < CK_RAW_FDS; i++)
+		if (f->raw[i].fd >= 0)
+			close(f->raw[i].fd);
 	free(f->fd);
 	f->fd = NULL;
 	f->n = 0;
@@ -67,6 +71,65 @@ int ck_pack_fds_get(struct ck_pack_fds *f, const char *store, uint32_t pack_id)
 	}
 	pthread_mutex_unlock(&f->lock);
 	return rc < 0 ? rc : fd;
+}
+
+int ck_pack_fds_get_raw(struct ck_pack_fds *f, const struct ck_chunk_loc *l)
+{
+	int fd, slot = -1;
+
+	pthread_mutex_lock(&f->lock);
+	for (int i = 0; i < CK_RAW_FDS; i++) {
+		if (f->raw[i].fd >= 0 && f->raw[i].file_id == l->file_id) {
+			f->raw[i].users++;
+			f->raw[i].used = ++f->clock;
+			fd = f->raw[i].fd;
+			pthread_mutex_unlock(&f->lock);
+			return fd;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	fd = open(l->path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	pthread_mutex_lock(&f->lock);
+	/* Kept in a free slot, or in place of the least recently used idle one. */
+	for (int i = 0; i < CK_RAW_FDS; i++) {
+		if (f->raw[i].users)
+			continue;
+		if (f->raw[i].fd < 0) {
+			slot = i;
+			break;
+		}
+		if (slot < 0 || f->raw[i].used < f->raw[slot].used)
+			slot = i;
+	}
+	if (slot >= 0) {
+		if (f->raw[slot].fd >= 0)
+			close(f->raw[slot].fd);
+		f->raw[slot].fd = fd;
+		f->raw[slot].file_id = l->file_id;
+		f->raw[slot].users = 1;
+		f->raw[slot].used = ++f->clock;
+	}
+	pthread_mutex_unlock(&f->lock);
+	return fd;   /* when not kept (every slot busy), put_raw closes it */
+}
+
+void ck_pack_fds_put_raw(struct ck_pack_fds *f, int fd)
+{
+	int kept = 0;
+
+	pthread_mutex_lock(&f->lock);
+	for (int i = 0; i < CK_RAW_FDS; i++) {
+		if (f->raw[i].fd == fd && f->raw[i].users) {
+			f->raw[i].users--;
+			kept = 1;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&f->lock);
+	if (!kept)
+		close(fd);
 }
 
 int ck_decoder_init(struct ck_decoder *d)
@@ -119,24 +182,27 @@ int ck_chunk_depth(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, struc
 	}
 }
 
-static int read_raw(const struct ck_chunk_loc *l, struct ck_hash128 h, uint8_t *out, struct ck_error *err)
+static int read_raw(struct ck_pack_fds *fds, const struct ck_chunk_loc *l, struct ck_hash128 h, uint8_t *out,
+		    struct ck_error *err)
 {
 	char hex[33];
-	int fd = open(l->path, O_RDONLY | O_CLOEXEC);
+	int fd = ck_pack_fds_get_raw(fds, l);
 	ssize_t got = -1;
 
 	ck_hash128_hex(h, hex);
 	if (fd < 0)
-		return ck_fail(err, EIO, "chunk %s: raw file %s: %s", hex, l->path, strerror(errno));
+		return ck_fail(err, EIO, "chunk %s: raw file %s: %s", hex, l->path, strerror(-fd));
 	for (size_t at = 0; at < l->raw_len; at += (size_t)got) {
 		got = pread(fd, out + at, l->raw_len - at, (off_t)(l->offset + at));
 		if (got <= 0) {
-			close(fd);
+			int e = errno;
+
+			ck_pack_fds_put_raw(fds, fd);
 			return ck_fail(err, EIO, "chunk %s: raw file %s at %" PRIu64 ": %s", hex, l->path, l->offset,
-				       got < 0 ? strerror(errno) : "the file ends first");
+				       got < 0 ? strerror(e) : "the file ends first");
 		}
 	}
-	close(fd);
+	ck_pack_fds_put_raw(fds, fd);
 	if (!ck_hash128_eq(ck_chunk_hash(out, l->raw_len), h))
 		return ck_fail(err, EIO, "chunk %s: raw file %s at %" PRIu64 ": bytes do not hash to the chunk",
 			       hex, l->path, l->offset);
@@ -228,7 +294,7 @@ int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds,
 		uint8_t *dst = i == 0 ? out : d->buf[i & 1];
 
 		if (l->where == CK_CHUNK_RAW)
-			rc = read_raw(l, hs[i], dst, err);
+			rc = read_raw(fds, l, hs[i], dst, err);
 		else
 			rc = read_packed(st, fds, d, l, hs[i], ref, ref_len, dst, err);
 		if (rc < 0) {

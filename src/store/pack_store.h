@@ -114,16 +114,30 @@ void ck_packmap_clear(struct ck_packmap *pm);
 /* ---- pack files ---- */
 char *ck_pack_path(const char *store, uint32_t pack_id);
 
-/* Open pack descriptors of a store, shared by threads. */
+/* Open pack descriptors of a store, shared by threads, and a few raw
+ * files that chains end in (a chunk read should not cost an open). */
+#define CK_RAW_FDS 8
+
 struct ck_pack_fds {
 	pthread_mutex_t lock;
 	int *fd;
 	size_t n;
+	struct {
+		uint64_t file_id;
+		int fd;                 /* -1: free */
+		unsigned users;         /* threads reading through it now */
+		uint64_t used;          /* when last taken, for replacement */
+	} raw[CK_RAW_FDS];
+	uint64_t clock;
 };
 void ck_pack_fds_init(struct ck_pack_fds *f);
 void ck_pack_fds_close(struct ck_pack_fds *f);
 /* The descriptor of pack_id (opened on first use): >= 0 or -errno. */
 int ck_pack_fds_get(struct ck_pack_fds *f, const char *store, uint32_t pack_id);
+/* A descriptor of the raw file of a raw location (kept open for the next
+ * chunks): >= 0 or -errno; give it back with ck_pack_fds_put_raw. */
+int ck_pack_fds_get_raw(struct ck_pack_fds *f, const struct ck_chunk_loc *l);
+void ck_pack_fds_put_raw(struct ck_pack_fds *f, int fd);
 
 /* Scratch of one decoding thread: a chunk context and buffers. */
 struct ck_decoder {
