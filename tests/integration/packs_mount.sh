@@ -5,7 +5,8 @@
 # and then by the daemon's own background compaction (-o compact=1).  Each
 # time every checkpoint reads back bit-exactly (bytes, torch.load, mmap of
 # safetensors) through the live mount, whose raw files were removed under
-# it, and through a fresh one.  A bit flipped in a pack makes the files
+# it, and through a fresh one; a partial save's composite, drawing from
+# packed versions, equals the offline merge.  A bit flipped in a pack makes the files
 # that need it fail with EIO; no file gives other bytes.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
 need_fuse
@@ -37,9 +38,17 @@ check same "$mnt/run" "$plain"
 ck_umount "$mnt"
 
 # Two more saves; the daemon packs them itself (the newest stays raw).
+# Then a partial save (block 1 only): its composite draws everything else
+# from step-30, which the daemon packs once step-35 commits.
 ck_mount "$store" "$mnt" -o compact=1,refresh=1
 check train "$mnt/run" "$plain" 5 6
 raw_gone step-25
+check same "$mnt/run" "$plain"
+check train "$mnt/run" "$tmp/partial" 7 7 partial
+raw_gone step-30
+ck_py offline_merge.py "$tmp/merged" "$plain/step-5" "$plain/step-10" "$plain/step-15" "$plain/step-20" \
+	"$plain/step-25" "$plain/step-30" "$tmp/partial/step-35" >/dev/null
+check composite "$mnt/run/step-35" "$tmp/merged"
 check same "$mnt/run" "$plain"
 ck_umount "$mnt"
 ls "$store/packs" | grep -q . || fail "no pack files in STORE/packs"
@@ -47,6 +56,7 @@ ls "$store/packs" | grep -q . || fail "no pack files in STORE/packs"
 # A fresh read-only mount: everything from the packs, nothing to verify raw.
 ck_mount "$store" "$mnt" -o ro
 check same "$mnt/run" "$plain"
+check composite "$mnt/run/step-35" "$tmp/merged"
 ck_umount "$mnt"
 
 # One bit flipped in the middle of the biggest pack.

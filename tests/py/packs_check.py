@@ -7,6 +7,11 @@ read back after compaction (tests/integration/packs_mount.sh).
       optimizer.pt, model.safetensors; one every 5 steps): into
       PLAIN_DIR/step-N/ first, then byte for byte into SERIES_DIR/tmp-step-N/
       (the mount), committed by renaming it to step-N.
+      With "partial" after LAST, those saves hold block 1 only (its weights
+      and their Adam state; model.pt and optimizer.pt), as LLMTailor saves.
+  packs_check.py composite SERVED_DIR MERGED_DIR
+      A composite checkpoint equals the offline merge (tests/py/
+      offline_merge.py): torch.load deep-compared, safetensors tensors too.
   packs_check.py same SERIES_DIR PLAIN_DIR
       Every checkpoint of PLAIN_DIR reads back through the mount bit-exactly:
       whole files byte for byte, torch.load deep-compared, safetensors files
@@ -67,7 +72,20 @@ def copy_file(src, dst):
 		f.write(data)
 
 
-def train(series, plain, first, last):
+def block1_only(model, opt):
+	"""The model and optimizer state of block 1 alone (an LLMTailor-style save)."""
+	names = [n for n, _ in model.named_parameters()]
+	keep = [i for i, n in enumerate(names) if n.startswith("blocks.1.")]
+	msd = model.state_dict()	# an OrderedDict with _metadata, as trainers save it
+	for k in [k for k in msd if not k.startswith("blocks.1.")]:
+		del msd[k]
+	osd = opt.state_dict()
+	osd = {"state": {i: osd["state"][i] for i in keep},
+	       "param_groups": [dict(osd["param_groups"][0], params=keep)]}
+	return msd, osd
+
+
+def train(series, plain, first, last, partial=False):
 	torch.manual_seed(7)
 	model = TinyGPT()
 	opt = torch.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
@@ -83,10 +101,15 @@ def train(series, plain, first, last):
 		name = "step-%d" % step
 		pdir = os.path.join(plain, name)
 		os.makedirs(pdir)
-		torch.save(model.state_dict(), os.path.join(pdir, "model.pt"))
-		torch.save(opt.state_dict(), os.path.join(pdir, "optimizer.pt"))
-		safetensors_ref.save({k: v.contiguous() for k, v in model.state_dict().items()},
-				     os.path.join(pdir, "model.safetensors"))
+		if partial:
+			msd, osd = block1_only(model, opt)
+			torch.save(msd, os.path.join(pdir, "model.pt"))
+			torch.save(osd, os.path.join(pdir, "optimizer.pt"))
+		else:
+			torch.save(model.state_dict(), os.path.join(pdir, "model.pt"))
+			torch.save(opt.state_dict(), os.path.join(pdir, "optimizer.pt"))
+			safetensors_ref.save({k: v.contiguous() for k, v in model.state_dict().items()},
+					     os.path.join(pdir, "model.safetensors"))
 		tmp = os.path.join(series, "tmp-" + name)
 		os.mkdir(tmp)
 		for f in sorted(os.listdir(pdir)):
@@ -134,6 +157,23 @@ def same(series, plain):
 	print("%d files read back bit-exactly" % n)
 
 
+def composite(served, merged):
+	names = sorted(os.listdir(merged))
+	if sorted(os.listdir(served)) != names:
+		sys.exit("served files %s, merged %s" % (sorted(os.listdir(served)), names))
+	for n in names:
+		a, b = os.path.join(served, n), os.path.join(merged, n)
+		if n.endswith(".safetensors"):
+			_, got = safetensors_ref.loads(read_mmap(a))
+			_, want = safetensors_ref.load(b)
+			if list(got) != list(want) or any(safetensors_ref.tensor_bytes(got[k]) !=
+							  safetensors_ref.tensor_bytes(want[k]) for k in want):
+				raise AssertionError("%s: other tensors than the offline merge" % a)
+		else:
+			assert_loads_same(a, b, a)
+	print("%s: %d files equal the offline merge" % (served, len(names)))
+
+
 def damaged(series, plain):
 	eio = good = 0
 	for ck in checkpoints(plain):
@@ -160,7 +200,10 @@ def damaged(series, plain):
 def main():
 	cmd = sys.argv[1]
 	if cmd == "train":
-		train(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
+		train(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
+		      len(sys.argv) > 6 and sys.argv[6] == "partial")
+	elif cmd == "composite":
+		composite(sys.argv[2], sys.argv[3])
 	elif cmd == "same":
 		same(sys.argv[2], sys.argv[3])
 	elif cmd == "damaged":
