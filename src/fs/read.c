@@ -111,20 +111,71 @@ static int map_range(struct ck_vfile *f, uint64_t off, uint64_t size,
 	return (int)n;
 }
 
-/* Decodes the packed extents of ext[0..n) into one buffer (*mem, for the
- * caller to free) and turns them into memory extents.  0 or -errno. */
-static int decode_packed(struct ck_extent *ext, int n, uint8_t **mem)
+/* Each worker thread decodes into a buffer of its own, kept between
+ * requests: a fresh 1 MiB malloc per read is an mmap, page faults and an
+ * munmap each time, which cost more than the copy. */
+static pthread_key_t decode_key;
+static pthread_once_t decode_once = PTHREAD_ONCE_INIT;
+static int decode_key_failed;
+
+struct decode_buf {
+	uint8_t *p;
+	size_t cap;
+};
+
+static void decode_buf_free(void *arg)
+{
+	struct decode_buf *b = arg;
+
+	free(b->p);
+	free(b);
+}
+
+static void decode_key_init(void)
+{
+	decode_key_failed = pthread_key_create(&decode_key, decode_buf_free) != 0;
+}
+
+static uint8_t *decode_buf_get(size_t len)
+{
+	struct decode_buf *b;
+
+	pthread_once(&decode_once, decode_key_init);
+	if (decode_key_failed)
+		return NULL;
+	b = pthread_getspecific(decode_key);
+	if (!b) {
+		b = calloc(1, sizeof(*b));
+		if (!b || pthread_setspecific(decode_key, b)) {
+			free(b);
+			return NULL;
+		}
+	}
+	if (b->cap < len) {
+		uint8_t *p = realloc(b->p, len);
+
+		if (!p)
+			return NULL;
+		b->p = p;
+		b->cap = len;
+	}
+	return b->p;
+}
+
+/* Decodes the packed extents of ext[0..n) into the thread's buffer and
+ * turns them into memory extents (valid until the thread's next read).
+ * 0 or -errno. */
+static int decode_packed(struct ck_extent *ext, int n)
 {
 	uint64_t total = 0;
 	uint8_t *p;
 
-	*mem = NULL;
 	for (int i = 0; i < n; i++)
 		if (ext[i].packed)
 			total += ext[i].len;
 	if (!total)
 		return 0;
-	p = *mem = malloc(total);
+	p = decode_buf_get(total);
 	if (!p)
 		return -ENOMEM;
 	for (int i = 0; i < n; i++) {
@@ -149,13 +200,12 @@ void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct ck_extent *ext = stack;
 	size_t cap = STACK_EXTENTS;
 	struct fuse_bufvec *bv;
-	uint8_t *decoded = NULL;
 	int n, rc;
 
 	(void)ino;
 	n = map_range(vfile_of(fi), (uint64_t)off, size, &ext, &cap, stack);
 	if (n > 0) {
-		rc = decode_packed(ext, n, &decoded);
+		rc = decode_packed(ext, n);
 		if (rc)
 			n = rc;
 	}
@@ -196,7 +246,6 @@ void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			 (long long)off, strerror(-rc));
 	free(bv);
 out:
-	free(decoded);
 	if (ext != stack)
 		free(ext);
 }
