@@ -153,4 +153,42 @@ typedef void (*ck_packed_bad_fn)(void *ctx, uint64_t file_id, uint64_t off, uint
 int ck_store_verify_packs(struct ck_store *st, ck_packed_bad_fn bad, void *ctx,
 			  uint64_t *chunks_checked, struct ck_error *err);
 
+/* ---- Garbage collection (ckptctl gc) ---- */
+
+struct ck_sweep_opts {
+	int dry_run;                 /* only count what would go */
+	unsigned rewrite_below_pct;  /* a pack whose live records fill less than
+				      * this share of it is rewritten; 0: 50 */
+};
+
+struct ck_sweep_stats {
+	uint64_t live_chunks;        /* chunk-table entries that stay */
+	uint64_t dropped_chunks;     /* entries nothing live uses (dropped) */
+	uint64_t dropped_fmaps;      /* file maps of files the index dropped */
+	uint64_t packs;              /* pack files looked at */
+	uint64_t packs_rewritten;    /* live records copied to a new pack */
+	uint64_t packs_emptied;      /* no live record: emptied */
+	uint64_t records_copied, bytes_copied;
+	uint64_t dead_bytes;         /* bytes of the rewritten packs that no live chunk used */
+	uint64_t leftovers_removed;  /* packs an earlier sweep left unreferenced */
+	uint64_t pack_bytes_before, pack_bytes_after;   /* dry run: after = expected */
+};
+
+/* Sweeps the packed store: every chunk-table entry that no file map of a
+ * file version the index holds uses, directly or as (a reference on) the
+ * chain of a delta, is dropped, with the file maps of files the index no
+ * longer has; a pack whose live records fill less than
+ * rewrite_below_pct of it is rewritten (live records appended to a new
+ * pack, fsync, one index transaction relocating them and making the new
+ * pack the current one, then the old pack is emptied to a bare header:
+ * packs keep their numbers).  A crash at any point leaves the old or the
+ * new state readable; what it leaves unreferenced goes at the next sweep.
+ * Holds STORE/commit.lock and STORE/index.lock (shared), like compaction.
+ * Deleting checkpoints (ck_delete_checkpoint) is what makes their chunks
+ * unused.  A damaged record to copy stops the sweep before anything is
+ * dropped (-EIO with err).  st may be read-only for a dry run.  0 and
+ * *stats (may be NULL), or -errno with err. */
+int ck_store_sweep_packs(struct ck_store *st, const struct ck_sweep_opts *opts, struct ck_sweep_stats *stats,
+			 struct ck_error *err);
+
 #endif

@@ -25,6 +25,7 @@ static const struct cli_cmd *const commands[] = {
 	&cli_cmd_verify, &cli_cmd_commit, &cli_cmd_quarantine, &cli_cmd_recover,
 	&cli_cmd_stats, &cli_cmd_rm,
 	&cli_cmd_compact,
+	&cli_cmd_gc,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

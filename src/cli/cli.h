@@ -29,6 +29,7 @@ extern const struct cli_cmd cli_cmd_init, cli_cmd_import, cli_cmd_ls, cli_cmd_sh
 	cli_cmd_layers, cli_cmd_verify, cli_cmd_reindex, cli_cmd_commit, cli_cmd_recover, cli_cmd_quarantine,
 	cli_cmd_stats, cli_cmd_rm;
 extern const struct cli_cmd cli_cmd_compact;
+extern const struct cli_cmd cli_cmd_gc;
 
 /* "ckptctl: <msg>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
