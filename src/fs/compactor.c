@@ -2,19 +2,28 @@
  *
  * ck_store_compact() writes the index, so it needs the store open
  * writable, which this process cannot do while the view holds it (see
- * commit.c): it runs in a forked child that reports through its exit
- * status, and SIGTERM asks it to stop between files (the unmount does).
- * Compaction holds STORE/commit.lock while it writes, so a commit through
- * the mount meanwhile waits for it; readers are never blocked.  A child
- * killed at any point leaves a consistent store (the compaction is
- * crash-safe), and the next round packs what it did not.
+ * commit.c).  It runs in a child: `ckptctl compact STORE --keep-raw 1`,
+ * the ckptctl installed beside this executable, exec'd right after the
+ * fork (argv is built beforehand, so the child calls nothing but execv:
+ * a fork of this busy multithreaded process may copy locks that other
+ * threads held, which an allocator without fork handlers, such as
+ * AddressSanitizer's, would then wait on forever).  Without a ckptctl
+ * there, the forked child compacts itself, as commit.c's child commits.
+ * The unmount sends the child SIGTERM, and SIGKILL if it has not ended
+ * within a few seconds: compaction is crash-safe at every point, and the
+ * next round packs what it did not.  Compaction holds STORE/commit.lock
+ * while it writes, so a commit through the mount meanwhile waits for it;
+ * readers are never blocked.
  */
 #include "config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/wait.h>
 
@@ -24,6 +33,8 @@
 
 /* The child exits with an errno below this (as commit.c's child does). */
 #define CHILD_KILLED 128
+/* How long the unmount waits for a compaction told to stop. */
+#define STOP_GRACE_MS 5000
 
 static volatile int child_stop;
 
@@ -61,7 +72,31 @@ static int compact_in_child(const char *store)
 	return rc;
 }
 
-static int wait_child(pid_t pid)
+/* The ckptctl beside this executable (allocated), or NULL. */
+static char *sibling_ckptctl(void)
+{
+	char exe[PATH_MAX], *slash, *ctl;
+	ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+	if (n <= 0)
+		return NULL;
+	exe[n] = 0;
+	slash = strrchr(exe, '/');
+	if (!slash)
+		return NULL;
+	*slash = 0;
+	if (asprintf(&ctl, "%s/ckptctl", exe) < 0)
+		return NULL;
+	if (access(ctl, X_OK) != 0) {
+		free(ctl);
+		return NULL;
+	}
+	return ctl;
+}
+
+/* 0 when the child succeeded, -EINTR when it was killed (what it committed
+ * stays, the rest waits for the next round), or -errno / -EIO. */
+static int wait_child(pid_t pid, int execd)
 {
 	int status;
 
@@ -69,7 +104,11 @@ static int wait_child(pid_t pid)
 		if (errno != EINTR)
 			return -errno;
 	if (!WIFEXITED(status) || WEXITSTATUS(status) >= CHILD_KILLED)
-		return -EINTR;   /* killed: what it committed stays, the rest waits for the next round */
+		return -EINTR;
+	if (execd && WEXITSTATUS(status)) {
+		ck_warn("compaction: ckptctl compact exited %d", WEXITSTATUS(status));
+		return -EIO;
+	}
 	return -WEXITSTATUS(status);
 }
 
@@ -86,6 +125,10 @@ int ckfs_compact_now(struct ckfs_compactor *c)
 	}
 	pid = fork();
 	if (pid == 0) {
+		if (c->ctl) {
+			execv(c->ctl, c->argv);
+			_exit(127);
+		}
 		rc = compact_in_child(c->fs->cfg->store);
 		/* _exit: the child must not run the parent's atexit work. */
 		_exit(rc < 0 && -rc < CHILD_KILLED ? -rc : rc ? EIO : 0);
@@ -98,7 +141,7 @@ int ckfs_compact_now(struct ckfs_compactor *c)
 		ck_warn("compaction: cannot fork: %s", strerror(-rc));
 		return rc;
 	}
-	rc = wait_child(pid);
+	rc = wait_child(pid, c->ctl != NULL);
 	pthread_mutex_lock(&c->lock);
 	c->child = 0;
 	pthread_mutex_unlock(&c->lock);
@@ -129,13 +172,37 @@ int ckfs_compactor_start(struct ckfs_compactor *c, struct ckfs *fs, unsigned sec
 
 	memset(c, 0, sizeof(*c));
 	c->fs = fs;
+	c->ctl = sibling_ckptctl();
+	if (c->ctl) {
+		char *const argv[] = { c->ctl, "compact", fs->cfg->store, "--keep-raw", c->keep_raw, "-q", NULL };
+
+		snprintf(c->keep_raw, sizeof(c->keep_raw), "%u", CKFS_COMPACT_KEEP_RAW);
+		memcpy(c->argv, argv, sizeof(argv));
+	}
 	pthread_mutex_init(&c->lock, NULL);
 	rc = ckfs_ticker_start(&c->ticker, secs, compact_tick, c);
 	if (rc) {
 		pthread_mutex_destroy(&c->lock);
+		free(c->ctl);
 		c->fs = NULL;
 	}
 	return rc;
+}
+
+/* Whether the child is still running after waiting up to ms. */
+static int child_running(struct ckfs_compactor *c, int ms)
+{
+	struct timespec tick = { 0, 50 * 1000 * 1000 };
+	int running = 1;
+
+	for (int waited = 0;; waited += 50) {
+		pthread_mutex_lock(&c->lock);
+		running = c->child > 0;
+		pthread_mutex_unlock(&c->lock);
+		if (!running || waited >= ms)
+			return running;
+		nanosleep(&tick, NULL);
+	}
 }
 
 void ckfs_compactor_stop(struct ckfs_compactor *c)
@@ -147,7 +214,16 @@ void ckfs_compactor_stop(struct ckfs_compactor *c)
 	if (c->child > 0)
 		kill(c->child, SIGTERM);
 	pthread_mutex_unlock(&c->lock);
+	if (child_running(c, STOP_GRACE_MS)) {
+		pthread_mutex_lock(&c->lock);
+		if (c->child > 0) {
+			ck_warn("compaction did not stop within %d s of SIGTERM: killing it", STOP_GRACE_MS / 1000);
+			kill(c->child, SIGKILL);
+		}
+		pthread_mutex_unlock(&c->lock);
+	}
 	ckfs_ticker_stop(&c->ticker);
 	pthread_mutex_destroy(&c->lock);
+	free(c->ctl);
 	c->fs = NULL;
 }

@@ -2,7 +2,7 @@
  *
  * A writable mount compacts the store in the background (-o compact=SEC):
  * every SEC seconds, when the view gained a checkpoint since the last
- * compaction, ck_store_compact() runs in a forked child (the view holds
+ * compaction, `ckptctl compact` runs in a child process (the view holds
  * the store's LMDB environment open read-only, and one process must not
  * open it twice: see commit.c), and the view then follows what was
  * packed.  Reads of packed files go through the view (read.c), with the
@@ -28,6 +28,9 @@ struct ckfs_compactor {
 	pthread_mutex_t lock;       /* child, stopping */
 	pid_t child;                /* compaction under way, or 0 */
 	int stopping;
+	char *ctl;                  /* the ckptctl beside this executable, or NULL */
+	char *argv[7];              /* its command line, built before any fork */
+	char keep_raw[16];
 };
 
 /* Starts the thread (secs > 0).  0 or -errno. */
