@@ -79,6 +79,26 @@ grep -q "kept .*run1/checkpoint-50/model.pt" "$tmp/part.out" || { cat "$tmp/part
 holds "$tmp/part" "after gc of partial saves"
 grep -q " 1 packed" "$tmp/check.out" || { cat "$tmp/check.out"; fail "the kept packed file is not read back"; }
 
+# A checkpoint compacted while it was the newest is mapped, not packed:
+# older deltas rest on its raw bytes, so gc keeps it until compaction
+# packs it.
+"$TORCH_PYTHON" "$CKPT_SRCDIR/tests/py/packs_make.py" "$tmp/run3" 7 13
+mkdir -p "$tmp/later" && mv "$tmp/run3/checkpoint-70" "$tmp/later/"
+"$CKPTCTL" init "$tmp/raw" >/dev/null
+"$CKPTCTL" import "$tmp/raw" "$tmp/run3" >/dev/null
+"$CKPTCTL" compact -q --anchor-interval $K "$tmp/raw" || fail "compact (raw refs)"
+mv "$tmp/later/checkpoint-70" "$tmp/run3/"
+"$CKPTCTL" import "$tmp/raw" "$tmp/run3" >/dev/null
+"$CKPTCTL" gc --keep-last 1 --keep run3/checkpoint-20 "$tmp/raw" >"$tmp/raw.out" 2>&1 || { cat "$tmp/raw.out"; fail "gc (raw refs)"; }
+grep -q "run3/checkpoint-60: kept" "$tmp/raw.out" || { cat "$tmp/raw.out"; fail "checkpoint-60 not kept"; }
+[ "$("$CKPTCTL" ls "$tmp/raw" run3 | awk '$3 == "complete" { print $2 }' | tr '\n' ' ')" = \
+	"checkpoint-20 checkpoint-60 checkpoint-70 " ] || fail "gc (raw refs) did not keep 20, 60 and 70"
+holds "$tmp/raw" "gc keeping a raw reference"
+"$CKPTCTL" compact -q --anchor-interval $K "$tmp/raw" || fail "compact (raw refs, again)"
+"$CKPTCTL" gc --keep-last 1 --keep run3/checkpoint-20 "$tmp/raw" >"$tmp/raw.out" 2>&1 || { cat "$tmp/raw.out"; fail "gc (raw refs, again)"; }
+grep -q "^deleted       run3/checkpoint-60" "$tmp/raw.out" || { cat "$tmp/raw.out"; fail "checkpoint-60 not deleted once packed"; }
+holds "$tmp/raw" "gc once compacted"
+
 trial() {   # trial NAME: after the crash
 	holds "$tmp/st" "$1, right after the crash"
 	"$CKPTCTL" gc --keep-last 2 "$tmp/st" >"$tmp/gc.out" 2>&1 || { cat "$tmp/gc.out"; fail "$1: gc after the crash"; }
