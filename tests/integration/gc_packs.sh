@@ -60,6 +60,19 @@ echo "pack bytes $before -> $after"
 holds "$tmp/st" "reindexed after gc"
 want=$after
 
+# Once the checkpoints are deleted (ckptctl rm), a dry run's sweep
+# foretells the pack bytes to the byte.
+rm -rf "$tmp/dry" && cp -a "$tmp/pristine" "$tmp/dry"
+for c in 10 20 30 40; do
+	"$CKPTCTL" rm "$tmp/dry" run1/checkpoint-$c >/dev/null || fail "rm checkpoint-$c"
+done
+"$CKPTCTL" gc --dry-run "$tmp/dry" >"$tmp/dry.out" || { cat "$tmp/dry.out"; fail "gc --dry-run after rm"; }
+foretold=$(sed -n 's/^pack bytes: [0-9]* -> \([0-9]*\) .*/\1/p' "$tmp/dry.out")
+"$CKPTCTL" gc "$tmp/dry" >"$tmp/gc.out" || { cat "$tmp/gc.out"; fail "gc after rm"; }
+[ -n "$foretold" ] && [ "$foretold" = "$(pack_bytes "$tmp/dry")" ] ||
+	{ cat "$tmp/dry.out" "$tmp/gc.out"; fail "the dry run foretold '$foretold' pack bytes, gc left $(pack_bytes "$tmp/dry")"; }
+[ "$foretold" = "$want" ] || fail "gc after rm left $foretold pack bytes, gc --keep-last 2 $want"
+
 # --keep retains an older checkpoint beside the newest: checkpoint-30's
 # delta chains run through the deleted 40 and 50, whose chunks must stay.
 rm -rf "$tmp/keep" && cp -a "$tmp/pristine" "$tmp/keep"
