@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/packstore.h"
 #include "delete.h"
 #include "index.h"
 #include "manifest.h"
@@ -494,9 +495,26 @@ int ck_store_reclaim(struct ck_store *st, const char *series, uint64_t stamp, co
 	struct drop_plan *plans = NULL;
 	struct ck_delete_txn lt;
 	uint64_t *ids = NULL, now = 0;
-	size_t ncks = 0, nplans = 0, dropped = 0, i;
+	size_t ncks = 0, nplans = 0, dropped = 0, kept = 0, i;
 	int rc;
 
+	/* A file compaction mapped but left raw (a series' newest version
+	 * when it ran) holds the bytes that older versions' deltas and
+	 * deduplicated chunks are read from: it stays until a compaction
+	 * packs it (include/ckptfs/packstore.h). */
+	ids = malloc((n + 1) * sizeof(*ids));
+	if (!ids) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++) {
+		struct ck_file_pack_info pi;
+
+		if (ck_store_file_pack_info(st, file_ids[i], &pi) == 0 && pi.mapped && !pi.packed)
+			continue;
+		ids[kept++] = file_ids[i];
+	}
+	n = kept;
 	rc = ck_delete_begin(st, &lt, 1, err);
 	if (rc < 0)
 		goto out;
@@ -505,9 +523,6 @@ int ck_store_reclaim(struct ck_store *st, const char *series, uint64_t stamp, co
 		rc = ck_fail(err, EAGAIN, "series %s changed meanwhile", series);
 		goto out;
 	}
-	ids = malloc((n + 1) * sizeof(*ids));
-	if (rc == 0 && !ids)
-		rc = -ENOMEM;
 	if (rc == 0)
 		rc = ck_txn_list_checkpoints(lt.txn, st, series, &cks, &ncks);
 	plans = rc == 0 ? calloc(ncks + 1, sizeof(*plans)) : NULL;
@@ -517,7 +532,6 @@ int ck_store_reclaim(struct ck_store *st, const char *series, uint64_t stamp, co
 		ck_fail(err, -rc, "%s: cannot read the index: %s", st->path, strerror(-rc));
 		goto out;
 	}
-	memcpy(ids, file_ids, n * sizeof(*ids));
 	qsort(ids, n, sizeof(*ids), id_cmp);
 	rc = make_plans(lt.txn, st, cks, ncks, ids, n, plans, &nplans);
 	for (i = 0; i < nplans && rc == 0; i++)
