@@ -32,6 +32,7 @@
 
 #define GC_DEFAULT_PCT 50
 #define GC_TMP_SUFFIX ".gc.tmp"
+#define PACKS_PAST_CUR 64     /* chunk entries naming a pack further on are damage */
 
 /* A set of chunk hashes: open addressing with a separate "used" byte, so
  * that every hash value (zero included) can be held. */
@@ -302,18 +303,20 @@ static int collect_chunks(struct sweep *s, MDB_txn *txn)
 			rc = ck_fail(s->err, EIO, "index: a chunk entry that does not parse");
 			break;
 		}
-		if (!live) {
+		if (l.where == CK_CHUNK_PACKED && l.pack_id > s->pack_cur + PACKS_PAST_CUR) {
+			/* Compaction numbers packs from pack_cur on; a rebuild may
+			 * find records in a few packs past it, never thousands. */
+			rc = ck_fail(s->err, EIO, "index: a chunk in pack %u, the current pack is %llu", l.pack_id,
+				     (unsigned long long)s->pack_cur);
+		} else if (l.where == CK_CHUNK_PACKED && !pack_use_at(s, l.pack_id)) {
+			rc = -ENOMEM;   /* every pack an entry names is the store's, dead or not */
+		} else if (!live) {
 			rc = push((void **)&s->dead, &s->ndead, &s->capdead, sizeof(h), &h);
 		} else if (l.where == CK_CHUNK_PACKED) {
 			struct move m = { .h = h, .pack_id = l.pack_id, .offset = l.offset };
-			struct pack_use *p = pack_use_at(s, l.pack_id);
 
-			if (!p)
-				rc = -ENOMEM;
-			else
-				p->live += CK_PACK_REC_HEADER + (uint64_t)l.enc_len;
-			if (rc == 0)
-				rc = push((void **)&s->moves, &s->nmoves, &s->capmoves, sizeof(m), &m);
+			s->packs[l.pack_id].live += CK_PACK_REC_HEADER + (uint64_t)l.enc_len;
+			rc = push((void **)&s->moves, &s->nmoves, &s->capmoves, sizeof(m), &m);
 		}
 		if (live)
 			s->stats->live_chunks++;
@@ -365,7 +368,7 @@ static int gather(struct sweep *s)
 	if (rc < 0)
 		return ck_fail(s->err, -rc, "index: %s", strerror(-rc));
 	rc = meta_u64(txn, s->st, CK_META_PACK_CUR, &s->pack_cur);
-	if (rc == 0 && s->pack_cur > UINT32_MAX - 2)
+	if (rc == 0 && s->pack_cur > UINT32_MAX - PACKS_PAST_CUR - 2)
 		rc = -EIO;
 	if (rc == 0)
 		rc = collect_files(s, txn);
@@ -525,8 +528,11 @@ static int copy_records(struct sweep *s, uint32_t new_id, uint64_t *new_end)
  * relocated, the new pack made the current one. */
 static int apply(struct sweep *s, int new_pack, uint32_t new_id, uint64_t new_end)
 {
-	MDB_txn *txn;
+	MDB_txn *txn = NULL;
 	int rc = ck_mdb_errno(mdb_txn_begin(s->st->env, NULL, 0, &txn));
+
+	if (rc < 0)
+		txn = NULL;
 
 	for (size_t i = 0; i < s->ndead && rc == 0; i++) {
 		uint8_t key[16];
