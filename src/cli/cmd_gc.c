@@ -18,6 +18,7 @@
 
 struct gc_args {
 	unsigned keep_last;          /* 0: every live checkpoint is retained */
+	unsigned rewrite_below;      /* percent; 0: the sweep's default */
 	char **keep;                 /* --keep SERIES/CKPT */
 	size_t nkeep;
 	int dry_run, verbose, failed;
@@ -56,6 +57,15 @@ static int on_opt(void *ctx, int c, const char *arg)
 		}
 		a->keep = g;
 		a->keep[a->nkeep++] = (char *)arg;
+		return 0;
+	case 'r':
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (errno || end == arg || *end || arg[0] == '-' || v == 0 || v > 100) {
+			cli_error("--rewrite-below: expected a percentage 1..100, not '%s'", arg);
+			return CLI_USAGE;
+		}
+		a->rewrite_below = (unsigned)v;
 		return 0;
 	case 'n':
 		a->dry_run = 1;
@@ -236,7 +246,7 @@ static void delete_one(const char *dir, struct gc_args *a, const struct victim *
 
 static int sweep(const char *dir, struct gc_args *a)
 {
-	struct ck_sweep_opts so = { .dry_run = a->dry_run };
+	struct ck_sweep_opts so = { .dry_run = a->dry_run, .rewrite_below_pct = a->rewrite_below };
 	struct ck_error err = { { 0 } };
 	struct ck_sweep_stats s;
 	struct ck_store *st = cli_open_store(dir, a->dry_run);
@@ -268,6 +278,7 @@ static int sweep(const char *dir, struct gc_args *a)
 static const struct option opts[] = {
 	{ "keep-last", required_argument, NULL, 'N' },
 	{ "keep", required_argument, NULL, 'k' },
+	{ "rewrite-below", required_argument, NULL, 'r' },
 	{ "dry-run", no_argument, NULL, 'n' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ 0, 0, 0, 0 },
@@ -282,7 +293,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	const char *dir, *only;
 	int rc;
 
-	rc = cli_getopt(cmd, argc, argv, "N:k:nv", opts, on_opt, &a);
+	rc = cli_getopt(cmd, argc, argv, "N:k:r:nv", opts, on_opt, &a);
 	if (rc >= 0) {
 		free(a.keep);
 		return rc;
@@ -311,7 +322,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 
 const struct cli_cmd cli_cmd_gc = {
 	.name = "gc",
-	.args = "STORE [SERIES] [--keep-last N] [--keep SERIES/CKPT ...] [--dry-run] [-v]",
+	.args = "STORE [SERIES] [--keep-last N] [--keep SERIES/CKPT ...] [--rewrite-below PCT] [--dry-run] [-v]",
 	.summary = "delete old checkpoints and free what nothing retained uses",
 	.help = "Per series (or only SERIES), retains the newest N live checkpoints (default:\n"
 		"all of them) and every --keep one, and deletes the others as `ckptctl rm`\n"
@@ -325,6 +336,9 @@ const struct cli_cmd cli_cmd_gc = {
 		"\n"
 		"  -N, --keep-last N      retain the newest N live checkpoints of each series\n"
 		"  -k, --keep SERIES/CKPT retain this checkpoint too (repeatable)\n"
+		"  -r, --rewrite-below P  rewrite packs whose live records fill less than P %\n"
+		"                         of them (1..100, default 50; 100: every pack with\n"
+		"                         a dead byte)\n"
 		"  -n, --dry-run          print what would be deleted and freed; change nothing\n"
 		"  -v, --verbose          every file kept, freed or dropped\n"
 		"\n"

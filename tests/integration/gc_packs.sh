@@ -112,6 +112,28 @@ holds "$tmp/raw" "gc keeping a raw reference"
 grep -q "^deleted       run3/checkpoint-60" "$tmp/raw.out" || { cat "$tmp/raw.out"; fail "checkpoint-60 not deleted once packed"; }
 holds "$tmp/raw" "gc once compacted"
 
+# gc while a compaction of another series runs: compaction opens its pack
+# before it takes the locks, and re-reads the pack position under them, so
+# it never appends to a pack gc emptied meanwhile.  The commit lock, held
+# here while both start, makes them meet.
+rm -rf "$tmp/conc" && cp -a "$tmp/pristine" "$tmp/conc"
+for c in 10 20 30 40; do
+	"$CKPTCTL" rm "$tmp/conc" run1/checkpoint-$c >/dev/null || fail "rm checkpoint-$c (concurrent)"
+done
+"$CKPTCTL" import "$tmp/conc" "$tmp/run3" >/dev/null
+command -v flock >/dev/null && { flock -x "$tmp/conc/commit.lock" -c "sleep 0.5" & }
+sleep 0.1
+"$CKPTCTL" compact -q --anchor-interval $K "$tmp/conc" &
+pid=$!
+sleep 0.1
+"$CKPTCTL" gc --rewrite-below 100 "$tmp/conc" >"$tmp/conc.out" 2>&1 || { cat "$tmp/conc.out"; fail "gc beside compaction"; }
+wait $pid || fail "compaction beside gc"
+wait
+holds "$tmp/conc" "gc beside compaction"
+"$CKPTCTL" compact -q --anchor-interval $K "$tmp/conc" || fail "compaction after gc"
+holds "$tmp/conc" "compaction after gc beside compaction"
+grep -q " 21 packed" "$tmp/check.out" || { cat "$tmp/check.out"; fail "compaction beside gc packed too little"; }
+
 trial() {   # trial NAME: after the crash
 	holds "$tmp/st" "$1, right after the crash"
 	"$CKPTCTL" gc --keep-last 2 "$tmp/st" >"$tmp/gc.out" 2>&1 || { cat "$tmp/gc.out"; fail "$1: gc after the crash"; }
