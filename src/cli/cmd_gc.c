@@ -117,13 +117,31 @@ static void victims_free(struct victim *v, size_t n)
 	free(v);
 }
 
+static int add_victim(struct victim **v, size_t *nv, const char *series, const char *name)
+{
+	struct victim *g = realloc(*v, (*nv + 1) * sizeof(**v));
+
+	if (!g)
+		return -ENOMEM;
+	*v = g;
+	g[*nv].series = strdup(series);
+	g[*nv].name = strdup(name);
+	if (!g[*nv].series || !g[*nv].name) {
+		free(g[*nv].series);
+		free(g[*nv].name);
+		return -ENOMEM;
+	}
+	(*nv)++;
+	return 0;
+}
+
 /* The live checkpoints of series that neither --keep-last nor --keep
  * retains, appended to *v. */
 static int pick_series(struct ck_store *st, const struct gc_args *a, const char *series, struct victim **v,
 		       size_t *nv)
 {
 	struct ck_ckpt_info *ck;
-	size_t n, live = 0, seen = 0;
+	size_t n, live = 0, seen = 0, first_retained;
 	int rc = ck_store_list_checkpoints(st, series, &ck, &n);
 
 	if (rc < 0) {
@@ -132,27 +150,18 @@ static int pick_series(struct ck_store *st, const struct gc_args *a, const char 
 	}
 	for (size_t i = 0; i < n; i++)
 		live += !ck[i].deleted;
-	/* Ascending steps: the newest keep_last live ones come last. */
+	/* Ascending steps: the newest keep_last live ones come last (no
+	 * --keep-last retains them all). */
+	first_retained = a->keep_last && live > a->keep_last ? live - a->keep_last : 0;
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		struct victim *g;
-
-		if (ck[i].deleted || !a->keep_last || seen++ + a->keep_last >= live ||
-		    kept_by_name(a, series, ck[i].name))
+		if (ck[i].deleted || seen++ >= first_retained || kept_by_name(a, series, ck[i].name))
 			continue;
 		if (holds_raw_references(st, &ck[i])) {
 			cli_error("%s/%s: kept: older packed versions rest on its raw files "
 				  "(run ckptctl compact first)", series, ck[i].name);
 			continue;
 		}
-		g = realloc(*v, (*nv + 1) * sizeof(**v));
-		if (!g)
-			rc = -ENOMEM;
-		else if (*v = g, (g[*nv].series = strdup(series)) == NULL)
-			rc = -ENOMEM;
-		else if ((g[*nv].name = strdup(ck[i].name)) == NULL)
-			free(g[*nv].series), rc = -ENOMEM;
-		else
-			(*nv)++;
+		rc = add_victim(v, nv, series, ck[i].name);
 	}
 	if (rc == -ENOMEM)
 		cli_error("out of memory");
