@@ -92,6 +92,30 @@ grep -q "kept .*run1/checkpoint-50/model.pt" "$tmp/part.out" || { cat "$tmp/part
 holds "$tmp/part" "after gc of partial saves"
 grep -q " 1 packed" "$tmp/check.out" || { cat "$tmp/check.out"; fail "the kept packed file is not read back"; }
 
+# Checkpoints committed through the store (STORE/data): compaction drops
+# the raw files of packed ones but the newest, gc their packed chunks; the
+# store's bytes on disk go down and its data holds the retained ones only.
+"$CKPTCTL" init "$tmp/own" >/dev/null
+mkdir -p "$tmp/own/staging/run1"
+for c in 10 20 30 40 50 60; do
+	cp -r "$tmp/run1/checkpoint-$c" "$tmp/own/staging/run1/"
+	"$CKPTCTL" commit "$tmp/own" run1/checkpoint-$c >/dev/null || fail "commit checkpoint-$c"
+done
+"$CKPTCTL" compact -q --keep-raw 1 --anchor-interval $K "$tmp/own" || fail "compact (owned)"
+own_before=$(du -sb "$tmp/own" | cut -f1)
+"$CKPTCTL" gc --keep-last 2 "$tmp/own" >"$tmp/own.out" || { cat "$tmp/own.out"; fail "gc (owned)"; }
+own_after=$(du -sb "$tmp/own" | cut -f1)
+[ "$own_after" -lt "$own_before" ] || fail "gc (owned): the store did not shrink: $own_before -> $own_after bytes"
+[ "$(ls "$tmp/own/data/run1" | tr '\n' ' ')" = "checkpoint-50 checkpoint-60 " ] ||
+	fail "gc (owned): data/run1 holds $(ls "$tmp/own/data/run1" | tr '\n' ' ')"
+"$CKPTCTL" verify "$tmp/own" >"$tmp/verify.out" 2>&1 || { cat "$tmp/verify.out"; fail "gc (owned): verify"; }
+# Compaction removed checkpoint-50's raw files: the saved originals, put
+# back where they were for the comparison, must equal its packed bytes.
+cp "$tmp/run1/checkpoint-50/"* "$tmp/own/data/run1/checkpoint-50/"
+"$check" "$tmp/own" $K >"$tmp/check.out" 2>&1 || { cat "$tmp/check.out"; fail "gc (owned): read back"; }
+grep -q " 3 packed, 5[0-9]* bytes equal" "$tmp/check.out" || { cat "$tmp/check.out"; fail "gc (owned): checkpoint-50 not read back"; }
+echo "committed checkpoints: the store $own_before -> $own_after bytes"
+
 # A checkpoint compacted while it was the newest is mapped, not packed:
 # older deltas rest on its raw bytes, so gc keeps it until compaction
 # packs it.
