@@ -268,10 +268,14 @@ int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct c
 	if (!st)
 		return ck_fail(err, ENOMEM, "out of memory");
 	st->readonly = readonly;
-	st->path = strdup(dir);
+	/* Absolute, so that paths built from it (store-owned files under
+	 * data/, manifests) compare equal to the absolute src_path of files
+	 * whichever directory a command was run from. */
+	st->path = realpath(dir, NULL);
 	if (!st->path) {
+		rc = errno;
 		free(st);
-		return ck_fail(err, ENOMEM, "out of memory");
+		return ck_fail(err, rc, "%s: %s", dir, strerror(rc));
 	}
 	idx = path_join(dir, CK_STORE_INDEX_DIR);
 	if (!idx) {
