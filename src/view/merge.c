@@ -2,7 +2,7 @@
  *
  * merge(older, newer) is Python's {**older, **newer} applied recursively to
  * dicts (OrderedDicts included, and their BUILD state such as a state
- * dict's _metadata): keys keep the older dict's order, values come from the
+ * dict's _metadata; the newer dict's type wins): keys keep the older dict's order, values come from the
  * newer dict where it has the key, and keys only the newer dict has follow
  * in its order.  Anything that is not a dict on both sides (tensors, lists,
  * tuples, scalars, objects) comes whole from the newer tree.  So a partial
@@ -139,8 +139,13 @@ static int merge_dicts(struct merge_ctx *m, struct pk_node *older, struct pk_nod
 		    (rc = pk_append(m->doc, res, newer->items[2 * j + 1])))
 			goto out;
 	}
-	/* Attribute state (OrderedDict BUILD, e.g. a state dict's _metadata). */
-	if (older->state && newer->state) {
+	/* Attribute state (OrderedDict BUILD, e.g. a state dict's _metadata).
+	 * The newer dict's type wins, and a plain dict has no attributes: a
+	 * filtered save ({k: v for ...}) over a state_dict() drops _metadata,
+	 * as Python's merge would. */
+	if (!newer->cls) {
+		state = NULL;
+	} else if (older->state && newer->state) {
 		rc = merge_node(m, older->state, newer->state, depth + 1, &state);
 		if (rc)
 			goto out;

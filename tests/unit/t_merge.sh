@@ -21,7 +21,7 @@ def ref_merge(old, new):
         for k, v in new.items():
             if k not in old:
                 out[k] = v
-        if hasattr(new, "_metadata") or hasattr(old, "_metadata"):
+        if isinstance(out, OD) and (hasattr(new, "_metadata") or hasattr(old, "_metadata")):
             out._metadata = ref_merge(getattr(old, "_metadata", None), getattr(new, "_metadata", None)) \
                 if hasattr(old, "_metadata") and hasattr(new, "_metadata") else \
                 getattr(new, "_metadata", getattr(old, "_metadata", None))
@@ -50,6 +50,8 @@ cases = [
     ("OrderedDict _metadata merges too",
      [sd(["a", "b"], 1, OD([("", {"version": 1}), ("a", {"version": 2})])),
       sd(["b"], 2, OD([("b", {"version": 3})]))], "merged"),
+    ("plain-dict filtered save over a state dict: the plain type wins, no _metadata",
+     [sd(["a", "b", "c"], 1, OD([("", {"version": 1})])), {"b": (2, "b")}], "merged"),
     ("newest non-dict replaces older dict", [{"a": {"b": 1}}, {"a": 7}], "newest"),
     ("different key order is reordered like {**old, **new}", [{"a": 1, "b": 2}, {"b": 3, "a": 4}], "merged"),
 ]
@@ -71,7 +73,7 @@ for name, versions, expect_kind in cases:
     for v in versions[1:]:
         expect = ref_merge(expect, v)
     got = pickle.load(open(out, "rb"))
-    ok = got == expect and list(got.keys()) == list(expect.keys()) and r.stdout.strip() == expect_kind
+    ok = type(got) is type(expect) and got == expect and list(got.keys()) == list(expect.keys()) and r.stdout.strip() == expect_kind
     if ok and hasattr(expect, "_metadata"):
         ok = getattr(got, "_metadata", None) == expect._metadata
     if ok and isinstance(expect, dict):
