@@ -153,7 +153,7 @@ const struct cli_cmd cli_cmd_compact = {
 		"the mount go on meanwhile; a crash at any point leaves a consistent store.\n"
 		"\n"
 		"  -s, --series S           only series S\n"
-		"  -k, --anchor-interval K  the longest delta chain (1..64, default 8)\n"
+		"  -k, --anchor-interval K  the longest delta chain (1..64, default 4)\n"
 		"  -r, --keep-raw N         remove the raw files the store owns (under STORE/data)\n"
 		"                           of packed checkpoints, except the newest N of a series\n"
 		"                           (default 0: keep them all)\n"
