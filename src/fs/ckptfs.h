@@ -338,8 +338,19 @@ void ckfs_grace_schedule(struct ckfs_grace *g, const char *series, const char *d
  * just been closed (markers.c). */
 void ckfs_marker_rescan(struct ckfs *fs);
 
-/* After a commit, with the request answered: the view follows the index
- * and the kernel forgets the names and listings that changed. */
+/* After a commit the view follows the index and the kernel forgets the
+ * names and listings that changed, in two steps:
+ *  - ckfs_view_catch_up: the view and the inodes it changed.  Before a
+ *    rename or setxattr commit is answered, so that the trainer's next
+ *    mkdir or create cannot race a series reload (it failed with ENOENT);
+ *    inode invalidations take no directory lock;
+ *  - ckfs_inval_commit_names: names of series a reload replaced (in the
+ *    root), then old_name and new_name in dir.  Only after the answer:
+ *    the kernel holds dir's lock until then, and taking its parent's
+ *    lock while it is held could deadlock with an rmdir.
+ * ckfs_after_commit does both (commits that answer no request). */
+void ckfs_view_catch_up(struct ckfs *fs);
+void ckfs_inval_commit_names(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);
 void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);
 
 /* Kernel tuning that only root may do (tune.c).  Both log what they did

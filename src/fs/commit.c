@@ -96,7 +96,7 @@ static void inval_entry(struct ckfs *fs, fuse_ino_t dir, const char *name)
 		ck_debug("invalidating %s: %s", name, strerror(-rc));
 }
 
-void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name)
+void ckfs_view_catch_up(struct ckfs *fs)
 {
 	uint64_t changed[64];
 	size_t n = 0;
@@ -111,11 +111,21 @@ void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, co
 
 		fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
 	}
+}
+
+void ckfs_inval_commit_names(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name)
+{
 	ckfs_forget_hidden(fs->view, fs->se, fs->root_ino);	/* a reloaded series' old name */
 	if (!dir)
-		return;	/* a new series: the root changed above */
+		return;	/* a new series: the root changed in the catch-up */
 	inval_entry(fs, dir, old_name);
 	if (!old_name || strcmp(old_name, new_name) != 0)
 		inval_entry(fs, dir, new_name);
 	fuse_lowlevel_notify_inval_inode(fs->se, dir, 0, 0);
+}
+
+void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name)
+{
+	ckfs_view_catch_up(fs);
+	ckfs_inval_commit_names(fs, dir, old_name, new_name);
 }

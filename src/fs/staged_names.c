@@ -331,8 +331,8 @@ static int is_commit_rename(struct ckfs *fs, const char *series, const char *fro
 	return is_temp_name(from) || ckfs_step_of(fs, series, from, &step) != 0;
 }
 
-/* Commits top directory name of series (c) as final and answers req;
- * then lets the view and the kernel catch up.  A rename commit does not
+/* Commits top directory name of series (c) as final and answers req once
+ * the view caught up (see ckfs_view_catch_up).  A rename commit does not
  * wait for closes (the kernel may still be releasing the last file). */
 void ckfs_commit_and_reply(fuse_req_t req, struct ckfs *fs, fuse_ino_t dir, const char *series,
 			   const char *name, const char *final)
@@ -349,8 +349,9 @@ void ckfs_commit_and_reply(fuse_req_t req, struct ckfs *fs, fuse_ino_t dir, cons
 	if (path && lstat(path, &st) != 0 && errno == ENOENT)
 		ckfs_staging_removed(fs->staging, 0, series, name);
 	free(path);
+	ckfs_view_catch_up(fs);
 	fuse_reply_err(req, -rc);
-	ckfs_after_commit(fs, dir, name, final);
+	ckfs_inval_commit_names(fs, dir, name, final);
 }
 
 void ckfs_rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
