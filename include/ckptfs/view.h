@@ -100,6 +100,9 @@ const char *ck_vnode_name(const struct ck_vnode *n);
 /* Whether n is a series directory: the current one, or one a reload
  * replaced (the kernel may still hold it for a moment). */
 int ck_vnode_is_series_dir(struct ck_view *v, const struct ck_vnode *n);
+/* The format of a file node's newest version, an enum ck_file_kind
+ * (ckptfs/store.h); CK_FILE_OTHER (0) for directories. */
+int ck_vnode_file_kind(const struct ck_vnode *n);
 /* Attributes.  For composite files this resolves the composite (cached) to
  * know the size; errors are -EIO / -ESTALE with a log line naming the file. */
 int ck_view_getattr(struct ck_view *v, const struct ck_vnode *n, struct ck_vattr *out);

@@ -53,6 +53,7 @@ struct ckfs_config {
 	size_t nmarker_files;
 	double marker_grace;    /* s of quiet after an HF or user marker */
 	unsigned compact_secs;  /* writable mount: compact every N s after a commit; 0 = never */
+	int direct_io;          /* CKFS_DIO_*: which committed files bypass the page cache */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
@@ -71,6 +72,19 @@ enum {
 	CKFS_MARK_MEGATRON = 1u << 2,   /* SERIES/latest_checkpointed_iteration.txt */
 	CKFS_MARK_DEEPSPEED = 1u << 3,  /* SERIES/latest */
 	CKFS_MARK_ALL = 0xfu,
+};
+
+/* -o direct_io=: which committed files are opened with FOPEN_DIRECT_IO.
+ * torch.save files by default: torch.load reads them with read() into
+ * fresh memory, which direct I/O fills by pinning the pages (no page
+ * fault per 4 KiB as a copy from the page cache takes), and torch.load
+ * with mmap=True maps them MAP_PRIVATE, which direct I/O allows.
+ * safetensors and numpy map their files MAP_SHARED, which FUSE refuses
+ * on direct I/O files before libfuse 3.17: they keep the page cache. */
+enum {
+	CKFS_DIO_NONE,
+	CKFS_DIO_TORCH,
+	CKFS_DIO_ALL,
 };
 
 /* Exit statuses of ckptfs (documented in ckptfs.1). */

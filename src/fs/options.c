@@ -46,7 +46,7 @@ static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
 	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
 	"subtype", "refresh", "commit_idle", "commit_markers", "marker_grace",
-	"cache_size", "compact", NULL,
+	"cache_size", "compact", "direct_io", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -240,6 +240,17 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 			cfg->view.cache_bytes = (uint64_t)mib << 20;
 		return rc;
 	}
+	if (KEY("direct_io") && val) {
+		if (strcmp(val, "none") == 0)
+			cfg->direct_io = CKFS_DIO_NONE;
+		else if (strcmp(val, "torch") == 0)
+			cfg->direct_io = CKFS_DIO_TORCH;
+		else if (strcmp(val, "all") == 0)
+			cfg->direct_io = CKFS_DIO_ALL;
+		else
+			return bad_value(opt, "torch, none or all");
+		return 0;
+	}
 	if (KEY("compact") && val)
 		return parse_uint(opt, val, 0, 86400 * 7, &cfg->compact_secs);
 	if (KEY("commit_markers") && val)
@@ -335,6 +346,7 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->refresh_secs = 5;
 	cfg->view.cache_bytes = CK_VIEW_DEFAULT_CACHE;
 	cfg->compact_secs = 60;
+	cfg->direct_io = CKFS_DIO_TORCH;
 	cfg->markers = CKFS_MARK_ALL;
 	cfg->marker_grace = 1;
 }
@@ -509,6 +521,8 @@ void ckfs_print_help(const char *progname)
 	       "    -o compact=SEC         writable mount: pack committed checkpoints every SEC\n"
 	       "                           seconds after a commit, removing the raw files of all\n"
 	       "                           but the newest of each series (default 60; 0 = never)\n"
+	       "    -o direct_io=WHICH     committed files read without the page cache: torch\n"
+	       "                           (torch.save files, default), none or all\n"
 	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
 	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
 	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "ckptfs.h"
+#include "ckptfs/store.h"
 
 /* Extents a read usually needs; more come from the heap. */
 #define STACK_EXTENTS 32
@@ -44,9 +45,11 @@ void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)f;
-	/* Committed files never change: keep the page cache across opens.
-	 * Not direct_io, which would stop mmap (safetensors) on libfuse 3.14. */
+	/* Committed files never change: keep the page cache across opens,
+	 * or bypass it (-o direct_io, see CKFS_DIO_TORCH). */
 	fi->keep_cache = 1;
+	fi->direct_io = fs->cfg->direct_io == CKFS_DIO_ALL ||
+			(fs->cfg->direct_io == CKFS_DIO_TORCH && ck_vnode_file_kind(n) == CK_FILE_TORCH);
 	fi->noflush = 1;
 	/* -ENOENT: the open was interrupted and no release will come. */
 	if (fuse_reply_open(req, fi) == -ENOENT)

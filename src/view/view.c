@@ -1007,3 +1007,8 @@ int ck_vnode_is_series_dir(struct ck_view *v, const struct ck_vnode *n)
 {
 	return n && n->is_dir && !n->ckpt && n->parent == v->nodes[0];
 }
+
+int ck_vnode_file_kind(const struct ck_vnode *n)
+{
+	return n && !n->is_dir && n->nversions ? (int)n->versions[0].pf->info.kind : CK_FILE_OTHER;
+}

@@ -28,6 +28,18 @@ def read_mmapped(path):
             return bytes(m)
 
 
+def read_mapped_private(path):
+    """The file's bytes through a private mapping, as torch.load(mmap=True)
+    maps torch.save files (ckptfs opens those with direct I/O, which FUSE
+    allows to be mapped MAP_PRIVATE only)."""
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            return b""
+        with mmap.mmap(f.fileno(), size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ) as m:
+            return bytes(m)
+
+
 def assert_not_served(mnt_path, physical_path=None):
     """A refused file is either absent from the mount or unreadable; whatever
     bytes a failing read returned first must be the physical file's own.

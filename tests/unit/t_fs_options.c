@@ -127,6 +127,19 @@ static void test_our_options(void)
 	CHECK(cfg.compact_secs == 5);
 	ckfs_config_free(&cfg);
 
+	/* Direct I/O: torch.save files by default. */
+	CHECK(parse(&cfg, "/s", "/m", NULL) == 0);
+	CHECK(cfg.direct_io == CKFS_DIO_TORCH);
+	ckfs_config_free(&cfg);
+	CHECK(parse(&cfg, "/s", "/m", "-o", "direct_io=none", NULL) == 0);
+	CHECK(cfg.direct_io == CKFS_DIO_NONE);
+	ckfs_config_free(&cfg);
+	CHECK(parse(&cfg, "/s", "/m", "-o", "direct_io=all", NULL) == 0);
+	CHECK(cfg.direct_io == CKFS_DIO_ALL);
+	ckfs_config_free(&cfg);
+	CHECK(parse(&cfg, "/s", "/m", "-o", "direct_io=some", NULL) != 0);
+	ckfs_config_free(&cfg);
+
 	/* After --, everything is positional. */
 	CHECK(parse(&cfg, "--", "-store", "-mnt", NULL) == 0);
 	CHECK(!strcmp(cfg.store, "-store") && !strcmp(cfg.mountpoint, "-mnt"));
