@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "ckptfs/log.h"
+#include "ckptfs/memtune.h"
 #include "cli.h"
 
 static const struct cli_cmd *const commands[] = {
@@ -58,6 +59,7 @@ int main(int argc, char **argv)
 {
 	const struct cli_cmd *cmd;
 
+	ck_tune_malloc();
 	ck_log_init("ckptctl", 0, CK_LOG_WARN);
 	if (argc < 2) {
 		usage(stderr);

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "ckptfs.h"
+#include "ckptfs/memtune.h"
 #include "ckptfs/store.h"
 #include "packs.h"
 
@@ -384,6 +385,7 @@ int main(int argc, char **argv)
 	struct mount_run run;
 	int status, rc;
 
+	ck_tune_malloc();
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&run, 0, sizeof(run));
 	run.cfg = &cfg;

@@ -1,0 +1,13 @@
+/* Process-wide malloc tuning for ckptfs and ckptctl. */
+#ifndef CKPTFS_MEMTUNE_H
+#define CKPTFS_MEMTUNE_H
+
+/* Keeps freed chunk-sized blocks (up to 1 MiB and a little more: decoded
+ * chunks, cache entries, codec buffers) in the heap for reuse, instead of
+ * glibc's default of giving blocks above its mmap threshold back to the
+ * kernel: every fresh block is a page fault per 4 KiB when first written,
+ * which on virtual machines costs more than the copy that writes it
+ * (compaction spent half its time in them).  Call first thing in main(). */
+void ck_tune_malloc(void);
+
+#endif
