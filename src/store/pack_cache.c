@@ -177,6 +177,18 @@ int ck_chunk_cache_has(struct ck_chunk_cache *c, struct ck_hash128 h)
 	return has;
 }
 
+void ck_chunk_cache_grow(struct ck_chunk_cache *c, uint64_t max_bytes)
+{
+	for (int i = 0; i < SHARDS; i++) {
+		struct shard *s = &c->s[i];
+
+		pthread_mutex_lock(&s->lock);
+		if (s->max < max_bytes / SHARDS)
+			s->max = max_bytes / SHARDS;
+		pthread_mutex_unlock(&s->lock);
+	}
+}
+
 static void evict_one(struct shard *s)
 {
 	struct entry *e = s->lru.prev;

@@ -49,7 +49,12 @@ struct compact {
 					  * (older) version's references, without decoding */
 };
 
-#define RECENT_CACHE_BYTES (256u << 20)
+/* The recent cache must hold the newer version of the file being packed:
+ * it starts small and grows to twice the largest file mapped, up to
+ * RECENT_CACHE_MAX.  Every byte of it is fresh memory the first time,
+ * a page fault per 4 KiB, so a cache larger than the files costs time. */
+#define RECENT_CACHE_MIN (32ull << 20)
+#define RECENT_CACHE_MAX (256ull << 20)
 
 /* The crash test hook (staging.h) at stage, and at "stage-N" during the
  * N-th checkpoint written (from 1), so that tests can stop any of them. */
@@ -383,6 +388,7 @@ static int map_file(struct compact *c, MDB_txn *txn, struct fver *v, int pack, c
 	int fd = -1, rc;
 
 	memset(map, 0, sizeof(*map));
+	ck_chunk_cache_grow(c->recent, v->f->size < RECENT_CACHE_MAX / 2 ? 2 * v->f->size : RECENT_CACHE_MAX);
 	map->flags = pack ? CK_FMAP_PACKED : 0;
 	map->size = v->f->size;
 	map->nchunks = (uint32_t)v->lay.n;
@@ -779,7 +785,7 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 	copts.level = c.o->level;
 	ck_pack_fds_init(&c.fds);
 	c.raw = malloc(CK_CHUNK_MAX);
-	if (!c.raw || ck_decoder_init(&c.dec) < 0 || ck_chunk_cache_new(RECENT_CACHE_BYTES, &c.recent) < 0) {
+	if (!c.raw || ck_decoder_init(&c.dec) < 0 || ck_chunk_cache_new(RECENT_CACHE_MIN, &c.recent) < 0) {
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto out;
 	}
