@@ -74,13 +74,13 @@ enum {
 	CKFS_MARK_ALL = 0xfu,
 };
 
-/* -o direct_io=: which committed files are opened with FOPEN_DIRECT_IO.
- * torch.save files by default: torch.load reads them with read() into
- * fresh memory, which direct I/O fills by pinning the pages (no page
- * fault per 4 KiB as a copy from the page cache takes), and torch.load
- * with mmap=True maps them MAP_PRIVATE, which direct I/O allows.
- * safetensors and numpy map their files MAP_SHARED, which FUSE refuses
- * on direct I/O files before libfuse 3.17: they keep the page cache. */
+/* -o direct_io=: which committed files are opened with FOPEN_DIRECT_IO
+ * (none by default).  torch: torch.save files, which torch.load reads
+ * with read() (direct I/O fills its buffers by pinning the pages) or
+ * maps MAP_PRIVATE (mmap=True), which direct I/O allows; it helps a
+ * first load and costs repeated ones (docs/bench.md).  safetensors and
+ * numpy map their files MAP_SHARED, which FUSE refuses on direct I/O
+ * files before libfuse 3.17: only `all` gives them direct I/O. */
 enum {
 	CKFS_DIO_NONE,
 	CKFS_DIO_TORCH,

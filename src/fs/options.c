@@ -346,7 +346,7 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->refresh_secs = 5;
 	cfg->view.cache_bytes = CK_VIEW_DEFAULT_CACHE;
 	cfg->compact_secs = 60;
-	cfg->direct_io = CKFS_DIO_TORCH;
+	cfg->direct_io = CKFS_DIO_NONE;
 	cfg->markers = CKFS_MARK_ALL;
 	cfg->marker_grace = 1;
 }
@@ -521,8 +521,8 @@ void ckfs_print_help(const char *progname)
 	       "    -o compact=SEC         writable mount: pack committed checkpoints every SEC\n"
 	       "                           seconds after a commit, removing the raw files of all\n"
 	       "                           but the newest of each series (default 60; 0 = never)\n"
-	       "    -o direct_io=WHICH     committed files read without the page cache: torch\n"
-	       "                           (torch.save files, default), none or all\n"
+	       "    -o direct_io=WHICH     committed files read without the page cache: none\n"
+	       "                           (default), torch (torch.save files) or all\n"
 	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
 	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
 	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"

@@ -46,7 +46,7 @@ void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	fi->fh = (uint64_t)(uintptr_t)f;
 	/* Committed files never change: keep the page cache across opens,
-	 * or bypass it (-o direct_io, see CKFS_DIO_TORCH). */
+	 * or bypass it (-o direct_io, see CKFS_DIO_NONE). */
 	fi->keep_cache = 1;
 	fi->direct_io = fs->cfg->direct_io == CKFS_DIO_ALL ||
 			(fs->cfg->direct_io == CKFS_DIO_TORCH && ck_vnode_file_kind(n) == CK_FILE_TORCH);

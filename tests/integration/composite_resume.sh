@@ -36,4 +36,21 @@ getfattr --absolute-names -n user.ckptfs.sources --only-values "$tmp/mnt/run/che
 echo "user.ckptfs.sources of model.pt: $(head -c 300 "$tmp/sources.json")..."
 ck_py composite_check.py provenance "$tmp/run" "$tmp/mnt/run" "$tmp/show"
 
+# -o direct_io=torch: the torch.save files read, load and map (privately,
+# as torch.load(mmap=True) does) the same as through the page cache.
+ck_mount "$tmp/store" "$tmp/dio" -o ro,direct_io=torch
+for f in model.pt optimizer.pt scheduler.pt model.safetensors; do
+	cmp "$tmp/dio/run/checkpoint-20/$f" "$tmp/mnt/run/checkpoint-20/$f" || fail "direct_io=torch: $f differs"
+done
+PYTHONPATH="$CKPT_SRCDIR/tests/py" "$TORCH_PYTHON" - "$tmp/dio/run/checkpoint-20" "$tmp/mnt/run/checkpoint-20" <<'PY' ||
+import sys, torch, mountcheck
+dio, cached = sys.argv[1], sys.argv[2]
+for f in ("model.pt", "optimizer.pt"):
+    assert mountcheck.read_mapped_private(dio + "/" + f) == mountcheck.read_all(cached + "/" + f), f
+a, b = torch.load(dio + "/model.pt"), torch.load(cached + "/model.pt")
+assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+PY
+	fail "direct_io=torch: a private map or torch.load differs"
+ck_umount "$tmp/dio"
+
 ck_umount "$tmp/mnt"

@@ -127,12 +127,12 @@ static void test_our_options(void)
 	CHECK(cfg.compact_secs == 5);
 	ckfs_config_free(&cfg);
 
-	/* Direct I/O: torch.save files by default. */
+	/* Direct I/O: none by default. */
 	CHECK(parse(&cfg, "/s", "/m", NULL) == 0);
-	CHECK(cfg.direct_io == CKFS_DIO_TORCH);
-	ckfs_config_free(&cfg);
-	CHECK(parse(&cfg, "/s", "/m", "-o", "direct_io=none", NULL) == 0);
 	CHECK(cfg.direct_io == CKFS_DIO_NONE);
+	ckfs_config_free(&cfg);
+	CHECK(parse(&cfg, "/s", "/m", "-o", "direct_io=torch", NULL) == 0);
+	CHECK(cfg.direct_io == CKFS_DIO_TORCH);
 	ckfs_config_free(&cfg);
 	CHECK(parse(&cfg, "/s", "/m", "-o", "direct_io=all", NULL) == 0);
 	CHECK(cfg.direct_io == CKFS_DIO_ALL);
