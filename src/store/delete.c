@@ -417,7 +417,7 @@ out:
 	return rc;
 }
 
-static void plan_commit(struct drop_plan *p)
+static void plan_commit(struct ck_store *st, struct drop_plan *p)
 {
 	if (p->mtx.path)
 		ck_manifest_store_commit(&p->mtx);
@@ -428,6 +428,7 @@ static void plan_commit(struct drop_plan *p)
 		if (tomb)
 			ck_tombstone_unlink(tomb);
 		free(tomb);
+		ck_delete_drop_packmap(st, p->ck);
 	}
 }
 
@@ -548,7 +549,7 @@ int ck_store_reclaim(struct ck_store *st, const char *series, uint64_t stamp, co
 		if (rc < 0)
 			plan_rollback(&plans[i]);
 		else
-			plan_commit(&plans[i]);
+			plan_commit(st, &plans[i]);
 	}
 	if (rc < 0) {
 		ck_fail(err, -rc, "%s: cannot record the reclaim in the index: %s", st->path, strerror(-rc));

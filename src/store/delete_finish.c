@@ -29,6 +29,7 @@
 #include "delete.h"
 #include "index.h"
 #include "manifest.h"
+#include "pack_store.h"
 #include "staging.h"
 
 struct finish {
@@ -132,9 +133,18 @@ static int sweep(struct finish *f, const char *root, const char *rel)
 	return rc;
 }
 
+void ck_delete_drop_packmap(struct ck_store *st, const struct ck_ckpt_info *ck)
+{
+	char *packmap = ck_packmap_path(st->path, ck->series, ck->name);
+
+	if (packmap && unlink(packmap) < 0 && errno != ENOENT)
+		ck_warn("%s: cannot remove: %s", packmap, strerror(errno));
+	free(packmap);
+}
+
 /* 4: the record and the manifest of a checkpoint with nothing left, in one
  * transaction (the manifest kept as a hard link until it commits), then
- * the tombstone. */
+ * the tombstone and the packmap. */
 static int remove_checkpoint(struct finish *f, const char *mpath, struct ck_error *err)
 {
 	char *tomb = ck_tombstone_path(mpath), backup[PATH_MAX + 32];
@@ -162,6 +172,7 @@ static int remove_checkpoint(struct finish *f, const char *mpath, struct ck_erro
 		unlink(backup);
 	if (rc == 0) {
 		ck_tombstone_unlink(tomb);
+		ck_delete_drop_packmap(f->st, f->ck);
 		f->changed = 1;
 		if (f->report) {
 			char what[600];

@@ -54,6 +54,10 @@ holds "$tmp/st" "after gc"
 after=$(pack_bytes "$tmp/st")
 [ "$after" -lt "$before" ] || fail "pack bytes did not go down: $before -> $after"
 echo "pack bytes $before -> $after"
+for c in 10 20 30 40; do
+	[ ! -e "$tmp/st/manifests/run1/checkpoint-$c.packmap" ] || fail "gc left the packmap of checkpoint-$c"
+done
+[ -e "$tmp/st/manifests/run1/checkpoint-50.packmap" ] || fail "gc removed the packmap of a retained checkpoint"
 "$CKPTCTL" gc "$tmp/st" >"$tmp/gc2.out" || fail "a second gc"
 [ "$(pack_bytes "$tmp/st")" = "$after" ] || { cat "$tmp/gc2.out"; fail "a second gc changed the packs"; }
 "$CKPTCTL" reindex "$tmp/st" >/dev/null || fail "reindex after gc"
