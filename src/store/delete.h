@@ -78,9 +78,9 @@ int ck_delete_ckpt_records(MDB_txn *txn, struct ck_store *st, const struct ck_ck
 /* realpath(STORE)/data/<series>/<name> when ck is a checkpoint the store
  * owns (a staged commit lives there), else NULL (imported in place). */
 char *ck_delete_owned_dir(struct ck_store *st, const struct ck_ckpt_info *ck);
-/* Removes the packmap of a checkpoint whose record and manifest are gone:
- * its file maps went with the record, and a packmap left behind would be
- * read (by recovery or reindex) for a later checkpoint of the same name. */
+/* Removes the packmap of a checkpoint whose record and manifest are gone
+ * (its file maps went with the record).  One left behind by a crash is
+ * harmless: a packmap applies only to files of its recorded identity. */
 void ck_delete_drop_packmap(struct ck_store *st, const struct ck_ckpt_info *ck);
 /* Whether path lies under the owned directory dir (NULL: never). */
 int ck_delete_is_owned(const char *dir, const char *path);

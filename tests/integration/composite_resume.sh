@@ -46,7 +46,7 @@ PYTHONPATH="$CKPT_SRCDIR/tests/py" "$TORCH_PYTHON" - "$tmp/dio/run/checkpoint-20
 import sys, torch, mountcheck
 dio, cached = sys.argv[1], sys.argv[2]
 for f in ("model.pt", "optimizer.pt"):
-    assert mountcheck.read_mapped_private(dio + "/" + f) == mountcheck.read_all(cached + "/" + f), f
+    assert mountcheck.read_mmapped(dio + "/" + f, private=True) == mountcheck.read_all(cached + "/" + f), f
 a, b = torch.load(dio + "/model.pt"), torch.load(cached + "/model.pt")
 assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
 PY

@@ -89,7 +89,7 @@ def same_files(mounted, plain, what):
         m, p = os.path.join(mounted, name), os.path.join(plain, name)
         if name.endswith(".pt"):
             deepcompare.assert_loads_same(m, p, "%s %s" % (what, name))
-            expect(mountcheck.read_mapped_private(m) == mountcheck.read_all(m),
+            expect(mountcheck.read_mmapped(m, private=True) == mountcheck.read_all(m),
                    "%s %s: a private mapping and read differ" % (what, name))
         elif name.endswith(".safetensors"):
             served = mountcheck.read_all(m)

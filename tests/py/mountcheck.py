@@ -19,24 +19,15 @@ def read_all(path):
         return f.read()
 
 
-def read_mmapped(path):
-    """The file's bytes as a loader that maps it (safetensors' safe_open) sees them."""
+def read_mmapped(path, private=False):
+    """The file's bytes as a loader that maps it sees them: shared, as
+    safetensors' safe_open maps; private, as torch.load(mmap=True) maps
+    torch.save files (the only kind FUSE allows on direct I/O files)."""
     with open(path, "rb") as f:
         if os.fstat(f.fileno()).st_size == 0:
             return b""
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
-            return bytes(m)
-
-
-def read_mapped_private(path):
-    """The file's bytes through a private mapping, as torch.load(mmap=True)
-    maps torch.save files (ckptfs opens those with direct I/O, which FUSE
-    allows to be mapped MAP_PRIVATE only)."""
-    with open(path, "rb") as f:
-        size = os.fstat(f.fileno()).st_size
-        if size == 0:
-            return b""
-        with mmap.mmap(f.fileno(), size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ) as m:
+        flags = mmap.MAP_PRIVATE if private else mmap.MAP_SHARED
+        with mmap.mmap(f.fileno(), 0, flags=flags, prot=mmap.PROT_READ) as m:
             return bytes(m)
 
 
