@@ -139,6 +139,17 @@ int ck_view_open_file(struct ck_view *v, const struct ck_vnode *n, struct ck_vfi
 void ck_vfile_put(struct ck_vfile *f);
 uint64_t ck_vfile_size(const struct ck_vfile *f);
 
+/* When the open file's bytes are exactly one raw physical file, whole and
+ * in order (a composite served as it was saved, a json or txt file),
+ * verifies every hashed range of that file not verified yet in this view
+ * (-o verify=first) and gives its descriptor, which stays open as long as
+ * the view.  The kernel can then read the file itself (FUSE passthrough)
+ * and no read reaches the daemon, so this is the only check its bytes
+ * get.  0; -ENOENT when the file is synthesized, packed or partly
+ * generated; -EIO on a hash mismatch or a read error (logged with
+ * checkpoint, file, tensor and physical file). */
+int ck_vfile_whole_file(struct ck_vfile *f, int *fd);
+
 /* One piece of a read: memory (mem != NULL), a physical file range
  * (fd >= 0), or bytes of a packed file version (packed != NULL, at
  * fd_off), which only ck_extent_read can produce. */

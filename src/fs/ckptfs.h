@@ -54,6 +54,7 @@ struct ckfs_config {
 	double marker_grace;    /* s of quiet after an HF or user marker */
 	unsigned compact_secs;  /* writable mount: compact every N s after a commit; 0 = never */
 	int direct_io;          /* CKFS_DIO_*: which committed files bypass the page cache */
+	int passthrough;        /* -o passthrough (default): the kernel reads whole raw files itself */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
@@ -105,6 +106,16 @@ void ckfs_config_free(struct ckfs_config *cfg);
 void ckfs_print_help(const char *progname);
 void ckfs_print_version(void);
 
+/* FUSE passthrough (passthrough.c): files served as they were saved are
+ * read by the kernel from the physical file, never through the daemon. */
+struct ckfs_passthrough {
+	int on;                 /* negotiated at INIT */
+	int disabled;           /* registration refused (no CAP_SYS_ADMIN): stop asking */
+	pthread_mutex_t lock;
+	int32_t *ids;           /* by FUSE node id: backing id, -1 through the daemon, 0 undecided */
+	size_t cap;
+};
+
 /* State of one mounted filesystem, the userdata of every request. */
 struct ckfs {
 	const struct ckfs_config *cfg;
@@ -116,6 +127,7 @@ struct ckfs {
 	struct ckfs_staging *staging;   /* in-progress directories; NULL with -o ro */
 	struct ckfs_indexer *indexer;   /* parses files at their last close; NULL with -o ro */
 	struct ckfs_grace *grace;       /* marker grace; NULL with -o ro */
+	struct ckfs_passthrough passthrough;
 };
 
 /* A thread that calls tick(arg) every secs seconds until stopped
@@ -366,6 +378,26 @@ void ckfs_marker_rescan(struct ckfs *fs);
 void ckfs_view_catch_up(struct ckfs *fs);
 void ckfs_inval_commit_names(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);
 void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);
+
+/* Passthrough (passthrough.c).
+ *  - ckfs_passthrough_handshake: answers the kernel's INIT, which must not
+ *    have been read yet (call it between fuse_session_mount and the loop),
+ *    through libfuse, adding passthrough when the kernel offers it.  0, or
+ *    -errno when no INIT was answered (the loop then reads it).
+ *  - ckfs_passthrough_open: answers an open of node ino (fi as it would be
+ *    answered) with passthrough when ino has a backing file, or gets one
+ *    now: f is one whole raw file and verifies.  A node decided either way
+ *    stays so for the mount (the kernel wants every open of an inode
+ *    alike).  0 once answered; -ECANCELED when answered but the open was
+ *    interrupted (no release will come); -ENOTSUP, nothing sent, to answer
+ *    through the daemon.
+ *  - ckfs_passthrough_state: ino's backing id (> 0: its reads bypass the
+ *    daemon), -1 (served by the daemon) or 0 (not opened yet). */
+int ckfs_passthrough_handshake(struct ckfs *fs, struct fuse_session *se);
+int ckfs_passthrough_open(struct ckfs *fs, fuse_req_t req, fuse_ino_t ino, struct ck_vfile *f,
+			  const struct fuse_file_info *fi);
+int32_t ckfs_passthrough_state(struct ckfs_passthrough *pt, fuse_ino_t ino);
+void ckfs_passthrough_destroy(struct ckfs_passthrough *pt);
 
 /* Kernel tuning that only root may do (tune.c).  Both log what they did
  * and never fail the mount: they are about speed, not correctness. */

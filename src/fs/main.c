@@ -288,6 +288,7 @@ static int serve(struct mount_run *run)
 		run->mount_lock = -1;
 		return status;
 	}
+	pthread_mutex_init(&run->fs.passthrough.lock, NULL);
 	rc = ck_view_getattr(run->fs.view, ck_view_root(run->fs.view), &root);
 	if (rc) {
 		ck_err("%s: cannot read the root of the store: %s", cfg->store, strerror(-rc));
@@ -348,6 +349,9 @@ static int serve(struct mount_run *run)
 	if (cfg->compact_secs && run->fs.staging &&
 	    ckfs_compactor_start(&run->compactor, &run->fs, cfg->compact_secs))
 		ck_warn("cannot start the compaction thread: the store stays raw until `ckptctl compact`");
+	/* Before the loop: it must see the kernel's INIT first. */
+	if (cfg->passthrough)
+		ckfs_passthrough_handshake(&run->fs, run->se);
 	rc = run_loop(run);
 	ckfs_grace_stop(run->fs.grace);
 	run->fs.grace = NULL;
@@ -376,6 +380,7 @@ close_view:
 	ckfs_staging_free(run->fs.staging);
 	ck_store_mount_release(run->mount_lock);
 	ck_view_close(run->fs.view);
+	ckfs_passthrough_destroy(&run->fs.passthrough);
 	return status;
 }
 

@@ -275,6 +275,14 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		cfg->clone_fd = 0;
 		return 0;
 	}
+	if (KEY("passthrough") && !val) {
+		cfg->passthrough = 1;
+		return 0;
+	}
+	if (KEY("nopassthrough") && !val) {
+		cfg->passthrough = 0;
+		return 0;
+	}
 	if (KEY("always_synthesize") && !val) {
 		cfg->view.always_synthesize = 1;
 		return 0;
@@ -347,6 +355,7 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->view.cache_bytes = CK_VIEW_DEFAULT_CACHE;
 	cfg->compact_secs = 60;
 	cfg->direct_io = CKFS_DIO_NONE;
+	cfg->passthrough = 1;
 	cfg->markers = CKFS_MARK_ALL;
 	cfg->marker_grace = 1;
 }
@@ -523,6 +532,9 @@ void ckfs_print_help(const char *progname)
 	       "                           but the newest of each series (default 60; 0 = never)\n"
 	       "    -o direct_io=WHICH     committed files read without the page cache: none\n"
 	       "                           (default), torch (torch.save files) or all\n"
+	       "    -o passthrough|nopassthrough  let the kernel read files served as they\n"
+	       "                           were saved straight from the store (Linux 6.9+, as\n"
+	       "                           root; default passthrough)\n"
 	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
 	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
 	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"

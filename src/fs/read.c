@@ -45,12 +45,19 @@ void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	fi->fh = (uint64_t)(uintptr_t)f;
+	fi->noflush = 1;
+	/* A file served as it was saved: the kernel reads it itself. */
+	rc = ckfs_passthrough_open(fs, req, ino, f, fi);
+	if (rc != -ENOTSUP) {
+		if (rc == -ECANCELED)
+			ck_vfile_put(f);	/* interrupted: no release will come */
+		return;
+	}
 	/* Committed files never change: keep the page cache across opens,
 	 * or bypass it (-o direct_io, see CKFS_DIO_NONE). */
 	fi->keep_cache = 1;
 	fi->direct_io = fs->cfg->direct_io == CKFS_DIO_ALL ||
 			(fs->cfg->direct_io == CKFS_DIO_TORCH && ck_vnode_file_kind(n) == CK_FILE_TORCH);
-	fi->noflush = 1;
 	/* -ENOENT: the open was interrupted and no release will come. */
 	if (fuse_reply_open(req, fi) == -ENOENT)
 		ck_vfile_put(f);

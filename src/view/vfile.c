@@ -257,3 +257,33 @@ int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_exten
 	}
 	return (int)n;
 }
+
+int ck_vfile_whole_file(struct ck_vfile *f, int *fd)
+{
+	struct phys_file *pf;
+	struct ck_vpacked *packed = NULL;
+	int rc;
+
+	if (f->synthesized || f->nsrcs != 1 || f->srcs[0]->info.size != f->size)
+		return -ENOENT;
+	pf = f->srcs[0];
+	for (size_t i = 0; i < f->next; i++)
+		if (f->ext[i].pf != pf || f->ext[i].pf_off != f->ext[i].off)
+			return -ENOENT;
+	rc = packed_get(f->view, pf, &packed);
+	if (rc < 0)
+		return rc;
+	if (packed)
+		return -ENOENT;
+	for (size_t i = 0; i < f->next; i++) {
+		struct phys_range *r = f->ext[i].range;
+
+		if (r && atomic_load(&r->state) != RANGE_GOOD) {
+			rc = phys_verify_range(f->view, pf, r);
+			if (rc)
+				return rc;
+		}
+	}
+	*fd = pf->fd;
+	return *fd >= 0 ? 0 : -ENOENT;
+}

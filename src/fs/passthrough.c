@@ -1,0 +1,242 @@
+/* FUSE passthrough for committed files that are served as they were saved.
+ *
+ * When a composite's bytes are exactly one raw physical file (a full save,
+ * the newest checkpoint of a series, a json file), the kernel can read that
+ * file itself: the open reply names a "backing file" registered on
+ * /dev/fuse, and reads and mmaps of the open file go straight to the backing
+ * file's page cache without a request to the daemon (Linux 6.9+,
+ * CONFIG_FUSE_PASSTHROUGH, CAP_SYS_ADMIN for the registration).  That is
+ * native page-cache speed where the FUSE page cache runs at about half of
+ * it (docs/bench.md).
+ *
+ * libfuse 3.14 has no API for it, so two protocol messages are written by
+ * hand, both through documented libfuse calls:
+ *   - INIT: the daemon reads the kernel's INIT itself, lets libfuse answer
+ *     it into a pipe, and writes that answer to /dev/fuse with the
+ *     passthrough flag and a stacking depth of 1 added when the kernel
+ *     offered passthrough.  libfuse's own state is what it would be anyway.
+ *   - OPEN: fuse_reply_iov() sends a struct fuse_open_out whose padding is
+ *     the backing id (protocol 7.40).
+ * The kernel insists that every open of an inode use the same backing file,
+ * so each node keeps one backing id for the life of the mount: once a node
+ * is served by passthrough it always is (its bytes are immutable, so an
+ * older registration stays right even after compaction removed the raw
+ * file).
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/fuse.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/ioctl.h>
+#include <sys/uio.h>
+
+#include "ckptfs.h"
+
+/* Protocol 7.40 pieces that Debian 12's <linux/fuse.h> (7.38) lacks. */
+#define PT_FUSE_PASSTHROUGH_FLAG2 (1u << (37 - 32))  /* FUSE_PASSTHROUGH, in flags2 */
+#define PT_FOPEN_PASSTHROUGH (1u << 7)
+struct pt_backing_map {
+	int32_t fd;
+	uint32_t flags;
+	uint64_t padding;
+};
+#define PT_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct pt_backing_map)
+
+/* Lets libfuse answer the INIT in buf into a pipe standing in for the
+ * session's descriptor; *len gets the answer's length.  0 or -errno. */
+static int init_reply_from_libfuse(struct fuse_session *se, const struct fuse_buf *buf,
+				   uint8_t *reply, size_t cap, size_t *len)
+{
+	int fd = fuse_session_fd(se), saved, p[2];
+	ssize_t got;
+
+	if (pipe2(p, O_CLOEXEC))
+		return -errno;
+	saved = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+	if (saved < 0 || dup3(p[1], fd, O_CLOEXEC) < 0) {
+		int rc = -errno;
+
+		if (saved >= 0)
+			close(saved);
+		close(p[0]);
+		close(p[1]);
+		return rc;
+	}
+	fuse_session_process_buf(se, buf);
+	/* The session's descriptor must come back whatever happened. */
+	while (dup3(saved, fd, O_CLOEXEC) < 0 && errno == EINTR)
+		;
+	close(saved);
+	close(p[1]);
+	got = read(p[0], reply, cap);
+	close(p[0]);
+	if (got < (ssize_t)sizeof(struct fuse_out_header))
+		return -EPROTO;
+	*len = (size_t)got;
+	return 0;
+}
+
+int ckfs_passthrough_handshake(struct ckfs *fs, struct fuse_session *se)
+{
+	struct fuse_buf buf = { .mem = NULL };
+	const struct fuse_in_header *in;
+	const struct fuse_init_in *init_in;
+	uint8_t reply[512];
+	struct fuse_out_header *out_hdr = (struct fuse_out_header *)reply;
+	struct fuse_init_out *init_out = (struct fuse_init_out *)(out_hdr + 1);
+	size_t len = 0;
+	int got, rc = 0, offered;
+
+	got = fuse_session_receive_buf(se, &buf);
+	if (got <= 0) {
+		free(buf.mem);
+		return got < 0 ? got : -ENOTCONN;	/* the loop will see it too */
+	}
+	in = buf.mem;
+	init_in = (const struct fuse_init_in *)(in + 1);
+	if ((size_t)got < sizeof(*in) + offsetof(struct fuse_init_in, flags2) + sizeof(uint32_t) ||
+	    in->opcode != FUSE_INIT) {
+		/* Not what every kernel sends first: let libfuse deal with it. */
+		fuse_session_process_buf(se, &buf);
+		free(buf.mem);
+		return -EPROTO;
+	}
+	offered = (init_in->flags & FUSE_INIT_EXT) && (init_in->flags2 & PT_FUSE_PASSTHROUGH_FLAG2);
+	rc = init_reply_from_libfuse(se, &buf, reply, sizeof(reply), &len);
+	free(buf.mem);
+	if (rc) {
+		ck_err("FUSE handshake: %s", strerror(-rc));
+		return rc;
+	}
+	if (offered && out_hdr->error == 0 &&
+	    len >= sizeof(*out_hdr) + offsetof(struct fuse_init_out, unused) + sizeof(uint32_t)) {
+		init_out->flags |= FUSE_INIT_EXT;
+		init_out->flags2 |= PT_FUSE_PASSTHROUGH_FLAG2;
+		init_out->unused[0] = 1;	/* max_stack_depth since 7.40 */
+		fs->passthrough.on = 1;
+	}
+	if (write(fuse_session_fd(se), reply, len) != (ssize_t)len) {
+		rc = -errno;
+		ck_err("FUSE handshake: answering INIT: %s", strerror(-rc));
+		fs->passthrough.on = 0;
+		return rc;
+	}
+	ck_debug("FUSE handshake: passthrough %s", fs->passthrough.on ? "on" :
+		 offered ? "refused by libfuse's answer" : "not offered by the kernel");
+	return 0;
+}
+
+/* Room for node ino in pt->ids (under pt->lock).  0 or -ENOMEM. */
+static int ids_reserve(struct ckfs_passthrough *pt, fuse_ino_t ino)
+{
+	size_t cap = pt->cap ? pt->cap : 1024;
+	int32_t *ids;
+
+	if (ino < pt->cap)
+		return 0;
+	while (cap <= ino)
+		cap *= 2;
+	ids = realloc(pt->ids, cap * sizeof(*ids));
+	if (!ids)
+		return -ENOMEM;
+	memset(ids + pt->cap, 0, (cap - pt->cap) * sizeof(*ids));
+	pt->ids = ids;
+	pt->cap = cap;
+	return 0;
+}
+
+/* ino's state: a backing id (> 0), NODE_THROUGH_DAEMON, or 0 (undecided). */
+enum { NODE_THROUGH_DAEMON = -1 };
+
+static int32_t node_state(struct ckfs_passthrough *pt, fuse_ino_t ino)
+{
+	int32_t id;
+
+	pthread_mutex_lock(&pt->lock);
+	id = ino < pt->cap ? pt->ids[ino] : 0;
+	pthread_mutex_unlock(&pt->lock);
+	return id;
+}
+
+/* Decides an undecided node: registers fd (>= 0) as its backing file, or
+ * (fd < 0, or the registration fails) settles it on the daemon.  A node
+ * another open decided meanwhile keeps that decision: every open of an
+ * inode must agree.  Returns the node's backing id, or NODE_THROUGH_DAEMON. */
+static int32_t node_decide(struct ckfs_passthrough *pt, int dev_fd, fuse_ino_t ino, int fd)
+{
+	struct pt_backing_map map = { .fd = fd };
+	int32_t id;
+
+	pthread_mutex_lock(&pt->lock);
+	if (ids_reserve(pt, ino)) {
+		id = NODE_THROUGH_DAEMON;	/* nothing recorded: it stays undecided */
+		goto out;
+	}
+	id = pt->ids[ino];
+	if (id)
+		goto out;
+	id = NODE_THROUGH_DAEMON;
+	if (fd >= 0 && !pt->disabled) {
+		int got = ioctl(dev_fd, PT_DEV_IOC_BACKING_OPEN, &map);
+
+		if (got > 0) {
+			id = got;
+		} else if (errno == EPERM) {
+			pt->disabled = 1;
+			ck_info("FUSE passthrough needs CAP_SYS_ADMIN: every read goes through the daemon");
+		} else {
+			ck_warn("FUSE passthrough: registering a backing file: %s", strerror(errno));
+		}
+	}
+	pt->ids[ino] = id;
+out:
+	pthread_mutex_unlock(&pt->lock);
+	return id;
+}
+
+int32_t ckfs_passthrough_state(struct ckfs_passthrough *pt, fuse_ino_t ino)
+{
+	return node_state(pt, ino);
+}
+
+int ckfs_passthrough_open(struct ckfs *fs, fuse_req_t req, fuse_ino_t ino, struct ck_vfile *f,
+			  const struct fuse_file_info *fi)
+{
+	struct ckfs_passthrough *pt = &fs->passthrough;
+	struct fuse_open_out out;
+	struct iovec iov = { &out, sizeof(out) };
+	int32_t id;
+	int fd = -1;
+
+	if (!pt->on)
+		return -ENOTSUP;
+	id = node_state(pt, ino);
+	if (id == 0) {
+		/* Only one whole raw file qualifies, verified now since no
+		 * read of it will reach the daemon.  A damaged one is served
+		 * by the daemon, which refuses the damaged ranges alone. */
+		if (ck_vfile_whole_file(f, &fd))
+			fd = -1;
+		id = node_decide(pt, fuse_session_fd(fs->se), ino, fd);
+	}
+	if (id < 0)
+		return -ENOTSUP;
+	memset(&out, 0, sizeof(out));
+	out.fh = fi->fh;
+	out.open_flags = PT_FOPEN_PASSTHROUGH | (fi->noflush ? FOPEN_NOFLUSH : 0);
+	out.padding = (uint32_t)id;	/* backing_id since 7.40 */
+	return fuse_reply_iov(req, &iov, 1) == -ENOENT ? -ECANCELED : 0;
+}
+
+void ckfs_passthrough_destroy(struct ckfs_passthrough *pt)
+{
+	free(pt->ids);
+	pt->ids = NULL;
+	pt->cap = 0;
+	pthread_mutex_destroy(&pt->lock);
+}

@@ -1,0 +1,64 @@
+#!/bin/sh
+# FUSE passthrough: a committed file served as it was saved (a full save,
+# a json file, the newest checkpoint a trainer just wrote) is handed to the
+# kernel, which reads the physical file itself; user.ckptfs.io says how a
+# file is served.  Through real mounts with torch.load and shared mappings:
+#   - read-only: checkpoint-10's files load equal to the originals and are
+#     served by passthrough, opened once or twice; checkpoint-20's
+#     synthesized composites by the daemon; -o nopassthrough serves all
+#     through the daemon;
+#   - a tensor byte flipped behind the store's back (size and mtime kept):
+#     passthrough is refused for that file (its hash is checked before the
+#     kernel gets it), the daemon serves it and refuses the flipped range
+#     with EIO, the intact files beside it still go by passthrough;
+#   - writable: a checkpoint saved through the mount and committed by
+#     rename loads back by passthrough.
+# Passthrough needs Linux 6.9+ built with FUSE_PASSTHROUGH and root
+# (CAP_SYS_ADMIN); elsewhere the same checks expect the daemon everywhere.
+. "$CKPT_SRCDIR/tests/integration/lib.sh"
+need_fuse
+need_torch
+tmp=$(ck_tmpdir)
+
+kernel_has_passthrough() {
+	_v=$(uname -r)
+	_major=${_v%%.*}
+	_rest=${_v#*.}
+	_minor=${_rest%%[!0-9]*}
+	[ "$_major" -gt 6 ] || { [ "$_major" -eq 6 ] && [ "$_minor" -ge 9 ]; } || return 1
+	[ -r /proc/config.gz ] || return 0
+	zcat /proc/config.gz | grep -q '^CONFIG_FUSE_PASSTHROUGH=y'
+}
+want=daemon
+if [ "$(id -u)" = 0 ] && kernel_has_passthrough; then
+	want=passthrough
+fi
+echo "expecting files served as saved to go by: $want"
+
+ck_py composite_check.py make "$tmp/run"
+"$CKPTCTL" init "$tmp/store" >/dev/null
+ck_import "$tmp/store" "$tmp/run" 0
+
+echo "--- read-only"
+ck_mount "$tmp/store" "$tmp/mnt" -o ro
+ck_py passthrough_check.py serve "$tmp/run" "$tmp/mnt/run" "$want"
+ck_umount "$tmp/mnt"
+
+echo "--- -o nopassthrough"
+ck_mount "$tmp/store" "$tmp/mnt" -o ro,nopassthrough
+ck_py passthrough_check.py serve "$tmp/run" "$tmp/mnt/run" daemon
+ck_umount "$tmp/mnt"
+
+echo "--- a tensor byte flipped in checkpoint-10/optimizer.pt"
+ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/optimizer.pt"
+ck_mount "$tmp/store" "$tmp/mnt" -o "ro,pidfile=$tmp/ckptfs.pid"
+ck_py passthrough_check.py damaged "$tmp/run" "$tmp/mnt/run" "$want"
+kill -0 "$(cat "$tmp/ckptfs.pid")" || fail "the daemon is gone"
+ck_umount "$tmp/mnt"
+ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/optimizer.pt"   # restored
+
+echo "--- writable: save, commit, load back"
+ck_mount "$tmp/store" "$tmp/mnt"
+ck_py passthrough_check.py save_load "$tmp/mnt" "$want"
+ck_umount "$tmp/mnt"
+echo "ok"
