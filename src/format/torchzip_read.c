@@ -3,8 +3,9 @@
  *
  * Reads, in order: the tail of the file (where the EOCD must be), the zip64
  * locator and EOCD if present, the whole central directory in one read,
- * then the local headers in batches of neighbours (torch archives with
- * thousands of small records need a handful of reads, not thousands).
+ * then the local headers in batches of close neighbours (torch archives
+ * with thousands of small records need a handful of reads, not thousands,
+ * and the tensor bytes between headers far apart are not read at all).
  */
 #include "config.h"
 
@@ -27,6 +28,10 @@
 /* ... and each header is assumed to need at most its CD name plus this
  * much extra (PyTorch: 4 + 63 padding + 28 zip64); longer ones are re-read. */
 #define LOCAL_EXTRA_GUESS 128
+/* A header joins the batch only if the record data it would read past to
+ * get there (bytes the parse does not need) is shorter than this: reading
+ * the headers of a file of 256 KiB tensors must not read the tensors. */
+#define BATCH_GAP_MAX ((uint64_t)32 << 10)
 
 struct reader {
 	tz_pread_fn pread;
@@ -440,7 +445,7 @@ static int read_locals(struct reader *r, struct tz_archive *ar, const struct cd_
 					 (unsigned long long)e->lho);
 				goto out;
 			}
-			if (j > i && want - start > BATCH_MAX)
+			if (j > i && (want - start > BATCH_MAX || e->lho > end + BATCH_GAP_MAX))
 				break;
 			if (want > end)
 				end = want;
