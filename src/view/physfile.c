@@ -312,6 +312,62 @@ int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range
 	return state == RANGE_GOOD ? 0 : -EIO;
 }
 
+/* Ranges of one file verified by several threads: each takes the next
+ * unclaimed range until none is left. */
+struct verify_job {
+	struct ck_view *v;
+	struct phys_file *pf;
+	struct phys_range **r;
+	size_t n;
+	atomic_size_t next;
+	atomic_int failed;          /* first -errno seen, or 0 */
+};
+
+static void *verify_worker(void *arg)
+{
+	struct verify_job *j = arg;
+	size_t i;
+
+	while ((i = atomic_fetch_add(&j->next, 1)) < j->n) {
+		int rc = phys_verify_range(j->v, j->pf, j->r[i]);
+		int none = 0;
+
+		if (rc)
+			atomic_compare_exchange_strong(&j->failed, &none, rc);
+	}
+	return NULL;
+}
+
+int phys_verify_ranges(struct ck_view *v, struct phys_file *pf, struct phys_range **r, size_t n)
+{
+	enum { MAX_HELPERS = 3, MIN_BYTES_PER_THREAD = 8 << 20 };
+	struct verify_job job = { .v = v, .pf = pf, .r = r, .n = n };
+	pthread_t helpers[MAX_HELPERS];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	uint64_t bytes = 0;
+	size_t want, started = 0;
+
+	atomic_init(&job.next, 0);
+	atomic_init(&job.failed, 0);
+	for (size_t i = 0; i < n; i++)
+		bytes += r[i]->length;
+	/* Helpers only where each has enough to hash to pay for its start. */
+	want = cpus > 1 ? (size_t)cpus - 1 : 0;
+	if (want > MAX_HELPERS)
+		want = MAX_HELPERS;
+	if (want > bytes / MIN_BYTES_PER_THREAD)
+		want = (size_t)(bytes / MIN_BYTES_PER_THREAD);
+	if (want > n - 1)
+		want = n ? n - 1 : 0;
+	for (; started < want; started++)
+		if (pthread_create(&helpers[started], NULL, verify_worker, &job))
+			break;   /* fewer helpers: the caller hashes the rest */
+	verify_worker(&job);
+	for (size_t i = 0; i < started; i++)
+		pthread_join(helpers[i], NULL);
+	return atomic_load(&job.failed);
+}
+
 static int tinfo_cmp(const void *a, const void *b)
 {
 	const struct ck_tensor_info *x = a, *y = b;

@@ -262,6 +262,8 @@ int ck_vfile_whole_file(struct ck_vfile *f, int *fd)
 {
 	struct phys_file *pf;
 	struct ck_vpacked *packed = NULL;
+	struct phys_range **todo;
+	size_t n = 0;
 	int rc;
 
 	if (f->synthesized || f->nsrcs != 1 || f->srcs[0]->info.size != f->size)
@@ -275,15 +277,19 @@ int ck_vfile_whole_file(struct ck_vfile *f, int *fd)
 		return rc;
 	if (packed)
 		return -ENOENT;
+	todo = malloc((f->next ? f->next : 1) * sizeof(*todo));
+	if (!todo)
+		return -ENOMEM;
 	for (size_t i = 0; i < f->next; i++) {
 		struct phys_range *r = f->ext[i].range;
 
-		if (r && atomic_load(&r->state) != RANGE_GOOD) {
-			rc = phys_verify_range(f->view, pf, r);
-			if (rc)
-				return rc;
-		}
+		if (r && atomic_load(&r->state) != RANGE_GOOD)
+			todo[n++] = r;
 	}
+	rc = n ? phys_verify_ranges(f->view, pf, todo, n) : 0;
+	free(todo);
+	if (rc)
+		return rc;
 	*fd = pf->fd;
 	return *fd >= 0 ? 0 : -ENOENT;
 }

@@ -148,6 +148,9 @@ struct phys_range *phys_find_range(struct phys_file *pf, const char *key);
 int phys_parse(struct ck_view *v, struct phys_file *pf);
 int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off);
 int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r);
+/* phys_verify_range of r[0..n), on several threads when they are large
+ * (a whole file before the kernel reads it itself).  0 or the first -errno. */
+int phys_verify_ranges(struct ck_view *v, struct phys_file *pf, struct phys_range **r, size_t n);
 /* Layer the index recorded for a tensor of pf (import knows more than the
  * name, e.g. an optimizer's param_names), or NULL. */
 const char *phys_tensor_layer(struct ck_view *v, struct phys_file *pf, const char *name);

@@ -7,10 +7,12 @@
 #     served by passthrough, opened once or twice; checkpoint-20's
 #     synthesized composites by the daemon; -o nopassthrough serves all
 #     through the daemon;
-#   - a tensor byte flipped behind the store's back (size and mtime kept):
-#     passthrough is refused for that file (its hash is checked before the
-#     kernel gets it), the daemon serves it and refuses the flipped range
-#     with EIO, the intact files beside it still go by passthrough;
+#   - a tensor byte flipped behind the store's back (size and mtime kept),
+#     in a small file and in the last tensor of a 32 MiB one (hashed on
+#     several threads): passthrough is refused for that file (its hash is
+#     checked before the kernel gets it), the daemon serves it and refuses
+#     the flipped range with EIO, the intact files beside it still go by
+#     passthrough;
 #   - writable: a checkpoint saved through the mount and committed by
 #     rename loads back by passthrough.
 # Passthrough needs Linux 6.9+ built with FUSE_PASSTHROUGH and root
@@ -36,12 +38,17 @@ fi
 echo "expecting files served as saved to go by: $want"
 
 ck_py composite_check.py make "$tmp/run"
+ck_py passthrough_check.py make_big "$tmp/big/checkpoint-1/model.pt"
 "$CKPTCTL" init "$tmp/store" >/dev/null
 ck_import "$tmp/store" "$tmp/run" 0
+ck_import "$tmp/store" "$tmp/big" 0
+big_orig="$tmp/big/checkpoint-1/model.pt"
+big_mnt="$tmp/mnt/big/checkpoint-1/model.pt"
 
 echo "--- read-only"
 ck_mount "$tmp/store" "$tmp/mnt" -o ro
 ck_py passthrough_check.py serve "$tmp/run" "$tmp/mnt/run" "$want"
+ck_py passthrough_check.py big "$big_orig" "$big_mnt" "$want"
 ck_umount "$tmp/mnt"
 
 echo "--- -o nopassthrough"
@@ -49,13 +56,16 @@ ck_mount "$tmp/store" "$tmp/mnt" -o ro,nopassthrough
 ck_py passthrough_check.py serve "$tmp/run" "$tmp/mnt/run" daemon
 ck_umount "$tmp/mnt"
 
-echo "--- a tensor byte flipped in checkpoint-10/optimizer.pt"
+echo "--- a tensor byte flipped in checkpoint-10/optimizer.pt and in the last tensor of the big file"
 ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/optimizer.pt"
+ck_py passthrough_check.py flip "$big_orig" last
 ck_mount "$tmp/store" "$tmp/mnt" -o "ro,pidfile=$tmp/ckptfs.pid"
 ck_py passthrough_check.py damaged "$tmp/run" "$tmp/mnt/run" "$want"
+ck_py passthrough_check.py big "$big_orig" "$big_mnt" "$want" flipped
 kill -0 "$(cat "$tmp/ckptfs.pid")" || fail "the daemon is gone"
 ck_umount "$tmp/mnt"
 ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/optimizer.pt"   # restored
+ck_py passthrough_check.py flip "$big_orig" last
 
 echo "--- writable: save, commit, load back"
 ck_mount "$tmp/store" "$tmp/mnt"

@@ -6,9 +6,15 @@
       the originals (torch.load, a shared mapping of model.safetensors, plain
       reads) and be served by WANT ("passthrough" or "daemon") once opened,
       as user.ckptfs.io says; synthesized composites always by the daemon.
-  passthrough_check.py flip FILE
-      XORs one byte in the middle of FILE's first tensor record, keeping
-      its size and mtime (only the content hash can tell); twice restores.
+  passthrough_check.py flip FILE [last]
+      XORs one byte in the middle of FILE's first (last) tensor record,
+      keeping its size and mtime (only the content hash can tell); twice
+      restores.
+  passthrough_check.py make_big FILE
+      a 32 MiB model.pt of eight 4 MiB tensors (hashed on several threads).
+  passthrough_check.py big ORIG MNT_FILE WANT [flipped]
+      it loads equal and goes by WANT; flipped: it is served by the daemon,
+      which refuses the flipped range.
   passthrough_check.py damaged RUN MNT_SERIES WANT
       after `flip` of checkpoint-10/optimizer.pt: that file is never given
       to the kernel (served by the daemon, which refuses the flipped range
@@ -56,6 +62,28 @@ def load_same(mounted, original):
                "%s differs from the original" % mounted)
 
 
+def expect_unreadable(path, what):
+    try:
+        mountcheck.read_all(path)
+    except OSError as e:
+        expect(e.errno == errno.EIO, "%s: %s, expected EIO" % (what, e))
+    else:
+        raise AssertionError("%s: the flipped range was served" % what)
+
+
+def big(orig, mnt_file, want, flipped):
+    """The 32 MiB file: loads equal and goes by WANT, or, with a byte of its
+    last tensor flipped, is served by the daemon and refused there."""
+    if flipped:
+        expect_unreadable(mnt_file, mnt_file)
+        got = io_of(mnt_file)
+        expect(got == "daemon", "the damaged %s is served by %s" % (mnt_file, got))
+        return
+    load_same(mnt_file, orig)
+    got = io_of(mnt_file)
+    expect(got == want, "%s is served by %s, expected %s" % (mnt_file, got, want))
+
+
 def serve(run, mnt, want):
     ck10, ck20 = os.path.join(mnt, "checkpoint-10"), os.path.join(mnt, "checkpoint-20")
     expect(IO_XATTR in os.listxattr(os.path.join(ck10, "model.pt")), "%s not listed" % IO_XATTR)
@@ -85,10 +113,19 @@ def serve(run, mnt, want):
         expect(got == want, "checkpoint-20/%s is served by %s, expected %s" % (name, got, want))
 
 
-def first_tensor_offset(path):
-    """Offset of the middle byte of the first non-empty storage record."""
+def make_big(path):
+    """A 32 MiB model.pt of eight 4 MiB tensors: large enough that its
+    ranges are hashed on several threads at its first open."""
+    g = torch.Generator().manual_seed(8)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    torch.save({"w%d" % i: torch.randn(1 << 20, generator=g) for i in range(8)}, path)
+
+
+def tensor_offset(path, last=False):
+    """Offset of the middle byte of the first (or last) non-empty storage record."""
     with zipfile.ZipFile(path) as z:
-        for info in z.infolist():
+        infos = z.infolist()
+        for info in reversed(infos) if last else infos:
             if "/data/" in info.filename and info.file_size > 0:
                 with open(path, "rb") as f:
                     f.seek(info.header_offset)
@@ -99,8 +136,8 @@ def first_tensor_offset(path):
     raise AssertionError("%s has no tensor record" % path)
 
 
-def flip(path):
-    at = first_tensor_offset(path)
+def flip(path, last=False):
+    at = tensor_offset(path, last)
     st = os.stat(path)
     with open(path, "r+b") as f:
         f.seek(at)
@@ -113,7 +150,7 @@ def flip(path):
 def damaged(run, mnt, want):
     ck10 = os.path.join(mnt, "checkpoint-10")
     victim = os.path.join(ck10, "optimizer.pt")
-    at = first_tensor_offset(os.path.join(run, "checkpoint-10", "optimizer.pt"))
+    at = tensor_offset(os.path.join(run, "checkpoint-10", "optimizer.pt"))
     with open(victim, "rb") as f:
         head = f.read(at - (at % 4096))   # the pages before the flipped byte still read
         try:
@@ -158,7 +195,11 @@ def main(argv):
     if cmd == "serve":
         serve(argv[2], argv[3], argv[4])
     elif cmd == "flip":
-        flip(argv[2])
+        flip(argv[2], len(argv) > 3 and argv[3] == "last")
+    elif cmd == "make_big":
+        make_big(argv[2])
+    elif cmd == "big":
+        big(argv[2], argv[3], argv[4], len(argv) > 5 and argv[5] == "flipped")
     elif cmd == "damaged":
         damaged(argv[2], argv[3], argv[4])
     elif cmd == "save_load":
