@@ -9,6 +9,9 @@ compared, in the same run, with the same data read without FUSE:
   sequential     dd bs=1M of the composite file vs pread of the same byte
                  ranges from the backing files (from `ckptctl show --json`)
                  -- first (cold: page cache dropped when root) and repeat
+  served as saved  checkpoint-1 (every layer: its composite is its own
+                 file, read by passthrough where allowed): dd and torch.load
+                 through the mount vs the same file read directly
   start-up       ckptfs start until the composite is listed and stat()ed,
                  for this checkpoint and for one of 10,000 small tensors
   memory         the daemon's peak RSS (VmHWM) after reading composites of
@@ -236,10 +239,37 @@ def bench_read(work, gib, runs, results):
                 log("  %-60s %s %s" % r)
         results.append(("daemon peak RSS after reading a %.1f GiB composite" % gib,
                         "%.0f MiB" % m.hwm_mib(), ""))
+        bench_served_as_saved(run, mnt, runs, cold, results)
     finally:
         m.close()
     for d in (run, store, os.path.dirname(plain)):
         shutil.rmtree(d)
+
+
+def bench_served_as_saved(run, mnt, runs, cold, results):
+    """checkpoint-1 holds every layer: its composite is its own file, served
+    as saved (by passthrough where the kernel and root allow), against the
+    same file read directly."""
+    served = os.path.join(mnt, "big", "checkpoint-1", "model.pt")
+    own = os.path.join(run, "checkpoint-1", "model.pt")
+    size = os.stat(served).st_size
+    how = "?"
+    for label, is_cold in (("cold", True), ("warm", False)):
+        if is_cold and not cold:
+            label = "first (page cache NOT dropped: not root)"
+        speed_mnt = size / median_of(runs, dd, served, cold=is_cold)
+        speed_own = size / median_of(runs, dd, own, cold=is_cold)
+        t_mnt = median_of(runs, torch_load, served, cold=is_cold)
+        t_own = median_of(runs, torch_load, own, cold=is_cold)
+        how = os.getxattr(served, "user.ckptfs.io").decode()
+        rows = [("checkpoint-1 (served as saved, %s): read %s, mount / the file" % (how, label),
+                 "%.0f / %.0f MB/s" % (speed_mnt / 1e6, speed_own / 1e6),
+                 "mount = %.0f %%" % (100 * speed_mnt / speed_own)),
+                ("checkpoint-1 (served as saved, %s): torch.load %s, mount / the file" % (how, label),
+                 "%.2f / %.2f s" % (t_mnt, t_own), "mount = %.0f %% of its speed" % (100 * t_own / t_mnt))]
+        results.extend(rows)
+        for r in rows:
+            log("  %-60s %s %s" % r)
 
 
 def bench_many_tensors(work, ntensors, results):
