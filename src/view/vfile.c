@@ -231,11 +231,15 @@ int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_exten
 				return rc;
 		}
 		/* Packed chunks are hash-checked as they are decoded. */
-		if (e->pf && !packed && e->range && atomic_load(&e->range->state) != RANGE_GOOD) {
-			int rc = phys_verify_range(f->view, e->pf, e->range);
+		if (e->pf && !packed)
+			verify_ahead_post(f, i);
+		if (e->pf && !packed && e->range) {
+			if (atomic_load(&e->range->state) != RANGE_GOOD) {
+				int rc = phys_verify_range(f->view, e->pf, e->range);
 
-			if (rc)
-				return rc;
+				if (rc)
+					return rc;
+			}
 		}
 		out[n].len = take;
 		out[n].packed = packed;

@@ -339,6 +339,10 @@ int ck_view_open(const char *store_dir, const struct ck_view_opts *opts, struct 
 		v->opts.verify = CK_VERIFY_FIRST;
 	clock_gettime(CLOCK_REALTIME, &ts);
 	v->open_time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	if (verify_ahead_init(v)) {
+		rc = -ENOMEM;
+		goto fail;
+	}
 	rc = ck_store_open(store_dir, 1, &v->store, err);
 	if (rc)
 		goto fail;
@@ -393,6 +397,7 @@ void ck_view_close(struct ck_view *v)
 {
 	if (!v)
 		return;
+	verify_ahead_free(v);   /* its thread reads the physical files */
 	view_free_nodes(v);
 	for (size_t i = 0; i < v->nphys; i++) {
 		struct phys_file *pf = v->phys[i];

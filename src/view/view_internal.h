@@ -104,6 +104,7 @@ struct ck_view {
 	struct ck_vnode **hidden;   /* checkpoints refreshes hid, until ck_view_drain_hidden (ns_lock) */
 	size_t nhidden;
 	struct ck_chunk_cache *cache;   /* decoded chunks of packed files */
+	struct verify_ahead *ahead;     /* checks ranges ahead of readers; NULL with verify=none */
 };
 
 /* An extent of a virtual file. */
@@ -138,7 +139,16 @@ struct ck_vfile {
 	size_t ntensors;
 	const char *kind;           /* "torch", "safetensors", "safetensors-index", "file" */
 	int synthesized;            /* 0: served as the physical file is */
+	_Atomic uint64_t ahead_upto;    /* ranges before this offset were queued for checking */
 };
+
+/* verify_ahead.c: a thread checking the hashed ranges ahead of a
+ * sequential reader (verify=first), started when first needed.
+ * verify_ahead_post: the reader is at extent i of f: queue the unchecked
+ * ranges of the window after it (cheap when nothing is to be done). */
+int verify_ahead_init(struct ck_view *v);
+void verify_ahead_free(struct ck_view *v);
+void verify_ahead_post(struct ck_vfile *f, size_t i);
 
 /* physfile.c */
 int phys_open_fd(struct ck_view *v, struct phys_file *pf);

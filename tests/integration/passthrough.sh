@@ -56,8 +56,9 @@ ck_mount "$tmp/store" "$tmp/mnt" -o ro,nopassthrough
 ck_py passthrough_check.py serve "$tmp/run" "$tmp/mnt/run" daemon
 ck_umount "$tmp/mnt"
 
-echo "--- a tensor byte flipped in checkpoint-10/optimizer.pt and in the last tensor of the big file"
+echo "--- a tensor byte flipped in checkpoint-10/optimizer.pt and model.pt and in the big file"
 ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/optimizer.pt"
+ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/model.pt" last
 ck_py passthrough_check.py flip "$big_orig" last
 ck_mount "$tmp/store" "$tmp/mnt" -o "ro,pidfile=$tmp/ckptfs.pid"
 ck_py passthrough_check.py damaged "$tmp/run" "$tmp/mnt/run" "$want"
@@ -65,6 +66,7 @@ ck_py passthrough_check.py big "$big_orig" "$big_mnt" "$want" flipped
 kill -0 "$(cat "$tmp/ckptfs.pid")" || fail "the daemon is gone"
 ck_umount "$tmp/mnt"
 ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/optimizer.pt"   # restored
+ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/model.pt" last
 ck_py passthrough_check.py flip "$big_orig" last
 
 echo "--- writable: save, commit, load back"

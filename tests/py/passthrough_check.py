@@ -16,9 +16,12 @@
       it loads equal and goes by WANT; flipped: it is served by the daemon,
       which refuses the flipped range.
   passthrough_check.py damaged RUN MNT_SERIES WANT
-      after `flip` of checkpoint-10/optimizer.pt: that file is never given
-      to the kernel (served by the daemon, which refuses the flipped range
-      with EIO while the rest of it reads), the other files still are.
+      after `flip` of checkpoint-10/optimizer.pt (first tensor) and
+      checkpoint-10/model.pt (last tensor): that file is never given to the
+      kernel (served by the daemon, which refuses the flipped range with
+      EIO while the rest of it reads), nor is checkpoint-20's composite
+      model.pt, whose sequential reader gets EIO at the flipped range; the
+      intact files still are.
   passthrough_check.py save_load MNT WANT
       a writable mount: torch.save of a new checkpoint into a new series of
       the mount, the commit by rename, and torch.load of what was saved,
@@ -169,8 +172,28 @@ def damaged(run, mnt, want):
         pass
     else:
         raise AssertionError("torch.load of the damaged %s succeeded" % victim)
-    path = os.path.join(ck10, "model.pt")
-    load_same(path, os.path.join(run, "checkpoint-10", "model.pt"))
+    # checkpoint-10/model.pt's last tensor (not a decoder block's: the
+    # composite of checkpoint-20 takes it from checkpoint-10) is flipped
+    # too: a sequential reader of that composite gets its first bytes, then
+    # EIO where the flipped range is (checked ahead of the reader, by the
+    # daemon's verification thread, or by the reader itself).
+    composite = os.path.join(mnt, "checkpoint-20", "model.pt")
+    got = 0
+    with open(composite, "rb", buffering=0) as f:
+        try:
+            while True:
+                b = f.read(64 << 10)
+                if not b:
+                    break
+                got += len(b)
+        except OSError as e:
+            expect(e.errno == errno.EIO, "reading %s: %s, expected EIO" % (composite, e))
+        else:
+            raise AssertionError("%s: the flipped range was served" % composite)
+    expect(got > 0, "%s: nothing read before the flipped range" % composite)
+    expect(io_of(composite) == "daemon", "synthesized %s is served by %s" % (composite, io_of(composite)))
+    path = os.path.join(ck10, "model.safetensors")
+    load_same(path, os.path.join(run, "checkpoint-10", "model.safetensors"))
     expect(io_of(path) == want, "an intact file beside a damaged one is served by %s" % io_of(path))
 
 
