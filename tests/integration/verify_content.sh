@@ -19,6 +19,8 @@ ck_import "$store" "$tmp/run" 0
 
 cat >"$tmp/helper.py" <<'PY'
 import json, os, sys
+sys.path.insert(0, os.path.join(os.environ["CKPT_SRCDIR"], "tests", "py"))
+from mountcheck import flip_byte as flip
 
 def load(path):
     with open(path) as f:
@@ -37,15 +39,6 @@ def pick(show10, show20):
     for t in (first(0, "checkpoint-10"), first(1, "checkpoint-20")):
         print(t["name"], t["src_offset"] + t["nbytes"] // 2)
 
-def flip(path, offset):
-    """XOR one byte, keeping size and mtime: the identity stays the same."""
-    st = os.stat(path)
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0x5a]))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 def expect(cond, msg):
     if not cond:

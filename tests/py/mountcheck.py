@@ -31,6 +31,18 @@ def read_mmapped(path, private=False):
             return bytes(m)
 
 
+def flip_byte(path, offset):
+    """XORs the byte at offset keeping the file's size and mtime, so that its
+    identity is unchanged and only a content hash can tell; twice restores."""
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ 0x5a]))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
 def assert_not_served(mnt_path, physical_path=None):
     """A refused file is either absent from the mount or unreadable; whatever
     bytes a failing read returned first must be the physical file's own.

@@ -140,14 +140,7 @@ def tensor_offset(path, last=False):
 
 
 def flip(path, last=False):
-    at = tensor_offset(path, last)
-    st = os.stat(path)
-    with open(path, "r+b") as f:
-        f.seek(at)
-        b = f.read(1)
-        f.seek(at)
-        f.write(bytes([b[0] ^ 0x5a]))
-    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+    mountcheck.flip_byte(path, tensor_offset(path, last))
 
 
 def damaged(run, mnt, want):
