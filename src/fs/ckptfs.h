@@ -111,6 +111,7 @@ void ckfs_print_version(void);
 struct ckfs_passthrough {
 	int on;                 /* negotiated at INIT */
 	int disabled;           /* registration refused (no CAP_SYS_ADMIN): stop asking */
+	int warned;             /* a registration failed otherwise: logged once */
 	pthread_mutex_t lock;
 	int32_t *ids;           /* by FUSE node id: backing id, -1 through the daemon, 0 undecided */
 	size_t cap;

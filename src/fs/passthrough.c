@@ -13,7 +13,7 @@
  * hand, both through documented libfuse calls:
  *   - INIT: the daemon reads the kernel's INIT itself, lets libfuse answer
  *     it into a pipe, and writes that answer to /dev/fuse with the
- *     passthrough flag and a stacking depth of 1 added when the kernel
+ *     passthrough flag and a stacking depth of 2 added when the kernel
  *     offered passthrough.  libfuse's own state is what it would be anyway.
  *   - OPEN: fuse_reply_iov() sends a struct fuse_open_out whose padding is
  *     the backing id (protocol 7.40).
@@ -48,23 +48,31 @@ struct pt_backing_map {
 #define PT_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct pt_backing_map)
 
 /* Lets libfuse answer the INIT in buf into a pipe standing in for the
- * session's descriptor; *len gets the answer's length.  0 or -errno. */
+ * session's descriptor; *len gets the answer's length.  0, or -errno once
+ * libfuse has answered the kernel itself (the pipe could not be set up). */
 static int init_reply_from_libfuse(struct fuse_session *se, const struct fuse_buf *buf,
 				   uint8_t *reply, size_t cap, size_t *len)
 {
-	int fd = fuse_session_fd(se), saved, p[2];
+	int fd = fuse_session_fd(se), saved = -1, p[2];
 	ssize_t got;
 
-	if (pipe2(p, O_CLOEXEC))
-		return -errno;
-	saved = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-	if (saved < 0 || dup3(p[1], fd, O_CLOEXEC) < 0) {
+	if (pipe2(p, O_CLOEXEC) == 0) {
+		saved = fcntl(fd, F_DUPFD_CLOEXEC, 0);
+		if (saved < 0 || dup3(p[1], fd, O_CLOEXEC) < 0) {
+			int e = errno;
+
+			if (saved >= 0)
+				close(saved);
+			close(p[0]);
+			close(p[1]);
+			errno = e;
+			saved = -1;
+		}
+	}
+	if (saved < 0) {
 		int rc = -errno;
 
-		if (saved >= 0)
-			close(saved);
-		close(p[0]);
-		close(p[1]);
+		fuse_session_process_buf(se, buf);	/* the kernel must get its answer */
 		return rc;
 	}
 	fuse_session_process_buf(se, buf);
@@ -117,7 +125,9 @@ int ckfs_passthrough_handshake(struct ckfs *fs, struct fuse_session *se)
 	    len >= sizeof(*out_hdr) + offsetof(struct fuse_init_out, unused) + sizeof(uint32_t)) {
 		init_out->flags |= FUSE_INIT_EXT;
 		init_out->flags2 |= PT_FUSE_PASSTHROUGH_FLAG2;
-		init_out->unused[0] = 1;	/* max_stack_depth since 7.40 */
+		/* max_stack_depth since 7.40: backing files may be on one
+		 * stacked filesystem (a store on overlayfs, as in containers). */
+		init_out->unused[0] = 2;
 		fs->passthrough.on = 1;
 	}
 	if (write(fuse_session_fd(se), reply, len) != (ssize_t)len) {
@@ -189,8 +199,10 @@ static int32_t node_decide(struct ckfs_passthrough *pt, int dev_fd, fuse_ino_t i
 		} else if (errno == EPERM) {
 			pt->disabled = 1;
 			ck_info("FUSE passthrough needs CAP_SYS_ADMIN: every read goes through the daemon");
-		} else {
-			ck_warn("FUSE passthrough: registering a backing file: %s", strerror(errno));
+		} else if (!pt->warned) {
+			pt->warned = 1;
+			ck_warn("FUSE passthrough: registering a backing file: %s; such files are served "
+				"by the daemon", strerror(errno));
 		}
 	}
 	pt->ids[ino] = id;
