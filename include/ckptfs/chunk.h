@@ -132,6 +132,14 @@ int ck_chunk_encode_as(struct ck_chunk_ctx *ctx, enum ck_codec codec, const void
 int ck_chunk_decode(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *desc,
 		    const uint8_t *payload, const void *ref, size_t ref_len, void *out,
 		    struct ck_error *err);
+/* As ck_chunk_decode, for a reference whose bytes are known to hash to
+ * ref_hash (the previous step of a chain, checked as it was decoded, or a
+ * cached chunk): the delta's recorded reference hash is compared with
+ * ref_hash instead of hashing the reference again.  The decoded bytes are
+ * always hashed and checked. */
+int ck_chunk_decode_known_ref(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *desc,
+			      const uint8_t *payload, const void *ref, size_t ref_len,
+			      struct ck_hash128 ref_hash, void *out, struct ck_error *err);
 
 /* Byte planes, exposed for benchmarks: planes[k * n + i] = src[i * size + k]
  * for n = len / size elements; the len % size tail bytes are not touched. */

@@ -95,12 +95,13 @@ int ck_pack_read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_
 /* Reads the record at off and decodes it into out (room for CK_CHUNK_MAX
  * bytes; desc->raw_len of them are the chunk), given the reference chunk
  * when the record is a delta (ref may be NULL otherwise; out may be ref,
- * for a chain decoded in place).  buf is scratch
- * for the payload (CK_CHUNK_MAX bytes).  Returns what ck_pack_read_record
- * and ck_chunk_decode return. */
+ * for a chain decoded in place) and, when its bytes were checked already,
+ * their hash (ref_hash, else NULL: see ck_chunk_decode_known_ref).  buf is
+ * scratch for the payload (CK_CHUNK_MAX bytes).  Returns what
+ * ck_pack_read_record and ck_chunk_decode return. */
 int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *buf,
-		       const void *ref, size_t ref_len, void *out, struct ck_chunk_desc *desc,
-		       struct ck_error *err);
+		       const void *ref, size_t ref_len, const struct ck_hash128 *ref_hash, void *out,
+		       struct ck_chunk_desc *desc, struct ck_error *err);
 
 /* Scanner: calls fn for every complete, checked record in file order (the
  * payload is valid during the call).  A non-zero return from fn stops the

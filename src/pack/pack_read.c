@@ -133,14 +133,17 @@ int ck_pack_read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_
 }
 
 int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *buf,
-		       const void *ref, size_t ref_len, void *out, struct ck_chunk_desc *desc,
-		       struct ck_error *err)
+		       const void *ref, size_t ref_len, const struct ck_hash128 *ref_hash, void *out,
+		       struct ck_chunk_desc *desc, struct ck_error *err)
 {
 	int rc = ck_pack_read_record(fd, off, desc, buf, err);
 
 	if (rc)
 		return rc;
-	rc = ck_chunk_decode(ctx, desc, buf, ref, ref_len, out, err);
+	if (ref && ref_hash)
+		rc = ck_chunk_decode_known_ref(ctx, desc, buf, ref, ref_len, *ref_hash, out, err);
+	else
+		rc = ck_chunk_decode(ctx, desc, buf, ref, ref_len, out, err);
 	return rc && rc != -ENOMEM ? at_offset(err, rc, off) : rc;
 }
 

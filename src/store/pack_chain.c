@@ -209,9 +209,10 @@ static int read_raw(struct ck_pack_fds *fds, const struct ck_chunk_loc *l, struc
 	return 0;
 }
 
+/* ref, when given, is a chunk checked already: it hashes to ref_h. */
 static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
 		       const struct ck_chunk_loc *l, struct ck_hash128 h, const uint8_t *ref, uint32_t ref_len,
-		       uint8_t *out, struct ck_error *err)
+		       struct ck_hash128 ref_h, uint8_t *out, struct ck_error *err)
 {
 	struct ck_error why = { { 0 } };
 	struct ck_chunk_desc desc;
@@ -223,7 +224,8 @@ static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_d
 		snprintf(why.msg, sizeof(why.msg), "cannot open the pack: %s", strerror(-fd));
 		rc = fd;
 	} else {
-		rc = ck_pack_read_chunk(fd, l->offset, d->ctx, d->payload, ref, ref_len, out, &desc, &why);
+		rc = ck_pack_read_chunk(fd, l->offset, d->ctx, d->payload, ref, ref_len, ref ? &ref_h : NULL, out,
+					&desc, &why);
 		if (rc == 0 && (!ck_hash128_eq(desc.raw_hash, h) || desc.raw_len != l->raw_len)) {
 			snprintf(why.msg, sizeof(why.msg), "the record at %" PRIu64 " holds another chunk", l->offset);
 			rc = -EIO;
@@ -247,7 +249,7 @@ int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds,
 {
 	struct ck_chunk_loc chain[CK_PACK_MAX_CHAIN + 1];
 	struct ck_hash128 hs[CK_PACK_MAX_CHAIN + 1];
-	struct ck_hash128 x = h;
+	struct ck_hash128 x = h, ref_h = { 0, 0 };
 	const uint8_t *ref = NULL;
 	uint32_t ref_len = 0;
 	unsigned deltas = 0;
@@ -261,6 +263,7 @@ int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds,
 
 		if (n > 0 && cache && ck_chunk_cache_copy(cache, x, base, &ref_len)) {
 			ref = base;
+			ref_h = x;   /* the cache holds checked chunks under their hash */
 			break;
 		}
 		if (n > CK_PACK_MAX_CHAIN) {
@@ -296,7 +299,7 @@ int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds,
 		if (l->where == CK_CHUNK_RAW)
 			rc = read_raw(fds, l, hs[i], dst, err);
 		else
-			rc = read_packed(st, fds, d, l, hs[i], ref, ref_len, dst, err);
+			rc = read_packed(st, fds, d, l, hs[i], ref, ref_len, ref_h, dst, err);
 		if (rc < 0) {
 			if (i > 0) {
 				char hx[33];
@@ -312,6 +315,7 @@ int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds,
 			deltas++;
 		ref = dst;
 		ref_len = l->raw_len;
+		ref_h = hs[i];   /* its bytes were just checked against it */
 	}
 	*len = ref_len;
 	if (depth)

@@ -1,6 +1,6 @@
 /* Reading packed file versions: a file's map, chunks found by binary
  * search, decoded through the resolver (or copied from the shared cache),
- * and one prefetch thread per open file decoding ahead into the cache.
+ * and two prefetch threads per open file decoding ahead into the cache.
  * Every public call may come from any thread at once. */
 #include "config.h"
 
@@ -12,6 +12,11 @@
 #include <string.h>
 
 #include "pack_store.h"
+
+/* Threads decoding ahead of a sequential reader of one file: the reader's
+ * own worker decodes too, so two keep a chain of deltas ahead of it on a
+ * two-core machine. */
+#define PREFETCH_WORKERS 2
 
 struct ck_packed_file {
 	struct ck_store *st;
@@ -25,10 +30,14 @@ struct ck_packed_file {
 	struct ck_decoder **pool;
 	size_t npool, cap;
 
-	pthread_cond_t wake;
-	pthread_t worker;
-	int worker_started, stop;
-	uint64_t pf_off, pf_len;      /* the range asked for, pf_len 0: none */
+	/* Prefetch: PREFETCH_WORKERS threads take the chunks [next, end) in
+	 * turn; a chunk being decoded is marked busy, and a reader that needs
+	 * it waits for it (done) instead of decoding it a second time. */
+	pthread_cond_t wake, done;
+	pthread_t workers[PREFETCH_WORKERS];
+	int nworkers, stop;
+	uint32_t next, end;
+	uint8_t *busy;                /* per chunk, allocated with the first prefetch */
 };
 
 static struct ck_decoder *decoder_take(struct ck_packed_file *pf)
@@ -115,6 +124,7 @@ int ck_packed_open(struct ck_store *st, uint64_t file_id, struct ck_chunk_cache 
 	ck_pack_fds_init(&pf->fds);
 	pthread_mutex_init(&pf->lock, NULL);
 	pthread_cond_init(&pf->wake, NULL);
+	pthread_cond_init(&pf->done, NULL);
 	*out = pf;
 	return 0;
 }
@@ -125,16 +135,18 @@ void ck_packed_close(struct ck_packed_file *pf)
 		return;
 	pthread_mutex_lock(&pf->lock);
 	pf->stop = 1;
-	pthread_cond_signal(&pf->wake);
+	pthread_cond_broadcast(&pf->wake);
 	pthread_mutex_unlock(&pf->lock);
-	if (pf->worker_started)
-		pthread_join(pf->worker, NULL);
+	for (int i = 0; i < pf->nworkers; i++)
+		pthread_join(pf->workers[i], NULL);
+	free(pf->busy);
 	for (size_t i = 0; i < pf->npool; i++) {
 		ck_decoder_clear(pf->pool[i]);
 		free(pf->pool[i]);
 	}
 	free(pf->pool);
 	pthread_cond_destroy(&pf->wake);
+	pthread_cond_destroy(&pf->done);
 	pthread_mutex_destroy(&pf->lock);
 	ck_pack_fds_close(&pf->fds);
 	free(pf->start);
@@ -189,6 +201,15 @@ static int load_chunk(struct ck_packed_file *pf, MDB_txn **txn, struct ck_decode
 	return rc;
 }
 
+/* Waits while a prefetch worker decodes chunk i (it lands in the cache). */
+static void wait_prefetched(struct ck_packed_file *pf, uint32_t i)
+{
+	pthread_mutex_lock(&pf->lock);
+	while (pf->busy && pf->busy[i])
+		pthread_cond_wait(&pf->done, &pf->lock);
+	pthread_mutex_unlock(&pf->lock);
+}
+
 /* Bytes [in, in + n) of chunk i from the cache: 1 when there. */
 static int cached_part(struct ck_packed_file *pf, uint32_t i, uint32_t in, uint32_t n, uint8_t *dst)
 {
@@ -222,6 +243,7 @@ ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64
 
 		if (n > len - done)
 			n = len - done;
+		wait_prefetched(pf, i);
 		/* Part of a cached chunk is copied alone; a chunk wanted whole is
 		 * decoded straight into the caller's buffer. */
 		if (whole) {
@@ -252,33 +274,25 @@ static void *prefetch_main(void *arg)
 
 	pthread_mutex_lock(&pf->lock);
 	while (d && !pf->stop) {
-		uint64_t off, end;
+		uint32_t i;
+		MDB_txn *txn = NULL;
 
-		if (!pf->pf_len) {
+		if (pf->next >= pf->end) {
 			pthread_cond_wait(&pf->wake, &pf->lock);
 			continue;
 		}
-		off = pf->pf_off;
-		end = off + pf->pf_len;
-		pf->pf_len = 0;
+		i = pf->next++;
+		if (pf->busy[i] || ck_chunk_cache_has(pf->cache, pf->map.chunks[i].hash))
+			continue;
+		pf->busy[i] = 1;
 		pthread_mutex_unlock(&pf->lock);
-		for (uint32_t i = chunk_at(pf, off); i < pf->map.nchunks && pf->start[i] < end; i++) {
-			MDB_txn *txn = NULL;
-			int stop;
-
-			pthread_mutex_lock(&pf->lock);
-			stop = pf->stop || pf->pf_len;   /* quit, or a newer range to follow */
-			pthread_mutex_unlock(&pf->lock);
-			if (stop)
-				break;
-			if (ck_chunk_cache_has(pf->cache, pf->map.chunks[i].hash))
-				continue;
-			/* A failure shows again, with its reason, when the chunk is read. */
-			load_chunk(pf, &txn, d, i, d->out, NULL);
-			if (txn)
-				mdb_txn_abort(txn);
-		}
+		/* A failure shows again, with its reason, when the chunk is read. */
+		load_chunk(pf, &txn, d, i, d->out, NULL);
+		if (txn)
+			mdb_txn_abort(txn);
 		pthread_mutex_lock(&pf->lock);
+		pf->busy[i] = 0;
+		pthread_cond_broadcast(&pf->done);
 	}
 	pthread_mutex_unlock(&pf->lock);
 	if (d)
@@ -293,14 +307,16 @@ void ck_packed_prefetch(struct ck_packed_file *pf, uint64_t off, uint64_t len)
 	if (len > pf->map.size - off)
 		len = pf->map.size - off;
 	pthread_mutex_lock(&pf->lock);
-	if (!pf->worker_started && !pf->stop) {
-		if (pthread_create(&pf->worker, NULL, prefetch_main, pf) == 0)
-			pf->worker_started = 1;
-	}
-	if (pf->worker_started) {
-		pf->pf_off = off;
-		pf->pf_len = len;
-		pthread_cond_signal(&pf->wake);
+	if (!pf->busy && !pf->stop)
+		pf->busy = calloc(pf->map.nchunks ? pf->map.nchunks : 1, 1);
+	while (pf->busy && !pf->stop && pf->nworkers < PREFETCH_WORKERS &&
+	       pthread_create(&pf->workers[pf->nworkers], NULL, prefetch_main, pf) == 0)
+		pf->nworkers++;
+	if (pf->nworkers) {
+		/* The newest range asked for replaces what is left of the last. */
+		pf->next = chunk_at(pf, off);
+		pf->end = chunk_at(pf, off + len - 1) + 1;
+		pthread_cond_broadcast(&pf->wake);
 	}
 	pthread_mutex_unlock(&pf->lock);
 }

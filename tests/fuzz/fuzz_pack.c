@@ -78,7 +78,7 @@ static int on_record(void *cb, uint64_t off, const struct ck_chunk_desc *d, cons
 	struct scan *s = cb;
 	struct ck_chunk_desc d2;
 	struct ck_error err = { "" };
-	int rc = ck_pack_read_chunk(s->fd, off, ctx, buf, s->ref, s->ref_len, out, &d2, &err);
+	int rc = ck_pack_read_chunk(s->fd, off, ctx, buf, s->ref, s->ref_len, NULL, out, &d2, &err);
 
 	need(rc == 0 || ((rc == -EINVAL || rc == -EIO) && err.msg[0]));
 	need(d2.raw_len == d->raw_len && d2.enc_len == d->enc_len);

@@ -146,6 +146,23 @@ static void test_choice(void)
 	SETUP(ck_chunk_encode(ctx, cur, n, 4, ref, n, &d, &p) == 0);
 	CHECK(ck_chunk_decode(ctx, &d, p, ref, n, out, &err) == 0 && memcmp(out, cur, n) == 0,
 	      "auto delta round trip");
+	/* A reference known to hash as recorded is not hashed again ... */
+	CHECK(ck_chunk_decode_known_ref(ctx, &d, p, ref, n, d.ref_hash, out, &err) == 0 &&
+	      memcmp(out, cur, n) == 0, "known reference round trip");
+	/* ... a known hash other than the recorded one is refused ... */
+	{
+		struct ck_hash128 other = d.ref_hash;
+
+		other.lo ^= 1;
+		CHECK(ck_chunk_decode_known_ref(ctx, &d, p, ref, n, other, out, &err) == -EIO,
+		      "another reference's hash accepted");
+	}
+	/* ... and wrong bytes vouched for still never come out: the decoded
+	 * chunk does not hash as recorded. */
+	ref[n / 2] ^= 0x40;
+	CHECK(ck_chunk_decode_known_ref(ctx, &d, p, ref, n, d.ref_hash, out, &err) == -EIO,
+	      "a damaged reference vouched for decoded");
+	ref[n / 2] ^= 0x40;
 
 	/* a reference of another length is not used */
 	SETUP(ck_chunk_encode(ctx, cur, n, 4, ref, n - 4, &d, &p) == 0);

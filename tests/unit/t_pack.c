@@ -94,7 +94,7 @@ static int read_all(int fd, int expect_ok)
 		const uint8_t *ref = r->ref >= 0 ? recs[r->ref].raw : NULL;
 		struct ck_chunk_desc d;
 		struct ck_error err = { "" };
-		int rc = ck_pack_read_chunk(fd, r->off, ctx, buf, ref, ref ? r->len : 0, out, &d, &err);
+		int rc = ck_pack_read_chunk(fd, r->off, ctx, buf, ref, ref ? r->len : 0, NULL, out, &d, &err);
 
 		if (rc == 0) {
 			CHECK(d.raw_len == r->len && memcmp(out, r->raw, r->len) == 0,
