@@ -13,6 +13,7 @@
 #ifndef CKPTFS_VIEW_H
 #define CKPTFS_VIEW_H
 
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -172,6 +173,11 @@ int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_exten
  * ahead on worker threads.  0, or -EIO (logged with checkpoint, file,
  * tensor and store object) — never wrong bytes. */
 int ck_extent_read(const struct ck_extent *e, void *buf);
+
+/* Builds (and caches) the composites of the files of every series' newest
+ * checkpoint, the ones a resume opens first; stops early once *stop is
+ * set.  For a thread started when the mount goes live.  0 or -ENOMEM. */
+int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop);
 
 /* Grows whenever the view gains a checkpoint (at open, or by a refresh):
  * the daemon's compactor runs only when it changed. */

@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -55,6 +56,7 @@ struct ckfs_config {
 	unsigned compact_secs;  /* writable mount: compact every N s after a commit; 0 = never */
 	int direct_io;          /* CKFS_DIO_*: which committed files bypass the page cache */
 	int passthrough;        /* -o passthrough (default): the kernel reads whole raw files itself */
+	int warmup;             /* -o warmup (default): build the newest composites at mount */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
@@ -112,6 +114,7 @@ struct ckfs_passthrough {
 	int on;                 /* negotiated at INIT */
 	int disabled;           /* registration refused (no CAP_SYS_ADMIN): stop asking */
 	int warned;             /* a registration failed otherwise: logged once */
+	uint64_t max_size;      /* larger files are served by the daemon */
 	pthread_mutex_t lock;
 	int32_t *ids;           /* by FUSE node id: backing id, -1 through the daemon, 0 undecided */
 	size_t cap;
@@ -160,6 +163,18 @@ struct ckfs_refresher {
 int ckfs_refresher_start(struct ckfs_refresher *r, struct ck_view *view, struct fuse_session *se,
 			 uint64_t root_ino, unsigned secs);
 void ckfs_refresher_stop(struct ckfs_refresher *r);
+
+/* Builds the newest checkpoints' composites once the mount is live
+ * (warmup.c, -o warmup); stop ends it early and joins it. */
+struct ckfs_warmup {
+	struct ck_view *view;
+	atomic_int stop;
+	pthread_t thread;
+	int running;
+};
+
+int ckfs_warmup_start(struct ckfs_warmup *w, struct ck_view *view);
+void ckfs_warmup_stop(struct ckfs_warmup *w);
 
 /* The operation table (table.c): namespace, read path, EROFS for writes. */
 extern const struct fuse_lowlevel_ops ckfs_ops;

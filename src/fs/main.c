@@ -35,6 +35,7 @@ struct mount_run {
 	struct ckfs_idler idler;
 	struct ckfs_compactor compactor;
 	int mount_lock;          /* STORE/mount.lock of a writable mount, else -1 */
+	struct ckfs_warmup warmup;
 };
 
 /* "/dev/fd/N": mount.fuse3 -o drop_privileges mounted already, we serve N. */
@@ -352,7 +353,10 @@ static int serve(struct mount_run *run)
 	/* Before the loop: it must see the kernel's INIT first. */
 	if (cfg->passthrough)
 		ckfs_passthrough_handshake(&run->fs, run->se);
+	if (cfg->warmup && ckfs_warmup_start(&run->warmup, run->fs.view))
+		ck_warn("cannot start the warm-up thread: composites are built at their first open");
 	rc = run_loop(run);
+	ckfs_warmup_stop(&run->warmup);
 	ckfs_grace_stop(run->fs.grace);
 	run->fs.grace = NULL;
 	ckfs_compactor_stop(&run->compactor);

@@ -283,6 +283,14 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		cfg->passthrough = 0;
 		return 0;
 	}
+	if (KEY("warmup") && !val) {
+		cfg->warmup = 1;
+		return 0;
+	}
+	if (KEY("nowarmup") && !val) {
+		cfg->warmup = 0;
+		return 0;
+	}
 	if (KEY("always_synthesize") && !val) {
 		cfg->view.always_synthesize = 1;
 		return 0;
@@ -356,6 +364,7 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->compact_secs = 60;
 	cfg->direct_io = CKFS_DIO_NONE;
 	cfg->passthrough = 1;
+	cfg->warmup = 1;
 	cfg->markers = CKFS_MARK_ALL;
 	cfg->marker_grace = 1;
 }
@@ -535,6 +544,8 @@ void ckfs_print_help(const char *progname)
 	       "    -o passthrough|nopassthrough  let the kernel read files served as they\n"
 	       "                           were saved straight from the store (Linux 6.9+, as\n"
 	       "                           root; default passthrough)\n"
+	       "    -o warmup|nowarmup     build the composites of each series' newest\n"
+	       "                           checkpoint as soon as the mount is live (default warmup)\n"
 	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
 	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
 	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"

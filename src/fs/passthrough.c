@@ -47,6 +47,16 @@ struct pt_backing_map {
 };
 #define PT_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct pt_backing_map)
 
+/* Largest file handed to the kernel: a quarter of the machine's memory. */
+static uint64_t passthrough_max_size(void)
+{
+	long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+
+	if (pages <= 0 || page <= 0)
+		return 1ull << 30;
+	return (uint64_t)pages * (uint64_t)page / 4;
+}
+
 /* Lets libfuse answer the INIT in buf into a pipe standing in for the
  * session's descriptor; *len gets the answer's length.  0, or -errno once
  * libfuse has answered the kernel itself (the pipe could not be set up). */
@@ -129,6 +139,7 @@ int ckfs_passthrough_handshake(struct ckfs *fs, struct fuse_session *se)
 		 * stacked filesystem (a store on overlayfs, as in containers). */
 		init_out->unused[0] = 2;
 		fs->passthrough.on = 1;
+		fs->passthrough.max_size = passthrough_max_size();
 	}
 	if (write(fuse_session_fd(se), reply, len) != (ssize_t)len) {
 		rc = -errno;
@@ -231,8 +242,11 @@ int ckfs_passthrough_open(struct ckfs *fs, fuse_req_t req, fuse_ino_t ino, struc
 	if (id == 0) {
 		/* Only one whole raw file qualifies, verified now since no
 		 * read of it will reach the daemon.  A damaged one is served
-		 * by the daemon, which refuses the damaged ranges alone. */
-		if (ck_vfile_whole_file(f, &fd))
+		 * by the daemon, which refuses the damaged ranges alone; so is
+		 * one too large to stay cached between its check and its
+		 * reads (it would be read from disk twice), which the daemon
+		 * checks as it is read. */
+		if (ck_vfile_size(f) > pt->max_size || ck_vfile_whole_file(f, &fd))
 			fd = -1;
 		id = node_decide(pt, fuse_session_fd(fs->se), ino, fd);
 	}

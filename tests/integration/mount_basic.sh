@@ -365,4 +365,25 @@ wait "$fg" || rc=$?
 [ $rc = 0 ] || fail "ckptfs -d exited $rc after unmount"
 grep -q "opcode: INIT" "$tmp/debug.err" || fail "-d shows no libfuse trace"
 grep -q "ckptfs: debug: " "$tmp/debug.err" || fail "-d shows no debug log"
+
+# --- warm-up: the newest checkpoint's composites are built once mounted --------
+# Without a single request: the debug log counts the files built, which
+# must be every file of each series' newest checkpoint; -o nowarmup builds none.
+newest_files=$(find "$run/checkpoint-20" "$run/checkpoint-10" -type f -printf '%P\n' | sort -u | wc -l)
+for opt in warmup nowarmup; do
+	"$CKPTFS" "$store" "$mnt" -f -o "log_level=debug,$opt" 2>"$tmp/warm.err" &
+	fg=$!
+	wait_mounted "$fg"
+	i=0 limit=50
+	[ "$opt" = warmup ] || limit=10
+	while ! grep -q "warm-up: " "$tmp/warm.err" && [ $i -lt $limit ]; do sleep 0.1; i=$((i + 1)); done
+	fusermount3 -u "$mnt" || fail "fusermount3 -u ($opt)"
+	wait "$fg" || fail "ckptfs -o $opt exited non-zero"
+	built=$(sed -n 's/.*warm-up: \([0-9]*\) files.*/\1/p' "$tmp/warm.err")
+	if [ "$opt" = warmup ]; then
+		[ "$built" = "$newest_files" ] || fail "warm-up built '$built' files, the newest checkpoint has $newest_files"
+	else
+		[ -z "$built" ] || fail "-o nowarmup built $built files"
+	fi
+done
 echo "PASS"

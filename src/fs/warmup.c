@@ -1,0 +1,50 @@
+/* -o warmup: once the mount serves, one thread builds the composites of
+ * every series' newest checkpoint (ck_view_warm_newest), so that a trainer
+ * starting up to resume finds them built when it opens them.  Builds are
+ * cached and serialized by the view: an open that arrives during the
+ * warm-up waits at most for the build under way, and never builds twice. */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "ckptfs.h"
+
+static void *warmup_main(void *arg)
+{
+	struct ckfs_warmup *w = arg;
+	int rc;
+
+	/* Behind the requests being served. */
+	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
+	rc = ck_view_warm_newest(w->view, &w->stop);
+	if (rc)
+		ck_debug("warm-up: %s", strerror(-rc));
+	return NULL;
+}
+
+int ckfs_warmup_start(struct ckfs_warmup *w, struct ck_view *view)
+{
+	int rc;
+
+	memset(w, 0, sizeof(*w));
+	w->view = view;
+	atomic_init(&w->stop, 0);
+	rc = pthread_create(&w->thread, NULL, warmup_main, w);
+	if (rc)
+		return -rc;
+	w->running = 1;
+	return 0;
+}
+
+void ckfs_warmup_stop(struct ckfs_warmup *w)
+{
+	if (!w->running)
+		return;
+	atomic_store(&w->stop, 1);
+	pthread_join(w->thread, NULL);
+	w->running = 0;
+}
