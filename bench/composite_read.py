@@ -196,6 +196,20 @@ def median_of(runs, fn, *args, cold=False):
     return statistics.median(times)
 
 
+def medians_in_turn(runs, fn, a, b, cold=False):
+    """Medians of fn(a) and fn(b) timed alternately: torch.load's speed in
+    a long-lived process depends on what its allocator has freed before
+    (fresh pages or reused heap), so runs of one after the other would
+    favour whichever comes second."""
+    ta, tb = [], []
+    for _ in range(runs):
+        for x, t in ((a, ta), (b, tb)):
+            if cold:
+                drop_caches()
+            t.append(timed(fn, x))
+    return statistics.median(ta), statistics.median(tb)
+
+
 def bench_read(work, gib, runs, results):
     run, store, mnt = (os.path.join(work, n) for n in ("big", "store-big", "mnt-big"))
     log("building a %.1f GiB composite (two checkpoints, alternating layers)..." % gib)
@@ -229,8 +243,7 @@ def bench_read(work, gib, runs, results):
                 log("  %-60s %s %s" % r)
 
         for label, is_cold in (("cold", True), ("warm", False)):
-            t_mnt = median_of(runs, torch_load, composite, cold=is_cold)
-            t_plain = median_of(runs, torch_load, plain, cold=is_cold)
+            t_mnt, t_plain = medians_in_turn(runs, torch_load, composite, plain, cold=is_cold)
             rows = [("torch.load %s, mount" % label, "%.2f s" % t_mnt, ""),
                     ("torch.load %s, plain local copy" % label, "%.2f s" % t_plain,
                      "mount = %.0f %% of plain speed" % (100 * t_plain / t_mnt))]
@@ -259,8 +272,7 @@ def bench_served_as_saved(run, mnt, runs, cold, results):
             label = "first (page cache NOT dropped: not root)"
         speed_mnt = size / median_of(runs, dd, served, cold=is_cold)
         speed_own = size / median_of(runs, dd, own, cold=is_cold)
-        t_mnt = median_of(runs, torch_load, served, cold=is_cold)
-        t_own = median_of(runs, torch_load, own, cold=is_cold)
+        t_mnt, t_own = medians_in_turn(runs, torch_load, served, own, cold=is_cold)
         how = os.getxattr(served, "user.ckptfs.io").decode()
         rows = [("checkpoint-1 (served as saved, %s): read %s, mount / the file" % (how, label),
                  "%.0f / %.0f MB/s" % (speed_mnt / 1e6, speed_own / 1e6),
