@@ -152,16 +152,21 @@ void ckfs_ticker_stop(struct ckfs_ticker *t);
 
 /* Follows the store while mounted (refresh.c): every refresh_secs a thread
  * asks the view for new series and checkpoints and tells the kernel which
- * directories changed. */
+ * directories changed; with warm set, it then builds the composites of a
+ * new newest checkpoint (imported, or committed through the mount) before
+ * a reader asks. */
 struct ckfs_refresher {
 	struct ck_view *view;
 	struct fuse_session *se;
 	uint64_t root_ino;
+	int warm;
+	uint64_t warmed_gen;    /* ck_view_generation when last warmed */
+	atomic_int stop;
 	struct ckfs_ticker ticker;
 };
 
 int ckfs_refresher_start(struct ckfs_refresher *r, struct ck_view *view, struct fuse_session *se,
-			 uint64_t root_ino, unsigned secs);
+			 uint64_t root_ino, unsigned secs, int warm);
 void ckfs_refresher_stop(struct ckfs_refresher *r);
 
 /* Builds the newest checkpoints' composites once the mount is live

@@ -340,7 +340,8 @@ static int serve(struct mount_run *run)
 		goto unmount;
 
 	if (cfg->refresh_secs &&
-	    ckfs_refresher_start(&run->refresher, run->fs.view, run->se, run->fs.root_ino, cfg->refresh_secs))
+	    ckfs_refresher_start(&run->refresher, run->fs.view, run->se, run->fs.root_ino, cfg->refresh_secs,
+				 cfg->warmup))
 		ck_warn("cannot start the refresh thread: checkpoints imported while mounted stay hidden");
 	if (cfg->commit_idle && run->fs.staging &&
 	    ckfs_idler_start(&run->idler, &run->fs, cfg->commit_idle))

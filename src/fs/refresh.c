@@ -58,19 +58,32 @@ static void refresh_tick(void *arg)
 	}
 	/* Deleted checkpoints: the kernel must forget their names too. */
 	ckfs_forget_hidden(r->view, r->se, r->root_ino);
+	/* A new newest checkpoint, found here or committed through the mount
+	 * since: its composites are built before a reader opens them (the
+	 * warm-up at mount built the others; built ones cost nothing). */
+	if (r->warm && ck_view_generation(r->view) != r->warmed_gen) {
+		r->warmed_gen = ck_view_generation(r->view);
+		rc = ck_view_warm_newest(r->view, &r->stop);
+		if (rc)
+			ck_debug("refresh: warm-up: %s", strerror(-rc));
+	}
 }
 
 int ckfs_refresher_start(struct ckfs_refresher *r, struct ck_view *view, struct fuse_session *se,
-			 uint64_t root_ino, unsigned secs)
+			 uint64_t root_ino, unsigned secs, int warm)
 {
 	memset(r, 0, sizeof(*r));
 	r->view = view;
 	r->se = se;
 	r->root_ino = root_ino;
+	r->warm = warm;
+	r->warmed_gen = ck_view_generation(view);   /* the mount's warm-up covers these */
+	atomic_init(&r->stop, 0);
 	return ckfs_ticker_start(&r->ticker, secs, refresh_tick, r);
 }
 
 void ckfs_refresher_stop(struct ckfs_refresher *r)
 {
+	atomic_store(&r->stop, 1);   /* a warm-up under way ends at its next file */
 	ckfs_ticker_stop(&r->ticker);
 }

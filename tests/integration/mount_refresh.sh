@@ -2,7 +2,9 @@
 # A running mount follows the store: a checkpoint imported after the mount
 # (the eval box browsing while training goes on) appears within the refresh
 # interval, with its composite merged from the checkpoints already there,
-# and so does a new series.  Without -o refresh it stays hidden.
+# and so does a new series, and the composites of the new newest
+# checkpoints are built by the refresh (warm-up).  Without -o refresh it
+# stays hidden.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
 need_fuse
 need_torch
@@ -25,6 +27,19 @@ PY
 
 ck_mount "$tmp/store" "$tmp/mnt" -o ro,refresh=1
 ck_mount "$tmp/store" "$tmp/frozen" -o ro,refresh=0
+# A third in the foreground with its debug log: the warm-up at mount
+# builds the newest checkpoint's composites, and a refresh that finds new
+# newest checkpoints builds theirs before anyone opens them.
+mkdir -p "$tmp/warm"
+ck_track "$tmp/warm"
+"$CKPTFS" "$tmp/store" "$tmp/warm" -f -o ro,refresh=1,log_level=debug 2>"$tmp/warm.log" &
+i=0
+until is_mounted "$tmp/warm" && grep -q "warm-up: " "$tmp/warm.log"; do
+	i=$((i + 1))
+	[ $i -lt 100 ] || fail "no warm-up at mount: $(cat "$tmp/warm.log")"
+	sleep 0.1
+done
+grep -q "warm-up: 1 files" "$tmp/warm.log" || fail "warm-up at mount: $(grep warm-up "$tmp/warm.log")"
 [ "$(ls "$tmp/mnt/run")" = "checkpoint-10" ] || fail "unexpected listing: $(ls "$tmp/mnt/run")"
 
 "$CKPTCTL" import "$tmp/store" "$tmp/run/checkpoint-20"
@@ -36,6 +51,12 @@ until [ -e "$tmp/mnt/run/checkpoint-20/model.pt" ] && [ -e "$tmp/mnt/other/step_
 	sleep 0.1
 done
 echo "appeared after about $((i / 10)).$((i % 10)) s"
+i=0
+until grep -q "warm-up: 2 files" "$tmp/warm.log"; do
+	i=$((i + 1))
+	[ $i -lt 100 ] || fail "the refresh did not warm the new newest checkpoints: $(grep warm-up "$tmp/warm.log")"
+	sleep 0.1
+done
 [ "$(ls "$tmp/mnt/run" | tr '\n' ' ')" = "checkpoint-10 checkpoint-20 " ] ||
 	fail "listing after refresh: $(ls "$tmp/mnt/run")"
 [ "$(ls "$tmp/mnt" | tr '\n' ' ')" = "other run " ] || fail "root listing after refresh: $(ls "$tmp/mnt")"
