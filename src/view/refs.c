@@ -38,9 +38,8 @@ struct refs {
 	struct ck_view *v;
 	struct cand *cands;          /* sorted by pf pointer */
 	size_t ncands;
-	struct ck_vnode **nodes;     /* live composites with a candidate version */
+	struct node_list nodes;      /* live composites with a candidate version */
 	unsigned char *failed;       /* per node: cannot be built, keeps everything */
-	size_t nnodes, capnodes;
 };
 
 static int cand_cmp(const void *a, const void *b)
@@ -84,21 +83,6 @@ static int collect_cands(struct refs *r, struct view_series *s, const char *also
 	return 0;
 }
 
-static int add_node(struct refs *r, struct ck_vnode *n)
-{
-	if (r->nnodes == r->capnodes) {
-		size_t cap = r->capnodes ? r->capnodes * 2 : 64;
-		struct ck_vnode **p = realloc(r->nodes, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		r->nodes = p;
-		r->capnodes = cap;
-	}
-	r->nodes[r->nnodes++] = n;
-	return 0;
-}
-
 /* Files under n (n too) with a candidate version.  Callers hold ns_lock. */
 static int collect_nodes(struct refs *r, struct ck_vnode *n)
 {
@@ -106,7 +90,7 @@ static int collect_nodes(struct refs *r, struct ck_vnode *n)
 
 	for (size_t i = 0; i < n->nversions; i++) {
 		if (cand_of(r, n->versions[i].pf)) {
-			rc = add_node(r, n);
+			rc = node_list_add(&r->nodes, n);
 			break;
 		}
 	}
@@ -128,12 +112,12 @@ static void use_all(struct refs *r, const struct ck_vnode *n)
 /* Step 1: what the extents of each composite read. */
 static void mark_sources(struct refs *r)
 {
-	for (size_t i = 0; i < r->nnodes; i++) {
+	for (size_t i = 0; i < r->nodes.len; i++) {
 		struct ck_vfile *f;
 
-		if (view_node_vfile(r->v, r->nodes[i], &f)) {
+		if (view_node_vfile(r->v, r->nodes.n[i], &f)) {
 			r->failed[i] = 1;
-			use_all(r, r->nodes[i]);
+			use_all(r, r->nodes.n[i]);
 			continue;
 		}
 		for (size_t j = 0; j < f->nsrcs; j++) {
@@ -239,8 +223,8 @@ static void mark_merge_inputs(struct refs *r)
 
 	do {
 		changed = 0;
-		for (size_t i = 0; i < r->nnodes; i++)
-			if (!r->failed[i] && keep_merge_inputs(r, r->nodes[i]))
+		for (size_t i = 0; i < r->nodes.len; i++)
+			if (!r->failed[i] && keep_merge_inputs(r, r->nodes.n[i]))
 				changed = 1;
 	} while (changed);
 }
@@ -323,7 +307,7 @@ int ck_view_version_refs(struct ck_view *v, const char *series, const char *also
 			rc = collect_nodes(&r, s->ckpts[i]->node);
 	pthread_rwlock_unlock(&v->ns_lock);
 	if (!rc) {
-		r.failed = calloc(r.nnodes + 1, 1);
+		r.failed = calloc(r.nodes.len + 1, 1);
 		rc = r.failed ? 0 : -ENOMEM;
 	}
 	if (!rc) {
@@ -332,7 +316,7 @@ int ck_view_version_refs(struct ck_view *v, const char *series, const char *also
 		rc = make_output(&r, s, also_deleted, out, n);
 	}
 	free(r.cands);
-	free(r.nodes);
+	node_list_free(&r.nodes);
 	free(r.failed);
 	return rc;
 }

@@ -811,6 +811,27 @@ void ck_view_drain_hidden(struct ck_view *v, ck_hidden_fn fn, void *ctx)
 
 /* The node's composite, built once.  A failed build is not cached: the
  * next open tries again (the cause may have been fixed). */
+int node_list_add(struct node_list *l, struct ck_vnode *n)
+{
+	if (l->len == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct ck_vnode **p = realloc(l->n, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		l->n = p;
+		l->cap = cap;
+	}
+	l->n[l->len++] = n;
+	return 0;
+}
+
+void node_list_free(struct node_list *l)
+{
+	free(l->n);
+	memset(l, 0, sizeof(*l));
+}
+
 int view_node_vfile(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out)
 {
 	int rc = 0;

@@ -193,6 +193,15 @@ int composite_build_index(struct ck_view *v, struct ck_vnode *n, struct phys_fil
 /* view.c */
 int view_node_vfile(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out);
 
+/* A growable array of nodes (refs.c, warm.c); zero-initialized is empty. */
+struct node_list {
+	struct ck_vnode **n;
+	size_t len, cap;
+};
+/* Appends n: 0 or -ENOMEM. */
+int node_list_add(struct node_list *l, struct ck_vnode *n);
+void node_list_free(struct node_list *l);
+
 /* view.c: takes n out of its parent's children (lookups and listings no
  * longer find it; its inode stays valid).  Callers hold ns_lock for writing. */
 int view_detach(struct ck_vnode *n);

@@ -11,34 +11,14 @@
 #include "ckptfs/log.h"
 #include "view_internal.h"
 
-/* A checkpoint with more files than this is warmed in part. */
+/* At most this many files are warmed at a time (a store of many series). */
 #define WARM_MAX_FILES 4096
-
-struct node_list {
-	struct ck_vnode **n;
-	size_t len, cap;
-};
-
-static int list_add(struct node_list *l, struct ck_vnode *n)
-{
-	if (l->len == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct ck_vnode **p = realloc(l->n, cap * sizeof(*p));
-
-		if (!p)
-			return -ENOMEM;
-		l->n = p;
-		l->cap = cap;
-	}
-	l->n[l->len++] = n;
-	return 0;
-}
 
 /* The file nodes under n (n itself for a single-file checkpoint). */
 static int collect_files(struct ck_vnode *n, struct node_list *l)
 {
 	if (!n->is_dir)
-		return l->len < WARM_MAX_FILES ? list_add(l, n) : 0;
+		return l->len < WARM_MAX_FILES ? node_list_add(l, n) : 0;
 	for (size_t i = 0; i < n->nchildren; i++) {
 		int rc = collect_files(n->children[i], l);
 
@@ -69,6 +49,6 @@ int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop)
 			ck_vfile_put(f);   /* a file that cannot be built says why at its open */
 	}
 	ck_debug("warm-up: %zu files of the newest checkpoints built", l.len);
-	free(l.n);
+	node_list_free(&l);
 	return rc;
 }
