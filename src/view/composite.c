@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckptfs/log.h"
 #include "ckptfs/walk.h"
@@ -29,6 +30,59 @@ static const char *node_desc(const struct ck_vnode *n)
 
 /* --- shared helpers -------------------------------------------------------- */
 
+/* The versions of a node parse independently of each other: on a machine
+ * with several CPUs, helper threads parse them beside the builder before
+ * it walks them in order (20 packed versions of an optimizer.pt: 25 ms on
+ * one thread).  Quietly: a version that fails is found again, and
+ * reported, by the walk. */
+struct parse_job {
+	struct ck_view *v;
+	struct ck_vnode *n;
+	enum ck_file_kind kind;
+	atomic_size_t next;
+};
+
+static void *parse_worker(void *arg)
+{
+	struct parse_job *j = arg;
+	size_t i;
+
+	while ((i = atomic_fetch_add(&j->next, 1)) < j->n->nversions) {
+		struct phys_file *pf = j->n->versions[i].pf;
+		struct ck_error err;
+		int packed;
+
+		if (pf->info.kind != j->kind || (i > 0 && view_version_reclaimed(j->v, pf)))
+			continue;
+		packed = packed_get(j->v, pf, NULL);
+		if (packed < 0 || (packed == 0 && ck_file_check(&pf->info, &err)))
+			continue;   /* changed behind the store's back: the walk says so */
+		phys_parse(j->v, pf);
+	}
+	return NULL;
+}
+
+static void parse_versions(struct ck_view *v, struct ck_vnode *n, enum ck_file_kind kind)
+{
+	enum { MAX_HELPERS = 3, MIN_VERSIONS = 3 };
+	struct parse_job job = { .v = v, .n = n, .kind = kind };
+	pthread_t helpers[MAX_HELPERS];
+	long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+	size_t want = cpus > 1 ? (size_t)cpus - 1 : 0, started = 0;
+
+	if ((kind != CK_FILE_TORCH && kind != CK_FILE_SAFETENSORS) || n->nversions < MIN_VERSIONS || !want)
+		return;
+	if (want > MAX_HELPERS)
+		want = MAX_HELPERS;
+	atomic_init(&job.next, 0);
+	for (; started < want; started++)
+		if (pthread_create(&helpers[started], NULL, parse_worker, &job))
+			break;
+	parse_worker(&job);
+	for (size_t i = 0; i < started; i++)
+		pthread_join(helpers[i], NULL);
+}
+
 /* Versions of the node usable as sources: same kind as the newest, parsed,
  * identity-checked.  Older versions that are damaged make the composite
  * fail rather than silently lose their entries. */
@@ -39,6 +93,7 @@ static int collect_versions(struct ck_view *v, struct ck_vnode *n, struct phys_f
 	size_t k = 0;
 	int rc;
 
+	parse_versions(v, n, kind);
 	pfs = calloc(n->nversions, sizeof(*pfs));
 	if (!pfs)
 		return -ENOMEM;

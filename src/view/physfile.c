@@ -202,7 +202,8 @@ static int parse_safetensors(struct phys_file *pf, struct ck_error *err)
 }
 
 /* Parses the container and the state tree once per file (cached for the
- * life of the view; trees are immutable and shared by composites). */
+ * life of the view; trees are immutable and shared by composites).  Under
+ * the file's own lock: the versions of a composite parse in parallel. */
 int phys_parse(struct ck_view *v, struct phys_file *pf)
 {
 	struct ck_error err = { "" };
@@ -213,7 +214,7 @@ int phys_parse(struct ck_view *v, struct phys_file *pf)
 		return rc;
 	if (atomic_load(&pf->packed) && pf->info.kind == CK_FILE_TORCH)
 		phys_load_ranges(v, pf);   /* lets the parse skip tensor bytes; best effort */
-	pthread_mutex_lock(&v->lock);
+	pthread_mutex_lock(&pf->parse_lock);
 	if (pf->parsed) {
 		rc = pf->parsed < 0 ? pf->parsed : 0;
 		goto out;
@@ -235,7 +236,7 @@ int phys_parse(struct ck_view *v, struct phys_file *pf)
 	}
 	pf->parsed = rc ? rc : 1;
 out:
-	pthread_mutex_unlock(&v->lock);
+	pthread_mutex_unlock(&pf->parse_lock);
 	return rc;
 }
 
@@ -407,5 +408,6 @@ void phys_free(struct phys_file *pf)
 	tz_archive_free(&pf->ar);
 	pk_doc_free(pf->doc);
 	st_file_free(&pf->st);
+	pthread_mutex_destroy(&pf->parse_lock);
 	free(pf);   /* pf->info's strings belong to the view's file lists */
 }

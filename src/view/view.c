@@ -193,6 +193,7 @@ static int add_checkpoint(struct ck_view *v, struct view_series *s, struct ck_ck
 		memset(&files[j], 0, sizeof(files[j]));
 		pf->ckpt = ck;
 		pf->fd = -1;
+		pthread_mutex_init(&pf->parse_lock, NULL);
 		v->phys[v->nphys++] = pf;
 		ck->files[ck->nfiles++] = pf;
 	}

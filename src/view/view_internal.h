@@ -35,7 +35,9 @@ struct phys_file {
 	struct ck_tensor_info *tinfo;   /* the index's tensor records, sorted by name */
 	size_t ntinfo;
 	int tinfo_loaded;
-	/* Parsed content, loaded lazily (under view->lock) */
+	/* Parsed content, loaded lazily (under parse_lock: versions of a
+	 * composite parse on several threads at once) */
+	pthread_mutex_t parse_lock;
 	struct tz_archive ar;
 	struct pk_doc *doc;
 	struct st_file st;
