@@ -301,6 +301,10 @@ int ckfs_staging_busy(struct ckfs_staging *s, uint64_t ino);
  * nothing marked. */
 int ckfs_staging_claim(struct ckfs_staging *s, const char *series, const char *name, int need_closed);
 void ckfs_staging_unclaim(struct ckfs_staging *s, const char *series, const char *name);
+/* Waits while a commit holds top directory name of series (claimed):
+ * between the move of the directory into the store and the view catching
+ * up, neither shows it.  1 if it waited (look again), 0 if not claimed. */
+int ckfs_staging_wait_unclaimed(struct ckfs_staging *s, const char *series, const char *name);
 /* In-progress directory handles (opendir's fi->fh), tracked so that a
  * handle whose RELEASEDIR never came is closed by ckfs_staging_free. */
 struct ckfs_staged_dir;

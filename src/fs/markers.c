@@ -81,12 +81,18 @@ int ckfs_commit_dir(struct ckfs *fs, const char *series, const char *name, int n
 		return -EAGAIN;
 	}
 	rc = ckfs_commit(fs, series, name, name);
+	/* The view catches up while the directory is still claimed: a lookup
+	 * of its name meanwhile, which finds it neither staged nor in the
+	 * view, waits for the unclaim (ckfs_rw_lookup) instead of ENOENT. */
+	ckfs_view_catch_up(fs);
 	ckfs_staging_unclaim(fs->staging, series, name);
 	/* Committed or quarantined, the directory left the staging area. */
 	if (lstat(path, &st) != 0 && errno == ENOENT)
 		ckfs_staging_removed(fs->staging, 0, series, name);
 	free(path);
-	ckfs_after_commit(fs, ckfs_series_dir_ino(fs, series), name, name);
+	/* After the unclaim: a lookup waiting for it holds the directory's
+	 * lock, which these invalidations take. */
+	ckfs_inval_commit_names(fs, ckfs_series_dir_ino(fs, series), name, name);
 	return rc;
 }
 

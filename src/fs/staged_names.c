@@ -141,6 +141,26 @@ static int staged_entry(struct ckfs *fs, const struct ckfs_dir_ctx *c, const cha
 	return 0;
 }
 
+/* The entry of name in the directory of c: the view's, else the staged one. */
+static int lookup_in(struct ckfs *fs, fuse_ino_t parent, struct ckfs_dir_ctx *c, const char *name,
+		     struct fuse_entry_param *e)
+{
+	int rc = -ENOENT;
+
+	if (c->view_dir && c->kind != CKFS_DIR_STAGED) {
+		struct ck_vattr a;
+
+		/* The view first: a staged series node may have a view
+		 * directory by now (its first commit). */
+		rc = ck_view_getattr(fs->view, c->view_dir, &a);
+		if (rc == 0)
+			rc = ckfs_view_entry(fs, ckfs_is_staged(parent) ? a.ino : parent, name, e);
+	}
+	if (rc == -ENOENT && c->kind != CKFS_DIR_VIEW)
+		rc = staged_entry(fs, c, name, e);
+	return rc;
+}
+
 void ckfs_rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 {
 	struct ckfs *fs = ckfs_of(req);
@@ -149,18 +169,15 @@ void ckfs_rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	int rc = ckfs_dir_ctx(fs, parent, &c);
 
 	if (rc == 0) {
-		rc = -ENOENT;
-		if (c.view_dir && c.kind != CKFS_DIR_STAGED) {
-			struct ck_vattr a;
-
-			/* The view first: a staged series node may have a view
-			 * directory by now (its first commit). */
-			rc = ck_view_getattr(fs->view, c.view_dir, &a);
+		rc = lookup_in(fs, parent, &c, name, &e);
+		/* A checkpoint being committed is in neither place for a moment. */
+		if (rc == -ENOENT && c.kind == CKFS_DIR_SERIES && c.series &&
+		    ckfs_staging_wait_unclaimed(fs->staging, c.series, name)) {
+			ckfs_dir_ctx_free(&c);
+			rc = ckfs_dir_ctx(fs, parent, &c);
 			if (rc == 0)
-				rc = ckfs_view_entry(fs, ckfs_is_staged(parent) ? a.ino : parent, name, &e);
+				rc = lookup_in(fs, parent, &c, name, &e);
 		}
-		if (rc == -ENOENT && c.kind != CKFS_DIR_VIEW)
-			rc = staged_entry(fs, &c, name, &e);
 	}
 	ckfs_dir_ctx_free(&c);
 	if (rc)

@@ -41,6 +41,7 @@ struct ckfs_staged_dir {
 struct ckfs_staging {
 	char *staging_dir;      /* STORE/staging */
 	pthread_mutex_t lock;
+	pthread_cond_t unclaimed;   /* a commit released its directory */
 	struct snode **nodes;   /* slot i is ino CKFS_STAGED_BIT | (i + 1) */
 	size_t n, cap;
 	long *buckets;          /* first slot of each hash chain, -1 if none */
@@ -62,6 +63,7 @@ int ckfs_staging_new(const char *store, struct ckfs_staging **out)
 	}
 	s->staging_dir = (char *)ck_buf_steal(&dir, NULL);
 	pthread_mutex_init(&s->lock, NULL);
+	pthread_cond_init(&s->unclaimed, NULL);
 	*out = s;
 	return 0;
 }
@@ -87,6 +89,7 @@ void ckfs_staging_free(struct ckfs_staging *s)
 	free(s->buckets);
 	free(s->staging_dir);
 	pthread_mutex_destroy(&s->lock);
+	pthread_cond_destroy(&s->unclaimed);
 	free(s);
 }
 
@@ -480,7 +483,25 @@ void ckfs_staging_unclaim(struct ckfs_staging *s, const char *series, const char
 	slot = find(s, 0, series, name);
 	if (slot >= 0)
 		s->nodes[slot]->busy = 0;
+	pthread_cond_broadcast(&s->unclaimed);
 	pthread_mutex_unlock(&s->lock);
+}
+
+int ckfs_staging_wait_unclaimed(struct ckfs_staging *s, const char *series, const char *name)
+{
+	int waited = 0;
+
+	pthread_mutex_lock(&s->lock);
+	for (;;) {
+		long slot = find(s, 0, series, name);
+
+		if (slot < 0 || !s->nodes[slot]->busy)
+			break;
+		waited = 1;
+		pthread_cond_wait(&s->unclaimed, &s->lock);
+	}
+	pthread_mutex_unlock(&s->lock);
+	return waited;
 }
 
 int ckfs_staging_top_of(struct ckfs_staging *s, uint64_t ino, char **series, char **name)

@@ -9,6 +9,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdio.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -29,6 +30,32 @@ static int fd_of(const struct fuse_file_info *fi)
 	return (int)fi->fh;
 }
 
+/* The attributes of staged node ino (at path) as committed: a marker
+ * commit moved its directory into the store, maybe between the kernel's
+ * lookup of the node and this getattr.  Waits for the commit to finish
+ * (the view caught up by then), then answers with the view's node of the
+ * same path.  0, or -ENOENT. */
+static int committed_stat(struct ckfs *fs, fuse_ino_t ino, const char *path, struct stat *st)
+{
+	char *series = NULL, *name = NULL, *top = NULL, *vpath = NULL;
+	const struct ck_vnode *n;
+	int rc = -ENOENT;
+
+	if (ckfs_staging_top_of(fs->staging, ino, &series, &name))
+		return -ENOENT;
+	ckfs_staging_wait_unclaimed(fs->staging, series, name);
+	top = ckfs_staging_top_path(fs->staging, series, name);
+	if (top && strncmp(path, top, strlen(top)) == 0 &&
+	    asprintf(&vpath, "%s/%s%s", series, name, path + strlen(top)) >= 0 &&
+	    ck_view_resolve(fs->view, vpath, &n) == 0)
+		rc = ckfs_stat(fs, n, st);
+	free(vpath);
+	free(top);
+	free(series);
+	free(name);
+	return rc;
+}
+
 /* stat of a staged node, with our inode number. */
 static int staged_stat(struct ckfs *fs, fuse_ino_t ino, struct stat *st)
 {
@@ -37,8 +64,11 @@ static int staged_stat(struct ckfs *fs, fuse_ino_t ino, struct stat *st)
 
 	if (rc)
 		return rc;
-	if (lstat(path, st) != 0)
+	if (lstat(path, st) != 0) {
 		rc = -errno;
+		if (rc == -ENOENT)
+			rc = committed_stat(fs, ino, path, st);
+	}
 	free(path);
 	st->st_ino = ino;
 	return rc;
