@@ -59,8 +59,11 @@ struct ck_delete_opts {
  * gets what ck_store_reclaim reports.  *refs (may be NULL; free with
  * ck_version_refs_free) gets the deleted checkpoints' files as step 2 saw
  * them: used ones stay.  A failure in step 3 leaves the checkpoint deleted
- * (a later deletion reclaims what it could not).  0 or -errno with err:
- * -ENOENT when there is no such live checkpoint. */
+ * (a later deletion reclaims what it could not).  With name NULL, step 1
+ * is skipped: steps 2 and 3 reclaim what earlier deletions of the series
+ * left (a deletion killed between steps 1 and 3 leaves its checkpoint
+ * deleted with all its files).  0 or -errno with err: -ENOENT when there
+ * is no such live checkpoint. */
 int ck_delete_checkpoint(const char *store_dir, const char *series, const char *name,
 			 const struct ck_delete_opts *opts, ck_import_report_fn report, void *ctx,
 			 struct ck_version_ref **refs, size_t *nrefs, struct ck_error *err);

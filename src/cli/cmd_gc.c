@@ -24,7 +24,8 @@ struct gc_args {
 	int dry_run, verbose, failed;
 };
 
-/* A checkpoint the policy deletes. */
+/* A checkpoint the policy deletes; name NULL: none, but the series has
+ * deleted checkpoints whose files an interrupted deletion never reclaimed. */
 struct victim {
 	char *series, *name;
 };
@@ -125,8 +126,8 @@ static int add_victim(struct victim **v, size_t *nv, const char *series, const c
 		return -ENOMEM;
 	*v = g;
 	g[*nv].series = strdup(series);
-	g[*nv].name = strdup(name);
-	if (!g[*nv].series || !g[*nv].name) {
+	g[*nv].name = name ? strdup(name) : NULL;
+	if (!g[*nv].series || (name && !g[*nv].name)) {
 		free(g[*nv].series);
 		free(g[*nv].name);
 		return -ENOMEM;
@@ -135,14 +136,29 @@ static int add_victim(struct victim **v, size_t *nv, const char *series, const c
 	return 0;
 }
 
+/* Whether deleted checkpoint ck still has files in the index: a deletion
+ * killed before its reclaim (or all its files are still drawn from). */
+static int has_files(struct ck_store *st, const struct ck_ckpt_info *ck)
+{
+	struct ck_file_info *f;
+	size_t n;
+
+	if (ck_store_list_files(st, ck->id, &f, &n) < 0)
+		return 0;
+	ck_file_info_free(f, n);
+	return n > 0;
+}
+
 /* The live checkpoints of series that neither --keep-last nor --keep
- * retains, appended to *v. */
+ * retains, appended to *v; or, when there are none, the series alone if
+ * a deleted checkpoint of it still has files (their reclaim is redone: it
+ * frees what an interrupted deletion left, and keeps what is drawn from). */
 static int pick_series(struct ck_store *st, const struct gc_args *a, const char *series, struct victim **v,
 		       size_t *nv)
 {
 	struct ck_ckpt_info *ck;
-	size_t n, live = 0, seen = 0, first_retained;
-	int rc = ck_store_list_checkpoints(st, series, &ck, &n);
+	size_t n, live = 0, seen = 0, first_retained, before = *nv;
+	int rc = ck_store_list_checkpoints(st, series, &ck, &n), leftovers = 0;
 
 	if (rc < 0) {
 		cli_error("%s: cannot list checkpoints: %s", series, strerror(-rc));
@@ -154,6 +170,8 @@ static int pick_series(struct ck_store *st, const struct gc_args *a, const char 
 	 * --keep-last retains them all). */
 	first_retained = a->keep_last && live > a->keep_last ? live - a->keep_last : 0;
 	for (size_t i = 0; i < n && rc == 0; i++) {
+		if (ck[i].deleted)
+			leftovers |= has_files(st, &ck[i]);
 		if (ck[i].deleted || seen++ >= first_retained || kept_by_name(a, series, ck[i].name))
 			continue;
 		if (holds_raw_references(st, &ck[i])) {
@@ -163,6 +181,9 @@ static int pick_series(struct ck_store *st, const struct gc_args *a, const char 
 		}
 		rc = add_victim(v, nv, series, ck[i].name);
 	}
+	/* A deletion below reclaims for the whole series anyway. */
+	if (rc == 0 && leftovers && *nv == before)
+		rc = add_victim(v, nv, series, NULL);
 	if (rc == -ENOMEM)
 		cli_error("out of memory");
 	ck_ckpt_info_free(ck, n);
@@ -224,7 +245,7 @@ static void delete_one(const char *dir, struct gc_args *a, const struct victim *
 	int rc;
 
 	rc = ck_delete_checkpoint(dir, v->series, v->name, &dopts, on_report, a, &refs, &nrefs, &err);
-	if (rc == -ENOENT) {
+	if (rc == -ENOENT && v->name) {
 		/* Deleted meanwhile (ckptctl rm, a mount): what we wanted. */
 		printf("%-12s  %s/%s (deleted already)\n", a->dry_run ? "would delete" : "deleted", v->series,
 		       v->name);
@@ -232,7 +253,7 @@ static void delete_one(const char *dir, struct gc_args *a, const struct victim *
 	}
 	if (rc < 0) {
 		a->failed = 1;
-		cli_error("%s/%s: %s", v->series, v->name, err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("%s/%s: %s", v->series, v->name ? v->name : "", err.msg[0] ? err.msg : strerror(-rc));
 		return;
 	}
 	for (size_t i = 0; i < nrefs; i++) {
@@ -248,8 +269,12 @@ static void delete_one(const char *dir, struct gc_args *a, const struct victim *
 			       (a->dry_run ? "would drop" : "dropped"), v->series, refs[i].ckpt,
 			       refs[i].relpath[0] ? "/" : "", refs[i].relpath, refs[i].size);
 	}
-	printf("%-12s  %s/%s%s\n", a->dry_run ? "would delete" : "deleted", v->series, v->name,
-	       kept ? " (some of the series' deleted files stay: newer checkpoints draw from them)" : "");
+	if (!v->name)
+		printf("%-12s  %s: files of deleted checkpoints (%zu still drawn from)\n",
+		       a->dry_run ? "would reclaim" : "reclaimed", v->series, kept);
+	else
+		printf("%-12s  %s/%s%s\n", a->dry_run ? "would delete" : "deleted", v->series, v->name,
+		       kept ? " (some of the series' deleted files stay: newer checkpoints draw from them)" : "");
 	ck_version_refs_free(refs, nrefs);
 }
 
@@ -297,7 +322,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 {
 	struct gc_args a = { 0 };
 	struct victim *v = NULL;
-	size_t nv = 0;
+	size_t nv = 0, ndeleted = 0;
 	uint64_t files_freed = 0, bytes_freed = 0;
 	const char *dir, *only;
 	int rc;
@@ -314,10 +339,12 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	dir = argv[optind];
 	only = argc - optind == 2 ? argv[optind + 1] : NULL;
 	rc = pick(dir, &a, only, &v, &nv);
-	for (size_t i = 0; i < nv && rc == 0; i++)
+	for (size_t i = 0; i < nv && rc == 0; i++) {
 		delete_one(dir, &a, &v[i], &files_freed, &bytes_freed);
+		ndeleted += v[i].name != NULL;
+	}
 	if (rc == 0 && nv)
-		printf("checkpoints: %zu %s, %" PRIu64 " store-owned files (%" PRIu64 " bytes) %s\n", nv,
+		printf("checkpoints: %zu %s, %" PRIu64 " store-owned files (%" PRIu64 " bytes) %s\n", ndeleted,
 		       a.dry_run ? "would be deleted" : "deleted", files_freed, bytes_freed,
 		       a.dry_run ? "would be freed" : "freed");
 	if (rc == 0 && a.dry_run && nv)

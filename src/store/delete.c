@@ -241,6 +241,12 @@ int ck_delete_mark(struct ck_store *st, const char *series, const char *name, in
 		if (write_tombstone)
 			ck_tombstone_unlink(tpath);
 		ck_fail(err, -rc, "%s/%s: cannot record the deletion in the index: %s", series, name, strerror(-rc));
+	} else {
+		char stage[NAME_MAX + 16];
+
+		/* test hook: marked deleted, nothing reclaimed yet */
+		snprintf(stage, sizeof(stage), "deleted-%s", name);
+		ck_crash_point(stage);
 	}
 out:
 	ck_delete_end(&lt);

@@ -24,7 +24,9 @@ static int mark(const char *store_dir, const char *series, const char *name, int
 
 	if (rc < 0)
 		return rc;
-	if (dry && first) {
+	if (!name) {
+		/* only reclaiming what earlier deletions left */
+	} else if (dry && first) {
 		rc = ck_store_find_checkpoint(st, series, name, &ck);
 		if (rc == 0 && ck->deleted)
 			rc = -ENOENT;
