@@ -1,13 +1,14 @@
 """Writes a small training-like series for the packed store's tests.
 
-    packs_make.py OUT NCKPT [SEED] [--same] [--partial]
+    packs_make.py OUT NCKPT [SEED] [--same] [--partial] [--every N]
 
 OUT/checkpoint-<10*i>/ for i = 1..NCKPT, each with model.pt (a state dict:
 a frozen embedding, layers updated a little every save, a bfloat16 copy,
 a tensor larger than one 1 MiB chunk), optimizer.pt (Adam-like moments)
 and trainer_state.json.  --same writes identical checkpoints (dedup);
 --partial leaves layers.1.weight out of every second save (a partial save,
-which also shifts the torch storage keys of what follows it).
+which also shifts the torch storage keys of what follows it); --every N
+keeps it only in saves 1, 1 + N, 1 + 2N ... (an LLMTailor-like policy).
 Seeded: the same arguments give the same tensors.
 """
 import json
@@ -22,6 +23,7 @@ def main():
     seed = int(sys.argv[3]) if len(sys.argv) > 3 and not sys.argv[3].startswith("--") else 1
     same = "--same" in sys.argv
     partial = "--partial" in sys.argv
+    every = int(sys.argv[sys.argv.index("--every") + 1]) if "--every" in sys.argv else 0
     g = torch.Generator().manual_seed(seed)
     state = {
         "embed.weight": torch.randn(512, 64, generator=g),          # frozen
@@ -44,7 +46,7 @@ def main():
         d = os.path.join(out, "checkpoint-%d" % (10 * i))
         os.makedirs(d, exist_ok=True)
         model = dict(state)
-        if partial and i % 2 == 0:
+        if (partial and i % 2 == 0) or (every and (i - 1) % every):
             del model["layers.1.weight"]
         model["head.weight.bf16"] = state["head.weight"].to(torch.bfloat16)
         torch.save(model, os.path.join(d, "model.pt"))

@@ -352,12 +352,14 @@ int main(void)
 	make_series(tmp, "run1", 7, 1, "");
 	make_series(tmp, "same", 4, 2, "--same");
 	make_series(tmp, "partial", 4, 3, "--partial");
+	make_series(tmp, "sparse", 7, 4, "--every 6");
 	pathf(store, sizeof(store), "%s/store", tmp);
 	SETUP(ck_store_init(store, &err) == 0);
 	SETUP(ck_store_open(store, 0, &st, &err) == 0);
 	import(st, pathf(path, sizeof(path), "%s/run1", tmp), "run1");
 	import(st, pathf(path, sizeof(path), "%s/same", tmp), "same");
 	import(st, pathf(path, sizeof(path), "%s/partial", tmp), "partial");
+	import(st, pathf(path, sizeof(path), "%s/sparse", tmp), "sparse");
 
 	/* Identical checkpoints: everything but what names the step is dedup. */
 	opts.series = "same";
@@ -382,6 +384,20 @@ int main(void)
 		ck_file_info_free(f, 1);
 	}
 
+	/* Saved one time in six (checkpoint-10 and -70 only): the reference
+	 * is found six checkpoints on, past five saves without the tensor. */
+	opts.series = "sparse";
+	CHECK(ck_store_compact(st, &opts, NULL, NULL, &s, &err) == 0 && s.files == 18,
+	      "compact sparse: %" PRIu64 " files (%s)", s.files, err.msg);
+	{
+		struct ck_file_pack_info pi;
+		struct ck_file_info *f = find_file(st, "sparse", "checkpoint-10", "model.pt");
+
+		CHECK(ck_store_file_pack_info(st, f->id, &pi) == 0 && pi.packed && pi.delta_bytes > 640 * 512 * 4,
+		      "sparse: checkpoint-10/model.pt has %" PRIu64 " delta bytes", pi.delta_bytes);
+		ck_file_info_free(f, 1);
+	}
+
 	opts.series = "run1";
 	opts.keep_raw = 1;   /* imported files are the user's: never removed */
 	CHECK(ck_store_compact(st, &opts, on_progress, NULL, &s, &err) == 0, "compact: %s", err.msg);
@@ -395,7 +411,7 @@ int main(void)
 	printf("run1: logical %" PRIu64 ", stored %" PRIu64 " (%.2fx), dedup %" PRIu64 " delta %" PRIu64
 	       " plain %" PRIu64 "\n", s.logical_bytes, s.stored_bytes,
 	       (double)s.logical_bytes / (double)s.stored_bytes, s.dedup_bytes, s.delta_bytes, s.plain_bytes);
-	packed_files = 36;
+	packed_files = 36 + 18;   /* run1, same, partial; sparse */
 	readback(st, "compacted", packed_files);
 
 	CHECK(ck_store_compact(st, &opts, NULL, NULL, &s, &err) == 0 && s.files == 0,
@@ -417,7 +433,7 @@ int main(void)
 	ck_store_close(st);
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s/index'", store);
 	SETUP(run_command(cmd, NULL) == 0);
-	CHECK(ck_store_reindex(store, NULL, NULL, NULL, &err) == 4 + 4 + 7, "reindex: %s", err.msg);
+	CHECK(ck_store_reindex(store, NULL, NULL, NULL, &err) == 4 + 4 + 7 + 7, "reindex: %s", err.msg);
 	SETUP(ck_store_open(store, 1, &st, &err) == 0);
 	readback(st, "reindexed", packed_files);
 	CHECK(verify_bad(st) == 0, "reindexed: verify is clean");
