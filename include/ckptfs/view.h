@@ -179,6 +179,14 @@ int ck_extent_read(const struct ck_extent *e, void *buf);
  * set.  For a thread started when the mount goes live.  0 or -ENOMEM. */
 int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop);
 
+/* Holds off composite builds, after waiting for one under way, until
+ * ck_view_resume_builds.  Around a fork() whose child allocates: a build's
+ * threads allocate heavily, and a child forked while one of them holds a
+ * lock of an allocator without fork handlers (AddressSanitizer's) blocks
+ * at its first malloc.  Not to be nested with a build on the same thread. */
+void ck_view_pause_builds(struct ck_view *v);
+void ck_view_resume_builds(struct ck_view *v);
+
 /* Grows whenever the view gains a checkpoint (at open, or by a refresh):
  * the daemon's compactor runs only when it changed. */
 uint64_t ck_view_generation(struct ck_view *v);

@@ -401,6 +401,10 @@ void ckfs_marker_rescan(struct ckfs *fs);
  *    lock while it is held could deadlock with an rmdir.
  * ckfs_after_commit does both (commits that answer no request). */
 void ckfs_view_catch_up(struct ckfs *fs);
+/* fork() for a commit or deletion child (commit.c): with the indexer's
+ * table frozen (ckfs_indexer_fork) and no composite build running, whose
+ * threads could hold an allocator lock the child would then wait for. */
+pid_t ckfs_fork(struct ckfs *fs);
 void ckfs_inval_commit_names(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);
 void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);
 

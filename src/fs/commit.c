@@ -20,6 +20,17 @@
 #include "ckptfs/store.h"
 #include "delete.h"
 
+pid_t ckfs_fork(struct ckfs *fs)
+{
+	pid_t pid;
+
+	ck_view_pause_builds(fs->view);
+	pid = ckfs_indexer_fork(fs->indexer);
+	if (pid != 0)
+		ck_view_resume_builds(fs->view);
+	return pid;
+}
+
 static int commit_in_child(struct ckfs *fs, const char *series, const char *staged, const char *final)
 {
 	struct ck_error err = { { 0 } };
@@ -57,7 +68,7 @@ int ckfs_commit(struct ckfs *fs, const char *series, const char *staged, const c
 		return -ENOMEM;
 	/* A parse under way is finished rather than done twice. */
 	ckfs_indexer_wait(fs->indexer, dir);
-	pid = ckfs_indexer_fork(fs->indexer);
+	pid = ckfs_fork(fs);
 	if (pid < 0) {
 		free(dir);
 		return -errno;

@@ -24,7 +24,7 @@ static int delete_in_child(struct ckfs *fs, const char *series, const char *name
 	int status, rc;
 	pid_t pid;
 
-	pid = ckfs_indexer_fork(fs->indexer);
+	pid = ckfs_fork(fs);
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {

@@ -833,6 +833,16 @@ void node_list_free(struct node_list *l)
 	memset(l, 0, sizeof(*l));
 }
 
+void ck_view_pause_builds(struct ck_view *v)
+{
+	pthread_mutex_lock(&v->build_lock);
+}
+
+void ck_view_resume_builds(struct ck_view *v)
+{
+	pthread_mutex_unlock(&v->build_lock);
+}
+
 int view_node_vfile(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out)
 {
 	int rc = 0;
