@@ -32,16 +32,20 @@ def committed(path):
     except OSError:
         return False
 
-def busy_reader(stop):
-    """Opens the composites of the checkpoints already committed: builds."""
-    while not stop.is_set():
+def reader_loop(stop):
+    """A reader of the checkpoints already committed (an evaluator): their
+    composites are built while the commits run.  Paced: the daemon forks
+    its commit child, and under AddressSanitizer (whose allocator has no
+    fork handlers) a request allocating at that instant can hang the
+    child, a hazard of the sanitizer build alone."""
+    while not stop.wait(0.02):
         for name in sorted(os.listdir(series)):
             p = os.path.join(series, name, "model.pt")
             if committed(os.path.dirname(p)):
                 os.stat(p)
 
 stop = threading.Event()
-reader = threading.Thread(target=busy_reader, args=(stop,))
+reader = threading.Thread(target=reader_loop, args=(stop,))
 reader.start()
 failures = []
 try:
@@ -53,6 +57,7 @@ try:
             f.write('{"global_step": %d}' % step)
         deadline = time.monotonic() + 20
         while not committed(ckpt):
+            time.sleep(0.001)
             try:
                 os.stat(ckpt)
             except OSError as e:
