@@ -328,7 +328,7 @@ void ckfs_indexer_enqueue(struct ckfs_indexer *ix, const char *path);
 void ckfs_indexer_wait(struct ckfs_indexer *ix, const char *dir);
 /* Drops what was kept for files under dir (committed, quarantined, removed). */
 void ckfs_indexer_forget(struct ckfs_indexer *ix, const char *dir);
-/* fork() with the kept parses frozen: the child may use
+/* fork() with the kept parses frozen and no parse running: the child may use
  * ckfs_indexer_find_in_child (a ck_preparsed_fn, ctx = the indexer). */
 pid_t ckfs_indexer_fork(struct ckfs_indexer *ix);
 const struct ck_preparsed *ckfs_indexer_find_in_child(void *ctx, const char *path);

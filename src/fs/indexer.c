@@ -323,8 +323,14 @@ pid_t ckfs_indexer_fork(struct ckfs_indexer *ix)
 {
 	pid_t pid;
 
-	if (ix)
+	if (ix) {
 		pthread_mutex_lock(&ix->lock);
+		/* Not while a file is parsed: the parse allocates, and a child
+		 * forked while it holds a lock of an allocator without fork
+		 * handlers (AddressSanitizer's) hangs at its first malloc. */
+		while (ix->current)
+			pthread_cond_wait(&ix->done, &ix->lock);
+	}
 	pid = fork();
 	if (pid != 0 && ix)
 		pthread_mutex_unlock(&ix->lock);
