@@ -405,6 +405,27 @@ void ckfs_view_catch_up(struct ckfs *fs);
  * table frozen (ckfs_indexer_fork) and no composite build running, whose
  * threads could hold an allocator lock the child would then wait for. */
 pid_t ckfs_fork(struct ckfs *fs);
+
+/* Commit and deletion children (helper.c).  With AddressSanitizer, whose
+ * allocator has no fork handlers, a forked child of this multithreaded
+ * process could hang at its first malloc, so there the child execs this
+ * binary in a helper mode at once (ckfs_spawn_helper: fork + execv of
+ * /proc/self/exe with "OP STORE A B [C]"; the parent's pid, or -1 with
+ * errno); elsewhere it runs in the forked copy (ckfs_fork).  main() hands
+ * a helper's command line to ckfs_helper_main, which returns its exit
+ * status (a positive errno, 0 on success).  ckfs_log_commit and
+ * ckfs_log_delete log an outcome the same way from either child. */
+#if defined(__SANITIZE_ADDRESS__)
+#define CKFS_CHILD_EXECS 1
+#else
+#define CKFS_CHILD_EXECS 0
+#endif
+int ckfs_helper_wanted(int argc, char **argv);
+int ckfs_helper_main(int argc, char **argv);
+pid_t ckfs_spawn_helper(struct ckfs *fs, const char *op, const char *a, const char *b, const char *c);
+void ckfs_log_commit(const char *series, const char *staged, const char *final, int rc,
+		     const struct ck_error *err);
+void ckfs_log_delete(const char *series, const char *name, int rc, const struct ck_error *err);
 void ckfs_inval_commit_names(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);
 void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);
 

@@ -31,6 +31,18 @@ pid_t ckfs_fork(struct ckfs *fs)
 	return pid;
 }
 
+void ckfs_log_commit(const char *series, const char *staged, const char *final, int rc,
+		     const struct ck_error *err)
+{
+	if (rc == -EBADMSG)
+		ck_warn("%s/%s: not committed, moved to the quarantine: %s", series, staged, err->msg);
+	else if (rc)
+		ck_warn("%s/%s: commit as %s failed: %s", series, staged, final,
+			err->msg[0] ? err->msg : strerror(-rc));
+	else
+		ck_info("%s/%s: committed as %s", series, staged, final);
+}
+
 static int commit_in_child(struct ckfs *fs, const char *series, const char *staged, const char *final)
 {
 	struct ck_error err = { { 0 } };
@@ -43,13 +55,7 @@ static int commit_in_child(struct ckfs *fs, const char *series, const char *stag
 						 ckfs_indexer_find_in_child, fs->indexer, &err);
 		ck_store_close(st);
 	}
-	if (rc == -EBADMSG)
-		ck_warn("%s/%s: not committed, moved to the quarantine: %s", series, staged, err.msg);
-	else if (rc)
-		ck_warn("%s/%s: commit as %s failed: %s", series, staged, final,
-			err.msg[0] ? err.msg : strerror(-rc));
-	else
-		ck_info("%s/%s: committed as %s", series, staged, final);
+	ckfs_log_commit(series, staged, final, rc, &err);
 	return rc;
 }
 
@@ -68,7 +74,7 @@ int ckfs_commit(struct ckfs *fs, const char *series, const char *staged, const c
 		return -ENOMEM;
 	/* A parse under way is finished rather than done twice. */
 	ckfs_indexer_wait(fs->indexer, dir);
-	pid = ckfs_fork(fs);
+	pid = CKFS_CHILD_EXECS ? ckfs_spawn_helper(fs, "--commit-helper", series, staged, final) : ckfs_fork(fs);
 	if (pid < 0) {
 		free(dir);
 		return -errno;

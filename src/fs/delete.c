@@ -18,21 +18,26 @@
 #include "ckptfs/refs.h"
 #include "delete.h"
 
+void ckfs_log_delete(const char *series, const char *name, int rc, const struct ck_error *err)
+{
+	if (rc < 0)
+		ck_warn("%s/%s: cannot delete: %s", series, name, err->msg[0] ? err->msg : strerror(-rc));
+	else
+		ck_info("%s/%s: deleted", series, name);
+}
+
 static int delete_in_child(struct ckfs *fs, const char *series, const char *name)
 {
 	struct ck_error err = { { 0 } };
 	int status, rc;
 	pid_t pid;
 
-	pid = ckfs_fork(fs);
+	pid = CKFS_CHILD_EXECS ? ckfs_spawn_helper(fs, "--delete-helper", series, name, NULL) : ckfs_fork(fs);
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
 		rc = ck_delete_checkpoint(fs->cfg->store, series, name, NULL, NULL, NULL, NULL, NULL, &err);
-		if (rc < 0)
-			ck_warn("%s/%s: cannot delete: %s", series, name, err.msg[0] ? err.msg : strerror(-rc));
-		else
-			ck_info("%s/%s: deleted", series, name);
+		ckfs_log_delete(series, name, rc, &err);
 		/* _exit: the child must not run the parent's atexit work. */
 		_exit(rc < 0 && -rc < 256 ? -rc : rc ? EIO : 0);
 	}

@@ -395,6 +395,8 @@ int main(int argc, char **argv)
 	struct mount_run run;
 	int status, rc;
 
+	if (ckfs_helper_wanted(argc, argv))
+		return ckfs_helper_main(argc, argv);   /* a commit or deletion child (helper.c) */
 	ck_tune_malloc();
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&run, 0, sizeof(run));
