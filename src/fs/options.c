@@ -12,6 +12,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -197,6 +198,31 @@ static int parse_markers(struct ckfs_config *cfg, const char *opt, const char *v
 	return 0;
 }
 
+/* Settings that are on with -o NAME and off with -o noNAME. */
+static const struct {
+	const char *name;
+	size_t field;           /* offsetof an int in struct ckfs_config */
+} switches[] = {
+	{ "clone_fd", offsetof(struct ckfs_config, clone_fd) },
+	{ "passthrough", offsetof(struct ckfs_config, passthrough) },
+	{ "warmup", offsetof(struct ckfs_config, warmup) },
+};
+
+/* Sets the switch opt names ("NAME" or "noNAME"): 1, or 0 when it names none. */
+static int set_switch(struct ckfs_config *cfg, const char *opt)
+{
+	int on = strncmp(opt, "no", 2) != 0;
+	const char *name = on ? opt : opt + 2;
+
+	for (size_t i = 0; i < sizeof(switches) / sizeof(switches[0]); i++) {
+		if (strcmp(name, switches[i].name) == 0) {
+			*(int *)((char *)cfg + switches[i].field) = on;
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* One option of an -o list, already unescaped. */
 static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 {
@@ -267,30 +293,8 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 			return bad_value(opt, "a path");
 		return set_string(&cfg->pidfile, val);
 	}
-	if (KEY("clone_fd") && !val) {
-		cfg->clone_fd = 1;
+	if (!val && set_switch(cfg, opt))
 		return 0;
-	}
-	if (KEY("noclone_fd") && !val) {
-		cfg->clone_fd = 0;
-		return 0;
-	}
-	if (KEY("passthrough") && !val) {
-		cfg->passthrough = 1;
-		return 0;
-	}
-	if (KEY("nopassthrough") && !val) {
-		cfg->passthrough = 0;
-		return 0;
-	}
-	if (KEY("warmup") && !val) {
-		cfg->warmup = 1;
-		return 0;
-	}
-	if (KEY("nowarmup") && !val) {
-		cfg->warmup = 0;
-		return 0;
-	}
 	if (KEY("always_synthesize") && !val) {
 		cfg->view.always_synthesize = 1;
 		return 0;
