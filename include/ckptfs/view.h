@@ -97,6 +97,17 @@ int ck_view_lookup(struct ck_view *v, const struct ck_vnode *dir, const char *na
 /* i-th child of a directory (stable order): 0, -ENOENT past the end, -ENOTDIR. */
 int ck_view_child(struct ck_view *v, const struct ck_vnode *dir, size_t i,
 		  const struct ck_vnode **out);
+/* All children of a directory at one moment, as an allocated array (free
+ * it; the nodes live as long as the view), and the namespace's change
+ * count at that moment (see ck_view_namespace_changes).  0, -ENOTDIR,
+ * -ENOMEM. */
+int ck_view_children(struct ck_view *v, const struct ck_vnode *dir, const struct ck_vnode ***out,
+		     size_t *n, uint64_t *changes);
+/* Grows whenever a directory listing changes (a refresh added, hid or
+ * reloaded checkpoints or series; ck_view_hide).  Equal before and after
+ * reading something else (the in-progress directories of a writable
+ * mount), it says the listing did not move meanwhile. */
+uint64_t ck_view_namespace_changes(struct ck_view *v);
 const char *ck_vnode_name(const struct ck_vnode *n);
 /* Whether n is a series directory: the current one, or one a reload
  * replaced (the kernel may still hold it for a moment). */

@@ -132,7 +132,24 @@ struct ckfs {
 	struct ckfs_indexer *indexer;   /* parses files at their last close; NULL with -o ro */
 	struct ckfs_grace *grace;       /* marker grace; NULL with -o ro */
 	struct ckfs_passthrough passthrough;
+	pthread_mutex_t listings_lock;
+	struct ckfs_listing *listings;  /* open directory handles (listing.c) */
 };
+
+/* Directory handles of view directories (listing.c): the first READDIR
+ * (offset 0) takes the whole listing at one moment, the view's children
+ * and, in a writable mount, the in-progress directories after them, and
+ * later READDIRs page through it.  Handles still open at unmount (their
+ * RELEASEDIR lost) are freed by ckfs_listings_free. */
+struct ckfs_listing;
+int ckfs_listing_open(struct ckfs *fs, struct ckfs_listing **out);
+void ckfs_listing_close(struct ckfs *fs, struct ckfs_listing *l);
+void ckfs_listings_free(struct ckfs *fs);
+/* Entry i of the listing of dir (i == 0 takes it anew): a view node into
+ * *node, or an in-progress directory's name into *staged (valid until the
+ * next call on l).  0, -ENOENT past the end, or -errno. */
+int ckfs_listing_entry(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs_listing *l, size_t i,
+		       const struct ck_vnode **node, const char **staged);
 
 /* A thread that calls tick(arg) every secs seconds until stopped
  * (ticker.c); stop wakes it at once and joins it. */
@@ -245,11 +262,10 @@ int ckfs_stat(struct ckfs *fs, const struct ck_vnode *n, struct stat *st);
 int ckfs_view_entry(struct ckfs *fs, fuse_ino_t parent, const char *name, struct fuse_entry_param *e);
 /* Directory listings of root and series directories in a writable mount
  * go on, after the view's children, with the in-progress directories
- * (write.c): positions from CKFS_STAGED_DIRPOS on.  Fills name (NAME_MAX
- * + 1 bytes) and the entry; 0, -ENOENT past the end, or -errno. */
-#define CKFS_STAGED_DIRPOS ((off_t)1 << 40)
-int ckfs_staged_dir_entry(struct ckfs *fs, const struct ck_vnode *dir, off_t pos, char *name,
-			  struct fuse_entry_param *e);
+ * (staged_names.c): their names, allocated (ck_strv_free), the ones the
+ * view does not list.  A directory being committed is among them until
+ * the view lists it.  0 or -ENOMEM. */
+int ckfs_staged_names(struct ckfs *fs, const struct ck_vnode *dir, char ***names, size_t *n);
 
 /* The in-progress space (staging.c): directories being written, backed by
  * STORE/staging/<series>/<dir>/.  Its inode numbers have CKFS_STAGED_BIT
@@ -305,6 +321,9 @@ void ckfs_staging_unclaim(struct ckfs_staging *s, const char *series, const char
  * between the move of the directory into the store and the view catching
  * up, neither shows it.  1 if it waited (look again), 0 if not claimed. */
 int ckfs_staging_wait_unclaimed(struct ckfs_staging *s, const char *series, const char *name);
+/* The names of the claimed top directories of series, allocated (free
+ * with ck_strv_free).  0 or -ENOMEM. */
+int ckfs_staging_claimed(struct ckfs_staging *s, const char *series, char ***names, size_t *n);
 /* In-progress directory handles (opendir's fi->fh), tracked so that a
  * handle whose RELEASEDIR never came is closed by ckfs_staging_free. */
 struct ckfs_staged_dir;

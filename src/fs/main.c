@@ -290,6 +290,7 @@ static int serve(struct mount_run *run)
 		return status;
 	}
 	pthread_mutex_init(&run->fs.passthrough.lock, NULL);
+	pthread_mutex_init(&run->fs.listings_lock, NULL);
 	rc = ck_view_getattr(run->fs.view, ck_view_root(run->fs.view), &root);
 	if (rc) {
 		ck_err("%s: cannot read the root of the store: %s", cfg->store, strerror(-rc));
@@ -383,6 +384,8 @@ destroy:
 close_view:
 	ckfs_indexer_stop(run->fs.indexer);
 	ckfs_staging_free(run->fs.staging);
+	ckfs_listings_free(&run->fs);
+	pthread_mutex_destroy(&run->fs.listings_lock);
 	ck_store_mount_release(run->mount_lock);
 	ck_view_close(run->fs.view);
 	ckfs_passthrough_destroy(&run->fs.passthrough);

@@ -165,32 +165,38 @@ void ckfs_op_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 void ckfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ckfs *fs = ckfs_of(req);
+	struct ckfs_listing *l = NULL;
 	struct stat st;
 	int rc = stat_ino(fs, ino, NULL, &st);
 
 	if (rc == 0 && !S_ISDIR(st.st_mode))
 		rc = -ENOTDIR;
+	if (rc == 0)
+		rc = ckfs_listing_open(fs, &l);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = 0;
-	fuse_reply_open(req, fi);
+	fi->fh = (uint64_t)(uintptr_t)l;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		ckfs_listing_close(fs, l);	/* interrupted: no RELEASEDIR will come */
 }
 
 void ckfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	(void)ino;
-	(void)fi;
+	ckfs_listing_close(ckfs_of(req), (struct ckfs_listing *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
 /* One directory entry at position pos: 0 is ".", 1 is "..", 2 + i the
- * view's i-th child.  Returns 0, -ENOENT past the end, or -errno. */
+ * listing's i-th entry.  Returns 0, -ENOENT past the end, or -errno. */
 static int dir_entry(struct ckfs *fs, const struct ck_vnode *dir, const struct stat *dir_st,
-		     off_t pos, int plus, const char **name, struct fuse_entry_param *e)
+		     struct ckfs_listing *l, off_t pos, int plus, const char **name,
+		     struct fuse_entry_param *e)
 {
 	const struct ck_vnode *child;
+	const char *staged;
 	int rc;
 
 	memset(e, 0, sizeof(*e));
@@ -202,9 +208,16 @@ static int dir_entry(struct ckfs *fs, const struct ck_vnode *dir, const struct s
 		e->attr.st_mode = S_IFDIR;
 		return 0;
 	}
-	rc = ck_view_child(fs->view, dir, (size_t)(pos - 2), &child);
+	rc = ckfs_listing_entry(fs, dir, l, (size_t)(pos - 2), &child, &staged);
 	if (rc)
 		return rc;
+	if (staged) {
+		/* No node yet (ino 0): the kernel looks it up when used. */
+		*name = staged;
+		e->attr.st_ino = CKFS_STAGED_BIT;
+		e->attr.st_mode = S_IFDIR;
+		return 0;
+	}
 	*name = ck_vnode_name(child);
 	rc = fill_entry(fs, child, e);
 	if (rc) {
@@ -218,9 +231,11 @@ static int dir_entry(struct ckfs *fs, const struct ck_vnode *dir, const struct s
 	return 0;
 }
 
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, int plus)
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, int plus)
 {
 	struct ckfs *fs = ckfs_of(req);
+	struct ckfs_listing *l = (struct ckfs_listing *)(uintptr_t)fi->fh;
 	const struct ck_vnode *dir;
 	struct stat dir_st;
 	char *buf;
@@ -238,20 +253,10 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, i
 	}
 	for (off_t pos = off; ; pos++) {
 		struct fuse_entry_param e;
-		char staged_name[NAME_MAX + 1];
-		const char *name = staged_name;
+		const char *name;
 		size_t len;
 
-		if (pos < CKFS_STAGED_DIRPOS) {
-			rc = dir_entry(fs, dir, &dir_st, pos, plus, &name, &e);
-			if (rc == -ENOENT && fs->staging) {
-				pos = CKFS_STAGED_DIRPOS;	/* then the in-progress directories */
-				rc = ckfs_staged_dir_entry(fs, dir, pos, staged_name, &e);
-				name = staged_name;
-			}
-		} else {
-			rc = fs->staging ? ckfs_staged_dir_entry(fs, dir, pos, staged_name, &e) : -ENOENT;
-		}
+		rc = dir_entry(fs, dir, &dir_st, l, pos, plus, &name, &e);
 		if (rc)
 			break;
 		if (plus)
@@ -273,15 +278,13 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, i
 void ckfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		     struct fuse_file_info *fi)
 {
-	(void)fi;
-	do_readdir(req, ino, size, off, 0);
+	do_readdir(req, ino, size, off, fi, 0);
 }
 
 void ckfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			 struct fuse_file_info *fi)
 {
-	(void)fi;
-	do_readdir(req, ino, size, off, 1);
+	do_readdir(req, ino, size, off, fi, 1);
 }
 
 /* Space of the filesystem holding the store: what df users care about. */

@@ -186,27 +186,57 @@ void ckfs_rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 		fuse_reply_entry(req, &e);
 }
 
-int ckfs_staged_dir_entry(struct ckfs *fs, const struct ck_vnode *dir, off_t pos, char *name,
-			  struct fuse_entry_param *e)
+/* Appends a copy of name to *v (n entries): 0 or -ENOMEM. */
+static int strv_add(char ***v, size_t *n, const char *name)
 {
-	const struct ck_vnode *root = ck_view_root(fs->view), *n;
+	char **grown = realloc(*v, (*n + 1) * sizeof(**v));
+
+	if (!grown)
+		return -ENOMEM;
+	*v = grown;
+	grown[*n] = strdup(name);
+	if (!grown[*n])
+		return -ENOMEM;
+	(*n)++;
+	return 0;
+}
+
+static int strv_has(char **v, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (strcmp(v[i], name) == 0)
+			return 1;
+	return 0;
+}
+
+/* Whether dir (the view's) lists name. */
+static int listed(struct ckfs *fs, const struct ck_vnode *dir, const char *name)
+{
+	const struct ck_vnode *n;
+
+	return ck_view_lookup(fs->view, dir, name, &n) == 0;
+}
+
+int ckfs_staged_names(struct ckfs *fs, const struct ck_vnode *dir, char ***names, size_t *n)
+{
+	const struct ck_vnode *root = ck_view_root(fs->view);
 	const char *series = dir == root ? NULL : view_series(fs, dir);
-	off_t want = pos - CKFS_STAGED_DIRPOS;
-	char *path;
+	char **claimed = NULL, *path;
+	size_t nclaimed = 0;
 	struct dirent *d;
 	DIR *dd;
-	int rc = -ENOENT;
+	int rc = 0;
 
+	*names = NULL;
+	*n = 0;
 	if (dir != root && !series)
-		return -ENOENT;
+		return 0;
 	path = ckfs_staging_top_path(fs->staging, series ? series : "", NULL);
 	if (!path)
 		return -ENOMEM;
 	dd = opendir(path);
 	free(path);
-	if (!dd)
-		return -ENOENT;
-	while ((d = readdir(dd)) != NULL) {
+	while (dd && rc == 0 && (d = readdir(dd)) != NULL) {
 		struct stat st;
 		int is_dir = d->d_type == DT_DIR;
 
@@ -214,19 +244,24 @@ int ckfs_staged_dir_entry(struct ckfs *fs, const struct ck_vnode *dir, off_t pos
 		if (d->d_type == DT_UNKNOWN)
 			is_dir = fstatat(dirfd(dd), d->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
 				 S_ISDIR(st.st_mode);
-		if (!is_dir || d->d_name[0] == '.' || ck_view_lookup(fs->view, dir, d->d_name, &n) == 0)
-			continue;
-		if (want-- > 0)
-			continue;
-		snprintf(name, NAME_MAX + 1, "%s", d->d_name);
-		memset(e, 0, sizeof(*e));
-		/* No node yet (ino 0): the kernel looks it up when used. */
-		e->attr.st_ino = CKFS_STAGED_BIT;
-		e->attr.st_mode = S_IFDIR;
-		rc = 0;
-		break;
+		if (is_dir && d->d_name[0] != '.' && !listed(fs, dir, d->d_name))
+			rc = strv_add(names, n, d->d_name);
 	}
-	closedir(dd);
+	if (dd)
+		closedir(dd);
+	/* Read after the directory: one whose commit moved it out since is
+	 * claimed until the view shows it (under its committed name). */
+	if (rc == 0 && series)
+		rc = ckfs_staging_claimed(fs->staging, series, &claimed, &nclaimed);
+	for (size_t i = 0; rc == 0 && i < nclaimed; i++)
+		if (!strv_has(*names, *n, claimed[i]) && !listed(fs, dir, claimed[i]))
+			rc = strv_add(names, n, claimed[i]);
+	ck_strv_free(claimed, nclaimed);
+	if (rc) {
+		ck_strv_free(*names, *n);
+		*names = NULL;
+		*n = 0;
+	}
 	return rc;
 }
 

@@ -504,6 +504,43 @@ int ckfs_staging_wait_unclaimed(struct ckfs_staging *s, const char *series, cons
 	return waited;
 }
 
+static int claimed_in(const struct snode *t, const char *series)
+{
+	return t && t->busy && t->name && same(t->series, series);
+}
+
+int ckfs_staging_claimed(struct ckfs_staging *s, const char *series, char ***names, size_t *n)
+{
+	size_t count = 0, k = 0;
+	int rc = 0;
+
+	*names = NULL;
+	*n = 0;
+	pthread_mutex_lock(&s->lock);
+	for (size_t i = 0; i < s->n; i++)
+		if (claimed_in(s->nodes[i], series))
+			count++;
+	if (count) {
+		*names = calloc(count, sizeof(**names));
+		rc = *names ? 0 : -ENOMEM;
+	}
+	for (size_t i = 0; i < s->n && rc == 0 && k < count; i++) {
+		if (!claimed_in(s->nodes[i], series))
+			continue;
+		(*names)[k] = strdup(s->nodes[i]->name);
+		if (!(*names)[k++])
+			rc = -ENOMEM;
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (rc) {
+		ck_strv_free(*names, k);
+		*names = NULL;
+		return rc;
+	}
+	*n = count;
+	return 0;
+}
+
 int ckfs_staging_top_of(struct ckfs_staging *s, uint64_t ino, char **series, char **name)
 {
 	struct snode *top;

@@ -222,8 +222,11 @@ static void rw_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	if (ckfs_is_staged(ino))
-		ckfs_staging_closedir(ckfs_of(req)->staging, (struct ckfs_staged_dir *)(uintptr_t)fi->fh);
+	if (!ckfs_is_staged(ino)) {
+		ckfs_op_releasedir(req, ino, fi);
+		return;
+	}
+	ckfs_staging_closedir(ckfs_of(req)->staging, (struct ckfs_staged_dir *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 

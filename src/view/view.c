@@ -513,6 +513,39 @@ int ck_view_child(struct ck_view *v, const struct ck_vnode *dir, size_t i, const
 	return rc;
 }
 
+int ck_view_children(struct ck_view *v, const struct ck_vnode *dir, const struct ck_vnode ***out,
+		     size_t *n, uint64_t *changes)
+{
+	const struct ck_vnode **c = NULL;
+	int rc = 0;
+
+	if (!dir->is_dir)
+		return -ENOTDIR;
+	pthread_rwlock_rdlock(&v->ns_lock);
+	/* One more than needed: malloc(0) may answer NULL. */
+	c = malloc((dir->nchildren + 1) * sizeof(*c));
+	if (c) {
+		memcpy(c, dir->children, dir->nchildren * sizeof(*c));
+		*n = dir->nchildren;
+		*changes = v->ns_changes;
+	} else {
+		rc = -ENOMEM;
+	}
+	pthread_rwlock_unlock(&v->ns_lock);
+	*out = c;
+	return rc;
+}
+
+uint64_t ck_view_namespace_changes(struct ck_view *v)
+{
+	uint64_t n;
+
+	pthread_rwlock_rdlock(&v->ns_lock);
+	n = v->ns_changes;
+	pthread_rwlock_unlock(&v->ns_lock);
+	return n;
+}
+
 int ck_view_resolve(struct ck_view *v, const char *path, const struct ck_vnode **out)
 {
 	const struct ck_vnode *n;
@@ -752,6 +785,8 @@ int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nc
 		for (size_t j = before; j < v->nnodes; j++)
 			sort_children(v->nodes[j]);
 	}
+	if (*nchanged)
+		v->ns_changes++;
 	pthread_rwlock_unlock(&v->ns_lock);
 	ck_strv_free(names, nnames);
 	if (pruned)
@@ -788,6 +823,8 @@ int ck_view_hide(struct ck_view *v, const struct ck_vnode *cn)
 		return -EINVAL;   /* the root and series directories */
 	pthread_rwlock_wrlock(&v->ns_lock);
 	rc = n->is_dir && n->nchildren ? -ENOTEMPTY : view_detach(n);
+	if (rc >= 0)
+		v->ns_changes++;
 	pthread_rwlock_unlock(&v->ns_lock);
 	return rc;
 }

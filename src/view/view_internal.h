@@ -98,6 +98,7 @@ struct ck_view {
 	struct ck_vnode **nodes;    /* by ino - 1 */
 	size_t nnodes, capnodes;
 	pthread_rwlock_t ns_lock;   /* the namespace: nodes, children, series (refresh writes) */
+	uint64_t ns_changes;        /* grows with every change of a listing (ns_lock) */
 	pthread_mutex_t lock;       /* phys_file caches (short sections) */
 	pthread_mutex_t build_lock; /* composite builds (recursive: an index builds its shards) */
 	pthread_mutex_t verify_lock;   /* with verify_done: readers waiting for a range's hash */

@@ -1,13 +1,18 @@
 #!/bin/sh
-# A checkpoint committed by its marker never vanishes from the mount on
-# its way from the in-progress area into the store: a reader polling its
-# name (a trainer deciding what to resume from) sees it as a directory from
-# its mkdir on, through the commit, until it carries user.ckptfs.step.
+# A checkpoint committed by its marker never vanishes from the mount, nor
+# shows twice, on its way from the in-progress area into the store: a
+# reader polling its name (a trainer deciding what to resume from) sees it
+# as a directory from its mkdir on, through the commit, until it carries
+# user.ckptfs.step, and every listing of the series shows it exactly once.
+# (A rename commit needs no such test: the kernel holds the directory's
+# lock through the rename, so no lookup or listing runs during it.)
 # Between the move into the store and the view catching up, neither side
-# showed it, and a lookup then got ENOENT (example_resume.sh once resumed
-# from an older checkpoint because of that); such a lookup now waits for
-# the commit.  Commits run with a build in the daemon under way (a refresh
-# warm-up and a reader building composites) to widen that window.
+# showed it: a lookup then got ENOENT and a listing (the view's part read
+# before the commit, the in-progress part after it) left it out
+# (example_resume.sh once resumed from an older checkpoint, and once found
+# a checkpoint missing from `ls`).  Commits run with a build in the daemon
+# under way (a refresh warm-up and a reader building composites) to widen
+# that window.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
 need_fuse
 need_torch
@@ -44,10 +49,17 @@ def reader_loop(stop):
             if committed(os.path.dirname(p)):
                 os.stat(p)
 
+def listing_failures(names, want):
+    """What is wrong with a listing of the series: every name in want
+    exactly once."""
+    bad = ["%s listed %d times" % (n, names.count(n)) for n in set(names) if names.count(n) > 1]
+    return bad + ["%s missing from the listing %s" % (n, sorted(names)) for n in want if n not in names]
+
 stop = threading.Event()
 reader = threading.Thread(target=reader_loop, args=(stop,))
 reader.start()
 failures = []
+listings = 0
 try:
     for step in range(1, 9):
         ckpt = os.path.join(series, "checkpoint-%d" % step)
@@ -55,6 +67,7 @@ try:
         torch.save({k: v + step for k, v in state.items()}, os.path.join(ckpt, "model.pt"))
         with open(os.path.join(ckpt, "trainer_state.json"), "w") as f:
             f.write('{"global_step": %d}' % step)
+        want = ["checkpoint-%d" % s for s in range(1, step + 1)]
         deadline = time.monotonic() + 20
         while not committed(ckpt):
             time.sleep(0.001)
@@ -63,15 +76,22 @@ try:
             except OSError as e:
                 failures.append("checkpoint-%d missing during its commit: %s" % (step, e))
                 break
+            failures += listing_failures(os.listdir(series), want)
+            listings += 1
+            if failures:
+                break
             if time.monotonic() > deadline:
                 failures.append("checkpoint-%d not committed within 20 s" % step)
                 break
+        if failures:
+            break
 finally:
     stop.set()
     reader.join()
 if failures:
-    sys.exit("; ".join(failures))
-print("8 commits, never missing")
+    sys.exit("; ".join(failures[:5]))
+print("8 marker commits, never missing; %d listings during them, each right" % listings)
+
 PY
 ck_umount "$tmp/mnt"
 echo "ok"

@@ -1,0 +1,136 @@
+/* Directory listings of view directories, taken whole at the start.
+ *
+ * A listing is read in several READDIR requests (one page each), and a
+ * writable mount's series directory is two lists: the view's committed
+ * checkpoints, then the in-progress directories.  A commit moves a name
+ * from the second list to the first; read piecewise, the listing could
+ * show it twice or not at all (a trainer resuming from `ls` would miss a
+ * checkpoint).  So the first READDIR (offset 0) takes the whole listing
+ * as one consistent snapshot, kept in the directory handle, and later
+ * requests page through that: what the directory held at one moment, as
+ * getdents on a local filesystem gives.
+ *
+ * Consistency of the two lists: the in-progress names are read after the
+ * view's children, and a directory being committed is listed as in
+ * progress until the view lists it (ckfs_staged_names).  If the view's
+ * listing changed while the names were read, the snapshot is taken again.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "ckptfs.h"
+#include "ckptfs/store.h"
+
+/* Retakes before settling for a snapshot the view changed under: each
+ * retake follows a commit or refresh, so this only binds under a storm. */
+#define RETAKES_MAX 16
+
+struct ckfs_listing {
+	pthread_mutex_t lock;   /* the kernel serialises READDIR per handle; cheap insurance */
+	int taken;
+	const struct ck_vnode **nodes;  /* the view's children */
+	size_t nnodes;
+	char **staged;          /* then in-progress directories (writable mounts) */
+	size_t nstaged;
+	struct ckfs_listing *prev, *next;   /* on fs->listings, for unmount */
+};
+
+static void listing_clear(struct ckfs_listing *l)
+{
+	free(l->nodes);
+	ck_strv_free(l->staged, l->nstaged);
+	l->nodes = NULL;
+	l->staged = NULL;
+	l->nnodes = l->nstaged = 0;
+	l->taken = 0;
+}
+
+int ckfs_listing_open(struct ckfs *fs, struct ckfs_listing **out)
+{
+	struct ckfs_listing *l = calloc(1, sizeof(*l));
+
+	if (!l)
+		return -ENOMEM;
+	pthread_mutex_init(&l->lock, NULL);
+	pthread_mutex_lock(&fs->listings_lock);
+	l->next = fs->listings;
+	if (l->next)
+		l->next->prev = l;
+	fs->listings = l;
+	pthread_mutex_unlock(&fs->listings_lock);
+	*out = l;
+	return 0;
+}
+
+void ckfs_listing_close(struct ckfs *fs, struct ckfs_listing *l)
+{
+	if (!l)
+		return;
+	pthread_mutex_lock(&fs->listings_lock);
+	if (l->prev)
+		l->prev->next = l->next;
+	else
+		fs->listings = l->next;
+	if (l->next)
+		l->next->prev = l->prev;
+	pthread_mutex_unlock(&fs->listings_lock);
+	listing_clear(l);
+	pthread_mutex_destroy(&l->lock);
+	free(l);
+}
+
+void ckfs_listings_free(struct ckfs *fs)
+{
+	while (fs->listings)
+		ckfs_listing_close(fs, fs->listings);
+}
+
+/* Takes the snapshot of dir: 0 or -errno. */
+static int listing_take(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs_listing *l)
+{
+	int rc = 0;
+
+	for (int tries = 0; ; tries++) {
+		uint64_t changes;
+
+		listing_clear(l);
+		rc = ck_view_children(fs->view, dir, &l->nodes, &l->nnodes, &changes);
+		if (rc == 0 && fs->staging)
+			rc = ckfs_staged_names(fs, dir, &l->staged, &l->nstaged);
+		if (rc || !fs->staging || ck_view_namespace_changes(fs->view) == changes)
+			break;
+		if (tries == RETAKES_MAX) {
+			ck_debug("%s: listing taken while the view kept changing", ck_vnode_name(dir));
+			break;
+		}
+	}
+	if (rc)
+		listing_clear(l);
+	else
+		l->taken = 1;
+	return rc;
+}
+
+int ckfs_listing_entry(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs_listing *l, size_t i,
+		       const struct ck_vnode **node, const char **staged)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&l->lock);
+	/* Offset 0 is a new listing (opendir, or rewinddir). */
+	if (i == 0 || !l->taken)
+		rc = listing_take(fs, dir, l);
+	*node = NULL;
+	*staged = NULL;
+	if (rc == 0 && i < l->nnodes)
+		*node = l->nodes[i];
+	else if (rc == 0 && i - l->nnodes < l->nstaged)
+		*staged = l->staged[i - l->nnodes];
+	else if (rc == 0)
+		rc = -ENOENT;
+	pthread_mutex_unlock(&l->lock);
+	return rc;
+}
