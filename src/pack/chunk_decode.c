@@ -25,10 +25,12 @@ static int check_desc(const struct ck_chunk_desc *d, struct ck_error *err)
 	return 0;
 }
 
-/* Fills ctx->planes from a PLANES/XOR/SUB payload and copies its tail to
- * tail_out (raw_len % elem_size bytes). */
-static int decode_planes(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d,
-			 const uint8_t *payload, uint8_t *tail_out, struct ck_error *err)
+/* Fills planes (ctx->planes, or another CK_CHUNK_MAX buffer) from a
+ * PLANES/XOR/SUB payload and copies its tail to tail_out (raw_len %
+ * elem_size bytes). */
+static int decode_planes_into(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d,
+			      const uint8_t *payload, uint8_t *planes, uint8_t *tail_out,
+			      struct ck_error *err)
 {
 	unsigned size = d->elem_size;
 	size_t n = d->raw_len / size, tail = d->raw_len % size;
@@ -40,7 +42,7 @@ static int decode_planes(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d
 	for (unsigned k = 0; k < size; k++) {
 		const uint8_t *ent = payload + k * CK_PLANE_DIRENT;
 		uint32_t len = ck_le32(ent + 1);
-		uint8_t *plane = ctx->planes + k * n;
+		uint8_t *plane = planes + k * n;
 
 		if (len > d->enc_len - pos)
 			return ck_fail(err, EINVAL, "chunk: plane %u of %" PRIu32 " bytes past the payload's end",
@@ -68,6 +70,12 @@ static int decode_planes(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d
 			       (size_t)(d->enc_len - pos), tail);
 	memcpy(tail_out, payload + pos, tail);
 	return 0;
+}
+
+static int decode_planes(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d,
+			 const uint8_t *payload, uint8_t *tail_out, struct ck_error *err)
+{
+	return decode_planes_into(ctx, d, payload, ctx->planes, tail_out, err);
 }
 
 static void hex128(struct ck_hash128 h, char out[33])
@@ -142,4 +150,44 @@ int ck_chunk_decode_known_ref(struct ck_chunk_ctx *ctx, const struct ck_chunk_de
 			      struct ck_hash128 ref_hash, void *out, struct ck_error *err)
 {
 	return decode(ctx, d, payload, ref, ref_len, &ref_hash, out, err);
+}
+
+int ck_chunk_xor_fold(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload,
+		      int first, uint8_t *acc, struct ck_error *err)
+{
+	size_t body = d->raw_len - d->raw_len % (d->elem_size ? d->elem_size : 1);
+	int rc = check_desc(d, err);
+
+	if (rc)
+		return rc;
+	if (d->codec != CK_CODEC_XOR)
+		return ck_fail(err, EINVAL, "chunk: a %s chunk in a chain of XOR deltas", ck_codec_name(d->codec));
+	if (first)
+		return decode_planes_into(ctx, d, payload, acc, acc + body, err);
+	rc = decode_planes_into(ctx, d, payload, ctx->planes, ctx->planes + body, err);
+	if (rc == 0)
+		ck_xor_bytes(acc, ctx->planes, d->raw_len, acc);
+	return rc;
+}
+
+int ck_chunk_xor_unfold(struct ck_chunk_ctx *ctx, const uint8_t *acc, size_t len, unsigned elem_size,
+			const void *ref, struct ck_hash128 want, void *out, struct ck_error *err)
+{
+	size_t body = len - len % (elem_size ? elem_size : 1);
+	char want_hex[33], got_hex[33];
+	struct ck_hash128 got;
+
+	if (len > CK_CHUNK_MAX || (elem_size != 1 && elem_size != 2 && elem_size != 4 && elem_size != 8))
+		return ck_fail(err, EINVAL, "chunk: fold of %zu bytes of %u-byte elements", len, elem_size);
+	ck_planes_join(acc, len, elem_size, ctx->delta);
+	memcpy(ctx->delta + body, acc + body, len - body);
+	ck_xor_bytes(ctx->delta, ref, len, out);
+	got = ck_chunk_hash(out, len);
+	if (!ck_hash128_eq(got, want)) {
+		hex128(want, want_hex);
+		hex128(got, got_hex);
+		return ck_fail(err, EIO, "chunk: chain decoded to %zu bytes hashing to %s, recorded %s",
+			       len, got_hex, want_hex);
+	}
+	return 0;
 }

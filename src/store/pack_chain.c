@@ -243,6 +243,46 @@ static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_d
 		       CK_PACKS_DIR, l->pack_id, l->offset, why.msg);
 }
 
+/* Whether chain[0..m) are all XOR deltas in packs: then they fold into
+ * one pass (see ck_chunk_xor_fold). */
+static int foldable(const struct ck_chunk_loc *chain, size_t m)
+{
+	for (size_t i = 0; i < m; i++)
+		if (chain[i].where != CK_CHUNK_PACKED || chain[i].codec != CK_CODEC_XOR)
+			return 0;
+	return m >= 2;
+}
+
+/* Decodes the deltas chain[0..m) onto ref (checked, ref_len bytes) in one
+ * pass: their planes XORed together in acc, joined once and XORed with
+ * ref into out, which must hash to h.  0, or -errno: the caller then
+ * decodes step by step, checking each step, to say which one is damaged. */
+static int fold_chain(struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
+		      const struct ck_chunk_loc *chain, size_t m, const uint8_t *ref, uint32_t ref_len,
+		      struct ck_hash128 h, uint8_t *acc, uint8_t *out)
+{
+	struct ck_error why = { { 0 } };
+	unsigned es = 0;
+
+	for (size_t i = m; i-- > 0;) {
+		struct ck_chunk_desc desc;
+		int fd = ck_pack_fds_get(fds, st->path, chain[i].pack_id);
+		int rc;
+
+		if (fd < 0)
+			return fd;
+		rc = ck_pack_read_record(fd, chain[i].offset, &desc, d->payload, &why);
+		if (rc == 0 && (desc.raw_len != ref_len || (es && desc.elem_size != es)))
+			rc = -EINVAL;
+		if (rc == 0)
+			rc = ck_chunk_xor_fold(d->ctx, &desc, d->payload, i == m - 1, acc, &why);
+		if (rc)
+			return rc;
+		es = desc.elem_size;
+	}
+	return ck_chunk_xor_unfold(d->ctx, acc, ref_len, es, ref, h, out, &why);
+}
+
 int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
 		     struct ck_chunk_cache *cache, struct ck_hash128 h, uint8_t *out, uint32_t *len,
 		     unsigned *depth, struct ck_error *err)
@@ -289,6 +329,36 @@ int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds,
 		if (chain[n - 1].where != CK_CHUNK_PACKED || !ck_codec_needs_ref(chain[n - 1].codec))
 			break;
 		x = chain[n - 1].ref;
+	}
+	/* A chain of XOR deltas: the bottom decoded (and checked), then all
+	 * the deltas at once. */
+	if (foldable(chain, ref ? n : n - 1)) {
+		size_t m = ref ? n : n - 1;
+		uint8_t *base = ref ? (uint8_t *)ref : d->buf[0];
+
+		if (!ref) {
+			const struct ck_chunk_loc *l = &chain[n - 1];
+
+			rc = l->where == CK_CHUNK_RAW ? read_raw(fds, l, hs[n - 1], base, NULL) :
+				read_packed(st, fds, d, l, hs[n - 1], NULL, 0, ref_h, base, NULL);
+			ref_len = l->raw_len;
+		}
+		if (rc == 0)
+			rc = fold_chain(st, fds, d, chain, m, base, ref_len, h,
+					base == d->buf[0] ? d->buf[1] : d->buf[0], out);
+		if (rc == 0) {
+			*len = ref_len;
+			if (depth)
+				*depth = (unsigned)m;
+			goto out;
+		}
+		if (rc == -ENOMEM) {
+			rc = ck_fail(err, ENOMEM, "out of memory");
+			goto out;
+		}
+		if (!ref)
+			ref_len = 0;	/* decoded again below, step by step */
+		rc = 0;
 	}
 	/* Up again: entry i decodes into out (i == 0) or a scratch buffer
 	 * other than the one holding its reference. */

@@ -362,6 +362,80 @@ static void test_damage(void)
 	free(payload);
 }
 
+/* A chain of XOR deltas folded in one pass (ck_chunk_xor_fold/unfold)
+ * gives the top version, as decoding it step by step does; a damaged
+ * delta or bottom, or a delta of another codec, is refused. */
+#define FOLD_VERSIONS 4
+static void test_xor_fold(unsigned es)
+{
+	const size_t n = 4 * 40000 + 3;   /* an odd tail for every element size */
+	uint8_t *v[FOLD_VERSIONS], *pay[FOLD_VERSIONS], *acc = malloc(n);
+	struct ck_chunk_desc d[FOLD_VERSIONS];
+	struct ck_error err = { "" };
+	int rc = 0;
+
+	SETUP(acc != NULL);
+	for (int i = 0; i < FOLD_VERSIONS; i++) {
+		v[i] = malloc(n);
+		pay[i] = malloc(n);
+		SETUP(v[i] && pay[i]);
+	}
+	fill_weights(v[1], v[0], n);
+	for (int i = 2; i < FOLD_VERSIONS; i++) {
+		uint8_t *scratch = malloc(n);
+
+		SETUP(scratch != NULL);
+		fill_weights(v[i], scratch, n);   /* an update's size, on top of v[i - 1] */
+		for (size_t k = 0; k < n; k++)
+			v[i][k] = (uint8_t)(v[i - 1][k] ^ (v[i][k] ^ scratch[k]));
+		free(scratch);
+	}
+	/* v[i] is stored as a delta against v[i - 1]: v[0] is the bottom. */
+	for (int i = 1; i < FOLD_VERSIONS; i++) {
+		const uint8_t *p;
+
+		SETUP(ck_chunk_encode_as(ctx, CK_CODEC_XOR, v[i], n, es, v[i - 1], n, &d[i], &p) == 0);
+		memcpy(pay[i], p, d[i].enc_len);
+	}
+	for (int i = 1; i < FOLD_VERSIONS && rc == 0; i++)
+		rc = ck_chunk_xor_fold(ctx, &d[i], pay[i], i == 1, acc, &err);
+	CHECK(rc == 0 && ck_chunk_xor_unfold(ctx, acc, n, es, v[0], d[FOLD_VERSIONS - 1].raw_hash, out,
+					     &err) == 0 &&
+	      memcmp(out, v[FOLD_VERSIONS - 1], n) == 0, "es=%u: folded chain: %s", es, err.msg);
+
+	/* A bit flipped in the middle delta's stored bytes. */
+	pay[2][d[2].enc_len - 1] ^= 0x10;
+	rc = 0;
+	for (int i = 1; i < FOLD_VERSIONS && rc == 0; i++)
+		rc = ck_chunk_xor_fold(ctx, &d[i], pay[i], i == 1, acc, &err);
+	if (rc == 0)
+		rc = ck_chunk_xor_unfold(ctx, acc, n, es, v[0], d[FOLD_VERSIONS - 1].raw_hash, out, &err);
+	CHECK(rc == -EIO || rc == -EINVAL, "es=%u: damaged delta folded: %d", es, rc);
+	pay[2][d[2].enc_len - 1] ^= 0x10;
+
+	/* A damaged bottom. */
+	for (int i = 1; i < FOLD_VERSIONS; i++)
+		SETUP(ck_chunk_xor_fold(ctx, &d[i], pay[i], i == 1, acc, &err) == 0);
+	v[0][n / 3] ^= 1;
+	CHECK(ck_chunk_xor_unfold(ctx, acc, n, es, v[0], d[FOLD_VERSIONS - 1].raw_hash, out, &err) == -EIO,
+	      "es=%u: damaged bottom unfolded", es);
+	v[0][n / 3] ^= 1;
+
+	/* Only XOR deltas fold. */
+	{
+		struct ck_chunk_desc sub;
+		const uint8_t *p;
+
+		SETUP(ck_chunk_encode_as(ctx, CK_CODEC_SUB, v[1], n, es, v[0], n, &sub, &p) == 0);
+		CHECK(ck_chunk_xor_fold(ctx, &sub, p, 1, acc, &err) == -EINVAL, "es=%u: a SUB delta folded", es);
+	}
+	for (int i = 0; i < FOLD_VERSIONS; i++) {
+		free(v[i]);
+		free(pay[i]);
+	}
+	free(acc);
+}
+
 int main(void)
 {
 	out = malloc(CK_CHUNK_MAX);
@@ -373,6 +447,8 @@ int main(void)
 	test_sub_carry();
 	test_in_place();
 	test_damage();
+	test_xor_fold(2);
+	test_xor_fold(4);
 	ck_chunk_ctx_free(ctx);
 	free(out);
 	return test_result();
