@@ -187,8 +187,11 @@ int ck_extent_read(const struct ck_extent *e, void *buf);
 
 /* Builds (and caches) the composites of the files of every series' newest
  * checkpoint, the ones a resume opens first; stops early once *stop is
- * set.  For a thread started when the mount goes live.  0 or -ENOMEM. */
-int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop);
+ * set.  Those served as saved (one whole raw file, ck_vfile_whole_file)
+ * of at most verify_max bytes also get their tensor ranges checked, as
+ * their first open would before handing them to the kernel (0: none).
+ * For a thread started when the mount goes live.  0 or -ENOMEM. */
+int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max);
 
 /* Holds off composite builds, after waiting for one under way, until
  * ck_view_resume_builds.  Around a fork() whose child allocates: a build's

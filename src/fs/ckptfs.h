@@ -177,25 +177,31 @@ struct ckfs_refresher {
 	struct fuse_session *se;
 	uint64_t root_ino;
 	int warm;
+	uint64_t warm_verify_max;   /* see ck_view_warm_newest */
 	uint64_t warmed_gen;    /* ck_view_generation when last warmed */
 	atomic_int stop;
 	struct ckfs_ticker ticker;
 };
 
 int ckfs_refresher_start(struct ckfs_refresher *r, struct ck_view *view, struct fuse_session *se,
-			 uint64_t root_ino, unsigned secs, int warm);
+			 uint64_t root_ino, unsigned secs, int warm, uint64_t warm_verify_max);
 void ckfs_refresher_stop(struct ckfs_refresher *r);
 
 /* Builds the newest checkpoints' composites once the mount is live
- * (warmup.c, -o warmup); stop ends it early and joins it. */
+ * (warmup.c, -o warmup), checking those served as saved of at most
+ * verify_max bytes (ck_view_warm_newest); stop ends it early and joins it. */
 struct ckfs_warmup {
 	struct ck_view *view;
+	uint64_t verify_max;
 	atomic_int stop;
 	pthread_t thread;
 	int running;
 };
 
-int ckfs_warmup_start(struct ckfs_warmup *w, struct ck_view *view);
+int ckfs_warmup_start(struct ckfs_warmup *w, struct ck_view *view, uint64_t verify_max);
+/* What the warm-ups check ahead: files up to the passthrough limit when
+ * passthrough is on (their first open would hash them), else none. */
+uint64_t ckfs_warm_verify_max(const struct ckfs *fs);
 void ckfs_warmup_stop(struct ckfs_warmup *w);
 
 /* The operation table (table.c): namespace, read path, EROFS for writes. */

@@ -340,9 +340,14 @@ static int serve(struct mount_run *run)
 	else
 		goto unmount;
 
+	/* Before the loop: it must see the kernel's INIT first.  Before the
+	 * threads too: they send notifications, which wait for INIT, and
+	 * read what passthrough negotiated. */
+	if (cfg->passthrough)
+		ckfs_passthrough_handshake(&run->fs, run->se);
 	if (cfg->refresh_secs &&
 	    ckfs_refresher_start(&run->refresher, run->fs.view, run->se, run->fs.root_ino, cfg->refresh_secs,
-				 cfg->warmup))
+				 cfg->warmup, ckfs_warm_verify_max(&run->fs)))
 		ck_warn("cannot start the refresh thread: checkpoints imported while mounted stay hidden");
 	if (cfg->commit_idle && run->fs.staging &&
 	    ckfs_idler_start(&run->idler, &run->fs, cfg->commit_idle))
@@ -352,10 +357,7 @@ static int serve(struct mount_run *run)
 	if (cfg->compact_secs && run->fs.staging &&
 	    ckfs_compactor_start(&run->compactor, &run->fs, cfg->compact_secs))
 		ck_warn("cannot start the compaction thread: the store stays raw until `ckptctl compact`");
-	/* Before the loop: it must see the kernel's INIT first. */
-	if (cfg->passthrough)
-		ckfs_passthrough_handshake(&run->fs, run->se);
-	if (cfg->warmup && ckfs_warmup_start(&run->warmup, run->fs.view))
+	if (cfg->warmup && ckfs_warmup_start(&run->warmup, run->fs.view, ckfs_warm_verify_max(&run->fs)))
 		ck_warn("cannot start the warm-up thread: composites are built at their first open");
 	rc = run_loop(run);
 	ckfs_warmup_stop(&run->warmup);

@@ -63,20 +63,21 @@ static void refresh_tick(void *arg)
 	 * warm-up at mount built the others; built ones cost nothing). */
 	if (r->warm && ck_view_generation(r->view) != r->warmed_gen) {
 		r->warmed_gen = ck_view_generation(r->view);
-		rc = ck_view_warm_newest(r->view, &r->stop);
+		rc = ck_view_warm_newest(r->view, &r->stop, r->warm_verify_max);
 		if (rc)
 			ck_debug("refresh: warm-up: %s", strerror(-rc));
 	}
 }
 
 int ckfs_refresher_start(struct ckfs_refresher *r, struct ck_view *view, struct fuse_session *se,
-			 uint64_t root_ino, unsigned secs, int warm)
+			 uint64_t root_ino, unsigned secs, int warm, uint64_t warm_verify_max)
 {
 	memset(r, 0, sizeof(*r));
 	r->view = view;
 	r->se = se;
 	r->root_ino = root_ino;
 	r->warm = warm;
+	r->warm_verify_max = warm_verify_max;
 	r->warmed_gen = ck_view_generation(view);   /* the mount's warm-up covers these */
 	atomic_init(&r->stop, 0);
 	return ckfs_ticker_start(&r->ticker, secs, refresh_tick, r);

@@ -20,18 +20,24 @@ static void *warmup_main(void *arg)
 
 	/* Behind the requests being served. */
 	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
-	rc = ck_view_warm_newest(w->view, &w->stop);
+	rc = ck_view_warm_newest(w->view, &w->stop, w->verify_max);
 	if (rc)
 		ck_debug("warm-up: %s", strerror(-rc));
 	return NULL;
 }
 
-int ckfs_warmup_start(struct ckfs_warmup *w, struct ck_view *view)
+uint64_t ckfs_warm_verify_max(const struct ckfs *fs)
+{
+	return fs->passthrough.on ? fs->passthrough.max_size : 0;
+}
+
+int ckfs_warmup_start(struct ckfs_warmup *w, struct ck_view *view, uint64_t verify_max)
 {
 	int rc;
 
 	memset(w, 0, sizeof(*w));
 	w->view = view;
+	w->verify_max = verify_max;
 	atomic_init(&w->stop, 0);
 	rc = pthread_create(&w->thread, NULL, warmup_main, w);
 	if (rc)

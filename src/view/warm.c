@@ -2,7 +2,10 @@
  * files of every series' newest checkpoint.  A build parses the pickles of
  * every version of a file (20 versions of a packed optimizer.pt: ~25 ms,
  * a 10,000-tensor state dict more), which a trainer that mounts and then
- * resumes would otherwise wait for at its first open. */
+ * resumes would otherwise wait for at its first open.  A file served as
+ * saved is hashed once before its first open hands it to the kernel
+ * (passthrough): the warm-up does that too (about 8 ms for the 59 MB of
+ * the packs benchmark's newest model.pt + optimizer.pt). */
 #include "config.h"
 
 #include <errno.h>
@@ -28,9 +31,10 @@ static int collect_files(struct ck_vnode *n, struct node_list *l)
 	return 0;
 }
 
-int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop)
+int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max)
 {
 	struct node_list l = { NULL, 0, 0 };
+	size_t verified = 0;
 	int rc = 0;
 
 	pthread_rwlock_rdlock(&v->ns_lock);
@@ -44,11 +48,18 @@ int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop)
 	/* Nodes live as long as the view: building after the lock is fine. */
 	for (size_t i = 0; i < l.len && !rc && !atomic_load(stop); i++) {
 		struct ck_vfile *f;
+		int fd;
 
-		if (view_node_vfile(v, l.n[i], &f) == 0)
-			ck_vfile_put(f);   /* a file that cannot be built says why at its open */
+		if (view_node_vfile(v, l.n[i], &f) != 0)
+			continue;   /* a file that cannot be built says why at its open */
+		/* Damage found here is refused at the open as it would have
+		 * been there; this only moves the hashing off the open. */
+		if (ck_vfile_size(f) <= verify_max && ck_vfile_whole_file(f, &fd) == 0)
+			verified++;
+		ck_vfile_put(f);
 	}
-	ck_debug("warm-up: %zu files of the newest checkpoints built", l.len);
+	ck_debug("warm-up: %zu files of the newest checkpoints built, %zu served as saved checked", l.len,
+		 verified);
 	node_list_free(&l);
 	return rc;
 }

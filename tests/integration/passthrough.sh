@@ -13,6 +13,8 @@
 #     checked before the kernel gets it), the daemon serves it and refuses
 #     the flipped range with EIO, the intact files beside it still go by
 #     passthrough;
+#   - the warm-up at mount hashes the newest checkpoints' files served as
+#     saved, exactly those their first opens then hand to the kernel;
 #   - writable: a checkpoint saved through the mount and committed by
 #     rename loads back by passthrough.
 # Passthrough needs Linux 6.9+ built with FUSE_PASSTHROUGH and root
@@ -55,6 +57,23 @@ echo "--- -o nopassthrough"
 ck_mount "$tmp/store" "$tmp/mnt" -o ro,nopassthrough
 ck_py passthrough_check.py serve "$tmp/run" "$tmp/mnt/run" daemon
 ck_umount "$tmp/mnt"
+
+echo "--- the warm-up checks the newest files served as saved before their first open"
+# The debug log counts the files the warm-up hashed; they must be exactly
+# those of the newest checkpoints that their opens then hand to the kernel.
+mkdir -p "$tmp/mnt"
+ck_track "$tmp/mnt"
+"$CKPTFS" "$tmp/store" "$tmp/mnt" -f -o ro,log_level=debug 2>"$tmp/warm.err" &
+fg=$!
+i=0
+until grep -q "warm-up: " "$tmp/warm.err" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
+checked=$(sed -n 's/.*warm-up: [0-9]* files.*, \([0-9]*\) served as saved checked.*/\1/p' "$tmp/warm.err")
+by_pt=$(ck_py passthrough_check.py count "$tmp/mnt/run/checkpoint-20" "$tmp/mnt/big/checkpoint-1")
+ck_umount "$tmp/mnt"
+wait "$fg" || fail "ckptfs -f exited non-zero"
+echo "warm-up checked $checked files; $by_pt went by passthrough"
+[ -n "$checked" ] && [ "$checked" = "$by_pt" ] || fail "warm-up checked '$checked' files, $by_pt went by passthrough"
+[ "$want" = daemon ] || [ "$by_pt" -gt 0 ] || fail "no file of the newest checkpoints went by passthrough"
 
 echo "--- a tensor byte flipped in checkpoint-10/optimizer.pt and model.pt and in the big file"
 ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/optimizer.pt"

@@ -22,6 +22,9 @@
       EIO while the rest of it reads), nor is checkpoint-20's composite
       model.pt, whose sequential reader gets EIO at the flipped range; the
       intact files still are.
+  passthrough_check.py count DIR...
+      opens (and reads a byte of) every file in the DIRs of a mount and
+      prints how many of them are then served by passthrough.
   passthrough_check.py save_load MNT WANT
       a writable mount: torch.save of a new checkpoint into a new series of
       the mount, the commit by rename, and torch.load of what was saved,
@@ -206,6 +209,19 @@ def save_load(mnt, want):
     expect(got == want, "the committed checkpoint-30/model.pt is served by %s, expected %s" % (got, want))
 
 
+def count(dirs):
+    n = 0
+    for d in dirs:
+        for name in sorted(os.listdir(d)):
+            p = os.path.join(d, name)
+            if not os.path.isfile(p):
+                continue
+            with open(p, "rb") as f:
+                f.read(1)
+            n += io_of(p) == "passthrough"
+    print(n)
+
+
 def main(argv):
     cmd = argv[1]
     if cmd == "serve":
@@ -220,6 +236,9 @@ def main(argv):
         damaged(argv[2], argv[3], argv[4])
     elif cmd == "save_load":
         save_load(argv[2], argv[3])
+    elif cmd == "count":
+        count(argv[2:])
+        return
     else:
         raise SystemExit("usage: see the docstring")
     print("ok: %s" % " ".join(argv[1:]))
