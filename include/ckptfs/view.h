@@ -138,6 +138,7 @@ struct ck_vtensor {
 	const char *src_ckpt;    /* checkpoint the bytes come from: "checkpoint-10" */
 	int64_t src_step;
 	const char *src_path;    /* physical file */
+	uint64_t src_file_id;    /* the store's id of that file version (packed: read with ck_packed_open) */
 	uint64_t src_offset;     /* byte range of the storage in that file */
 	uint64_t nbytes;
 };

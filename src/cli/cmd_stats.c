@@ -180,7 +180,7 @@ static int one_checkpoint(struct series_ctx *sc, const char *series, const struc
 	if (rc < 0)
 		return rc;
 	if (pc) {
-		rc = stats_compare(prev, cur, sc->a->chunk, &layers, &nlayers);
+		rc = stats_compare(sc->st, prev, cur, sc->a->chunk, &layers, &nlayers);
 		if (rc < 0)
 			return rc;
 	}

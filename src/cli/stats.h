@@ -39,6 +39,7 @@ struct stats_tensor {
 	char *layer;
 	enum ck_dtype dtype;
 	char *src_path;       /* physical file and byte range serving it */
+	uint64_t file_id;     /* the store's id of that file (read packed once its raw copy is gone) */
 	uint64_t off, nbytes;
 	double norm2;         /* sum of squares, when norm_known */
 	int norm_known;
@@ -77,9 +78,11 @@ void stats_ckpt_free(struct stats_ckpt *c);
 
 /* Compares cur with prev layer by layer, reading chunk_size bytes at a
  * time from each side (norms learnt on the way are kept in cur for the
- * next comparison).  *layers is allocated, in order of first appearance. */
-int stats_compare(struct stats_ckpt *prev, struct stats_ckpt *cur, size_t chunk_size, struct stats_layer **layers,
-		  size_t *nlayers);
+ * next comparison): from the raw file, or decoded from st's packs when
+ * compaction dropped it.  *layers is allocated, in order of first
+ * appearance. */
+int stats_compare(struct ck_store *st, struct stats_ckpt *prev, struct stats_ckpt *cur, size_t chunk_size,
+		  struct stats_layer **layers, size_t *nlayers);
 void stats_layers_free(struct stats_layer *l, size_t n);
 
 /* sqrt(diff2 / prev2); NAN when undefined (nothing measured, or a zero

@@ -2,7 +2,8 @@
  *
  * Tensor bytes are read straight from the physical files the view names,
  * chunk by chunk (two chunk buffers in all), so memory stays bounded
- * whatever the checkpoint size.  A tensor served from the same physical
+ * whatever the checkpoint size; a file whose raw copy compaction dropped
+ * is decoded from the packs.  A tensor served from the same physical
  * bytes in both checkpoints is identical without reading. */
 #include "config.h"
 
@@ -60,6 +61,7 @@ static int add_tensor(void *ctx, const struct ck_vtensor *vt)
 	snprintf(t->key, klen, "%s\n%s", cc->relpath, vt->name);
 	t->dtype = vt->dtype;
 	t->off = vt->src_offset;
+	t->file_id = vt->src_file_id;
 	t->nbytes = vt->nbytes;
 	c->n++;
 	c->tensor_bytes += vt->nbytes;
@@ -160,31 +162,63 @@ void stats_ckpt_free(struct stats_ckpt *c)
 
 /* --- comparing two composites --------------------------------------------- */
 
-/* The open physical file of one side (consecutive tensors share files). */
+/* Decoded chunks kept for the reads of packed files: the comparison reads
+ * chunk_size pieces, which need not line up with the packs' chunks. */
+#define PACKED_CACHE_BYTES (16u << 20)
+
+/* The open physical file of one side (consecutive tensors share files):
+ * the raw file, or its packed version. */
 struct side {
-	const char *path;
+	struct ck_store *st;
+	struct ck_chunk_cache *cache;
+	uint64_t file_id;
 	int fd;
+	struct ck_packed_file *pk;
 	unsigned char *buf;
 };
 
-static int side_open(struct side *s, const char *path)
+static void side_close(struct side *s)
 {
-	if (s->fd >= 0 && !strcmp(s->path, path))
-		return 0;
 	if (s->fd >= 0)
 		close(s->fd);
-	s->fd = open(path, O_RDONLY | O_CLOEXEC);
-	s->path = path;
-	return s->fd < 0 ? -errno : 0;
+	ck_packed_close(s->pk);
+	s->fd = -1;
+	s->pk = NULL;
 }
 
-static int read_full(int fd, unsigned char *buf, size_t len, uint64_t off)
+static int side_open(struct side *s, const char *path, uint64_t file_id)
 {
-	while (len) {
-		ssize_t r = pread(fd, buf, len, (off_t)off);
+	struct ck_error err = { { 0 } };
+	int rc;
 
-		if (r < 0 && errno == EINTR)
+	if ((s->fd >= 0 || s->pk) && s->file_id == file_id)
+		return 0;
+	side_close(s);
+	s->file_id = file_id;
+	s->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (s->fd >= 0 || errno != ENOENT)
+		return s->fd < 0 ? -errno : 0;
+	rc = ck_packed_open(s->st, file_id, s->cache, &s->pk, &err);
+	if (rc == -ENOENT)
+		return -ENOENT;   /* neither raw nor packed */
+	if (rc < 0)
+		ck_err("stats: %s (packed): %s", path, err.msg[0] ? err.msg : strerror(-rc));
+	return rc;
+}
+
+static int side_read(struct side *s, unsigned char *buf, size_t len, uint64_t off)
+{
+	struct ck_error err = { { 0 } };
+
+	while (len) {
+		ssize_t r = s->pk ? ck_packed_pread(s->pk, buf, len, off, &err) : pread(s->fd, buf, len, (off_t)off);
+
+		if (r < 0 && !s->pk && errno == EINTR)
 			continue;
+		if (r < 0 && s->pk) {
+			ck_err("stats: %s", err.msg);
+			return (int)r;
+		}
 		if (r < 0)
 			return -errno;
 		if (r == 0)
@@ -229,16 +263,16 @@ static int stream(struct side *ps, struct side *cs, const struct stats_tensor *p
 	size_t esize = ck_dtype_size(c->dtype);
 	int rc;
 
-	if (p && (rc = side_open(ps, p->src_path)) < 0)
+	if (p && (rc = side_open(ps, p->src_path, p->file_id)) < 0)
 		return rc;
-	if ((rc = side_open(cs, c->src_path)) < 0)
+	if ((rc = side_open(cs, c->src_path, c->file_id)) < 0)
 		return rc;
 	for (uint64_t done = 0; done < c->nbytes;) {
 		size_t len = c->nbytes - done < chunk ? (size_t)(c->nbytes - done) : chunk;
 
-		rc = read_full(cs->fd, cs->buf, len, c->off + done);
+		rc = side_read(cs, cs->buf, len, c->off + done);
 		if (!rc && p)
-			rc = read_full(ps->fd, ps->buf, len, p->off + done);
+			rc = side_read(ps, ps->buf, len, p->off + done);
 		if (rc < 0)
 			return rc;
 		if (p) {
@@ -298,19 +332,21 @@ static int compare_tensor(struct side *ps, struct side *cs, struct stats_tensor 
 	return 0;
 }
 
-int stats_compare(struct stats_ckpt *prev, struct stats_ckpt *cur, size_t chunk_size, struct stats_layer **layers,
-		  size_t *nlayers)
+int stats_compare(struct ck_store *st, struct stats_ckpt *prev, struct stats_ckpt *cur, size_t chunk_size,
+		  struct stats_layer **layers, size_t *nlayers)
 {
-	struct side ps = { .fd = -1 }, cs = { .fd = -1 };
+	struct side ps = { .st = st, .fd = -1 }, cs = { .st = st, .fd = -1 };
+	struct ck_chunk_cache *cache = NULL;
 	struct stats_layer *v = NULL;
 	size_t n = 0;
-	int rc = 0;
+	int rc = ck_chunk_cache_new(PACKED_CACHE_BYTES, &cache);
 
 	if (prev->n)
 		qsort(prev->t, prev->n, sizeof(*prev->t), cmp_key);
+	ps.cache = cs.cache = cache;
 	ps.buf = malloc(chunk_size);
 	cs.buf = malloc(chunk_size);
-	if (!ps.buf || !cs.buf)
+	if (rc == 0 && (!ps.buf || !cs.buf))
 		rc = -ENOMEM;
 	for (size_t i = 0; i < cur->n && !rc; i++) {
 		struct stats_tensor *c = &cur->t[i];
@@ -326,10 +362,9 @@ int stats_compare(struct stats_ckpt *prev, struct stats_ckpt *cur, size_t chunk_
 		if (rc < 0 && rc != -ENOMEM)
 			ck_err("stats: %s: %s", p ? p->src_path : c->src_path, strerror(-rc));
 	}
-	if (ps.fd >= 0)
-		close(ps.fd);
-	if (cs.fd >= 0)
-		close(cs.fd);
+	side_close(&ps);
+	side_close(&cs);
+	ck_chunk_cache_free(cache);
 	free(ps.buf);
 	free(cs.buf);
 	if (rc < 0) {

@@ -981,6 +981,7 @@ int ck_view_tensors(struct ck_view *v, const struct ck_vnode *cn, ck_vtensor_fn 
 		vt.src_ckpt = t->pf->ckpt->info.name;
 		vt.src_step = t->pf->ckpt->info.step;
 		vt.src_path = t->pf->info.src_path;
+		vt.src_file_id = t->pf->info.id;
 		vt.src_offset = t->offset;
 		vt.nbytes = t->nbytes;
 		rc = fn(ctx, &vt);
