@@ -139,10 +139,14 @@ struct ckfs {
 /* Directory handles of view directories (listing.c): the first READDIR
  * (offset 0) takes the whole listing at one moment, the view's children
  * and, in a writable mount, the in-progress directories after them, and
- * later READDIRs page through it.  Handles still open at unmount (their
- * RELEASEDIR lost) are freed by ckfs_listings_free. */
+ * later READDIRs page through it.  A handle opened with a series name is
+ * for that series' in-progress directory node (a series with no committed
+ * checkpoint when it was looked up): its listing is the view's directory
+ * of the series once there is one, then the in-progress directories.
+ * Handles still open at unmount (their RELEASEDIR lost) are freed by
+ * ckfs_listings_free. */
 struct ckfs_listing;
-int ckfs_listing_open(struct ckfs *fs, struct ckfs_listing **out);
+int ckfs_listing_open(struct ckfs *fs, const char *series, struct ckfs_listing **out);
 void ckfs_listing_close(struct ckfs *fs, struct ckfs_listing *l);
 void ckfs_listings_free(struct ckfs *fs);
 /* Entry i of the listing of dir (i == 0 takes it anew): a view node into
@@ -150,6 +154,11 @@ void ckfs_listings_free(struct ckfs *fs);
  * next call on l).  0, -ENOENT past the end, or -errno. */
 int ckfs_listing_entry(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs_listing *l, size_t i,
 		       const struct ck_vnode **node, const char **staged);
+/* Answers a READDIR(PLUS) of size bytes from off with l's entries after
+ * "." and ".." (dir_st gives their inode); dir is the view's directory, or
+ * NULL for a handle opened with a series name. */
+void ckfs_listing_reply(fuse_req_t req, const struct ck_vnode *dir, const struct stat *dir_st,
+			struct ckfs_listing *l, size_t size, off_t off, int plus);
 
 /* A thread that calls tick(arg) every secs seconds until stopped
  * (ticker.c); stop wakes it at once and joins it. */
@@ -272,6 +281,10 @@ int ckfs_view_entry(struct ckfs *fs, fuse_ino_t parent, const char *name, struct
  * view does not list.  A directory being committed is among them until
  * the view lists it.  0 or -ENOMEM. */
 int ckfs_staged_names(struct ckfs *fs, const struct ck_vnode *dir, char ***names, size_t *n);
+/* The same for series (NULL: the root's in-progress series) against the
+ * view's directory dir, which may be NULL (the series has none yet). */
+int ckfs_staged_names_of(struct ckfs *fs, const char *series, const struct ck_vnode *dir, char ***names,
+			 size_t *n);
 
 /* The in-progress space (staging.c): directories being written, backed by
  * STORE/staging/<series>/<dir>/.  Its inode numbers have CKFS_STAGED_BIT

@@ -20,6 +20,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "ckptfs.h"
 #include "ckptfs/store.h"
@@ -35,6 +36,7 @@ struct ckfs_listing {
 	size_t nnodes;
 	char **staged;          /* then in-progress directories (writable mounts) */
 	size_t nstaged;
+	char *series;           /* a staged series node's handle, else NULL */
 	struct ckfs_listing *prev, *next;   /* on fs->listings, for unmount */
 };
 
@@ -48,12 +50,16 @@ static void listing_clear(struct ckfs_listing *l)
 	l->taken = 0;
 }
 
-int ckfs_listing_open(struct ckfs *fs, struct ckfs_listing **out)
+int ckfs_listing_open(struct ckfs *fs, const char *series, struct ckfs_listing **out)
 {
 	struct ckfs_listing *l = calloc(1, sizeof(*l));
 
 	if (!l)
 		return -ENOMEM;
+	if (series && !(l->series = strdup(series))) {
+		free(l);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&l->lock, NULL);
 	pthread_mutex_lock(&fs->listings_lock);
 	l->next = fs->listings;
@@ -79,6 +85,7 @@ void ckfs_listing_close(struct ckfs *fs, struct ckfs_listing *l)
 	pthread_mutex_unlock(&fs->listings_lock);
 	listing_clear(l);
 	pthread_mutex_destroy(&l->lock);
+	free(l->series);
 	free(l);
 }
 
@@ -88,22 +95,43 @@ void ckfs_listings_free(struct ckfs *fs)
 		ckfs_listing_close(fs, fs->listings);
 }
 
+/* The view's children of dir, or for a series handle those of the
+ * series' directory if the view has one by now. */
+static int view_part(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs_listing *l,
+		     const struct ck_vnode **series_dir, uint64_t *changes)
+{
+	uint64_t later;
+
+	if (!l->series)
+		return ck_view_children(fs->view, dir, &l->nodes, &l->nnodes, changes);
+	/* Read first: a change after it, the lookup included, means a retake. */
+	*changes = ck_view_namespace_changes(fs->view);
+	if (ck_view_lookup(fs->view, ck_view_root(fs->view), l->series, series_dir) != 0) {
+		*series_dir = NULL;
+		return 0;
+	}
+	return ck_view_children(fs->view, *series_dir, &l->nodes, &l->nnodes, &later);
+}
+
 /* Takes the snapshot of dir: 0 or -errno. */
 static int listing_take(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs_listing *l)
 {
 	int rc = 0;
 
 	for (int tries = 0; ; tries++) {
+		const struct ck_vnode *series_dir = NULL;
 		uint64_t changes;
 
 		listing_clear(l);
-		rc = ck_view_children(fs->view, dir, &l->nodes, &l->nnodes, &changes);
+		rc = view_part(fs, dir, l, &series_dir, &changes);
 		if (rc == 0 && fs->staging)
-			rc = ckfs_staged_names(fs, dir, &l->staged, &l->nstaged);
+			rc = l->series ? ckfs_staged_names_of(fs, l->series, series_dir, &l->staged, &l->nstaged) :
+				ckfs_staged_names(fs, dir, &l->staged, &l->nstaged);
 		if (rc || !fs->staging || ck_view_namespace_changes(fs->view) == changes)
 			break;
 		if (tries == RETAKES_MAX) {
-			ck_debug("%s: listing taken while the view kept changing", ck_vnode_name(dir));
+			ck_debug("%s: listing taken while the view kept changing",
+				 l->series ? l->series : ck_vnode_name(dir));
 			break;
 		}
 	}

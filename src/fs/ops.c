@@ -172,7 +172,7 @@ void ckfs_op_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	if (rc == 0 && !S_ISDIR(st.st_mode))
 		rc = -ENOTDIR;
 	if (rc == 0)
-		rc = ckfs_listing_open(fs, &l);
+		rc = ckfs_listing_open(fs, NULL, &l);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -231,22 +231,14 @@ static int dir_entry(struct ckfs *fs, const struct ck_vnode *dir, const struct s
 	return 0;
 }
 
-static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
-		       struct fuse_file_info *fi, int plus)
+void ckfs_listing_reply(fuse_req_t req, const struct ck_vnode *dir, const struct stat *dir_st,
+			struct ckfs_listing *l, size_t size, off_t off, int plus)
 {
 	struct ckfs *fs = ckfs_of(req);
-	struct ckfs_listing *l = (struct ckfs_listing *)(uintptr_t)fi->fh;
-	const struct ck_vnode *dir;
-	struct stat dir_st;
-	char *buf;
+	char *buf = malloc(size ? size : 1);
 	size_t used = 0;
-	int rc = stat_ino(fs, ino, &dir, &dir_st);
+	int rc = 0;
 
-	if (rc) {
-		fuse_reply_err(req, -rc);
-		return;
-	}
-	buf = malloc(size ? size : 1);
 	if (!buf) {
 		fuse_reply_err(req, ENOMEM);
 		return;
@@ -256,7 +248,7 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		const char *name;
 		size_t len;
 
-		rc = dir_entry(fs, dir, &dir_st, l, pos, plus, &name, &e);
+		rc = dir_entry(fs, dir, dir_st, l, pos, plus, &name, &e);
 		if (rc)
 			break;
 		if (plus)
@@ -273,6 +265,19 @@ static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	else
 		fuse_reply_buf(req, buf, used);
 	free(buf);
+}
+
+static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
+		       struct fuse_file_info *fi, int plus)
+{
+	const struct ck_vnode *dir;
+	struct stat dir_st;
+	int rc = stat_ino(ckfs_of(req), ino, &dir, &dir_st);
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		ckfs_listing_reply(req, dir, &dir_st, (struct ckfs_listing *)(uintptr_t)fi->fh, size, off, plus);
 }
 
 void ckfs_op_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

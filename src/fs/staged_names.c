@@ -209,18 +209,29 @@ static int strv_has(char **v, size_t n, const char *name)
 	return 0;
 }
 
-/* Whether dir (the view's) lists name. */
+/* Whether dir (the view's; NULL: none yet) lists name. */
 static int listed(struct ckfs *fs, const struct ck_vnode *dir, const char *name)
 {
 	const struct ck_vnode *n;
 
-	return ck_view_lookup(fs->view, dir, name, &n) == 0;
+	return dir && ck_view_lookup(fs->view, dir, name, &n) == 0;
 }
 
 int ckfs_staged_names(struct ckfs *fs, const struct ck_vnode *dir, char ***names, size_t *n)
 {
 	const struct ck_vnode *root = ck_view_root(fs->view);
 	const char *series = dir == root ? NULL : view_series(fs, dir);
+
+	*names = NULL;
+	*n = 0;
+	if (dir != root && !series)
+		return 0;
+	return ckfs_staged_names_of(fs, series, dir, names, n);
+}
+
+int ckfs_staged_names_of(struct ckfs *fs, const char *series, const struct ck_vnode *dir, char ***names,
+			 size_t *n)
+{
 	char **claimed = NULL, *path;
 	size_t nclaimed = 0;
 	struct dirent *d;
@@ -229,8 +240,6 @@ int ckfs_staged_names(struct ckfs *fs, const struct ck_vnode *dir, char ***names
 
 	*names = NULL;
 	*n = 0;
-	if (dir != root && !series)
-		return 0;
 	path = ckfs_staging_top_path(fs->staging, series ? series : "", NULL);
 	if (!path)
 		return -ENOMEM;

@@ -133,15 +133,56 @@ static void rw_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	fuse_reply_err(req, -rc);
 }
 
+/* Handles of staged series nodes are listings, tagged in the low bit
+ * (both kinds of handle are malloc'd, so aligned). */
+#define SERIES_LISTING 1u
+
+/* Whether ino is a staged series node (a series with no committed
+ * checkpoint when it was looked up): its handles are listings (listing.c),
+ * which go on showing its checkpoints as they commit into the view. */
+static int is_staged_series(struct ckfs_staging *s, fuse_ino_t ino, char **series)
+{
+	return ckfs_is_staged(ino) && ckfs_staging_series(s, ino, series) == 0;
+}
+
+static void staged_series_opendir(fuse_req_t req, const char *series, struct fuse_file_info *fi)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct ckfs_listing *l;
+	int rc = ckfs_listing_open(fs, series, &l);
+
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	fi->fh = (uint64_t)(uintptr_t)l | SERIES_LISTING;
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		ckfs_listing_close(fs, l);
+}
+
+/* The listing of a staged series node's handle, or NULL for a staged
+ * directory's (a struct ckfs_staged_dir). */
+static struct ckfs_listing *series_listing(const struct fuse_file_info *fi)
+{
+	if (!(fi->fh & SERIES_LISTING))
+		return NULL;
+	return (struct ckfs_listing *)(uintptr_t)(fi->fh & ~(uint64_t)SERIES_LISTING);
+}
+
 static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ckfs_staging *s = ckfs_of(req)->staging;
 	struct ckfs_staged_dir *d = NULL;
-	char *path;
+	char *path, *series;
 	int rc;
 
 	if (!ckfs_is_staged(ino)) {
 		ckfs_op_opendir(req, ino, fi);
+		return;
+	}
+	if (is_staged_series(s, ino, &series)) {
+		staged_series_opendir(req, series, fi);
+		free(series);
 		return;
 	}
 	rc = ckfs_staging_path(s, ino, NULL, &path);
@@ -203,27 +244,46 @@ static void staged_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_f
 	free(buf);
 }
 
+static void any_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi,
+			int plus)
+{
+	struct stat st;
+
+	if (!ckfs_is_staged(ino)) {
+		if (plus)
+			ckfs_op_readdirplus(req, ino, size, off, fi);
+		else
+			ckfs_op_readdir(req, ino, size, off, fi);
+	} else if (series_listing(fi)) {
+		memset(&st, 0, sizeof(st));
+		st.st_ino = ino;
+		st.st_mode = S_IFDIR;
+		ckfs_listing_reply(req, NULL, &st, series_listing(fi), size, off, plus);
+	} else {
+		staged_readdir(req, size, off, fi, plus);
+	}
+}
+
 static void rw_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)
 {
-	if (ckfs_is_staged(ino))
-		staged_readdir(req, size, off, fi, 0);
-	else
-		ckfs_op_readdir(req, ino, size, off, fi);
+	any_readdir(req, ino, size, off, fi, 0);
 }
 
 static void rw_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			   struct fuse_file_info *fi)
 {
-	if (ckfs_is_staged(ino))
-		staged_readdir(req, size, off, fi, 1);
-	else
-		ckfs_op_readdirplus(req, ino, size, off, fi);
+	any_readdir(req, ino, size, off, fi, 1);
 }
 
 static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	if (!ckfs_is_staged(ino)) {
 		ckfs_op_releasedir(req, ino, fi);
+		return;
+	}
+	if (series_listing(fi)) {
+		ckfs_listing_close(ckfs_of(req), series_listing(fi));
+		fuse_reply_err(req, 0);
 		return;
 	}
 	ckfs_staging_closedir(ckfs_of(req)->staging, (struct ckfs_staged_dir *)(uintptr_t)fi->fh);
