@@ -68,15 +68,24 @@ struct ck_pack_open_info {
 int ck_pack_writer_open(const char *path, uint64_t durable_end, struct ck_pack_writer **out,
 			struct ck_pack_open_info *info, struct ck_error *err);
 /* Appends a record and sets *offset to where it starts.  Safe to call from
- * several threads.  On a failed write nothing is appended (the file is cut
- * back).  Returns 0, -EINVAL (bad descriptor), -EFBIG or -errno. */
+ * several threads.  The record may wait in the writer's memory (records are
+ * written in large O_DIRECT blocks where the filesystem allows): it is in
+ * the file for readers once ck_pack_flush, ck_pack_sync or
+ * ck_pack_writer_close returned 0.  On a failed write this record is not
+ * appended (in the buffered fallback the file is cut back).  Returns 0,
+ * -EINVAL (bad descriptor), -EFBIG or -errno. */
 int ck_pack_append(struct ck_pack_writer *w, const struct ck_chunk_desc *desc,
 		   const uint8_t *payload, uint64_t *offset);
-/* fdatasync: records appended before the call are durable when it returns 0. */
+/* Writes every record appended so far into the file (not durably): other
+ * descriptors read them from then on.  0 or -errno. */
+int ck_pack_flush(struct ck_pack_writer *w);
+/* Flush and fdatasync: records appended before the call are durable when
+ * it returns 0. */
 int ck_pack_sync(struct ck_pack_writer *w);
 /* Offset where the next record goes. */
 uint64_t ck_pack_writer_end(struct ck_pack_writer *w);
-/* Closes the file; returns 0 or close()'s -errno.  NULL is a no-op. */
+/* Flushes (not durably) and closes the file; returns 0, or the flush's
+ * or close()'s -errno.  NULL is a no-op. */
 int ck_pack_writer_close(struct ck_pack_writer *w);
 
 /* Reader. */

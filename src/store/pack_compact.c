@@ -276,8 +276,10 @@ static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, cons
 		rc = ck_chunk_depth(txn, c->st, refh, h, &depth, &meets);
 		if (rc == 0 && !meets && depth + 1 + tail <= c->k &&
 		    (ck_chunk_cache_copy(c->recent, refh, c->dec.out, &ref_len) ||
-		     ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, refh, c->dec.out, &ref_len, NULL,
-				      NULL) == 0))
+		     /* the reference may sit in records not written out yet */
+		     (c->w && ck_pack_flush(c->w) == 0 &&
+		      ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, refh, c->dec.out, &ref_len, NULL,
+				      NULL) == 0)))
 			ref = c->dec.out;
 	}
 	rc = ck_chunk_encode(c->enc, c->raw, lc->len, lc->elem, ref, ref_len, &desc, &payload);
