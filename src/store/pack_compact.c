@@ -49,10 +49,14 @@ struct compact {
 					  * (older) version's references, without decoding */
 };
 
-/* The recent cache must hold the newer version of the file being packed:
- * it starts small and grows to twice the largest file mapped, up to
- * RECENT_CACHE_MAX.  Every byte of it is fresh memory the first time,
- * a page fault per 4 KiB, so a cache larger than the files costs time. */
+/* The recent cache must hold the newer version of the checkpoint being
+ * packed: a chunk is inserted when its version is mapped and asked for as
+ * a reference a whole checkpoint of inserts later.  It starts small and
+ * grows to twice the largest checkpoint mapped, up to RECENT_CACHE_MAX;
+ * sized by the file instead, a checkpoint of two files thrashed it and 80 %
+ * of the references were decoded again from the packs.  Every byte of it
+ * is fresh memory the first time, a page fault per 4 KiB, so a cache
+ * larger than the checkpoints costs time. */
 #define RECENT_CACHE_MIN (32ull << 20)
 #define RECENT_CACHE_MAX (256ull << 20)
 
@@ -393,7 +397,6 @@ static int map_file(struct compact *c, MDB_txn *txn, struct fver *v, int pack, c
 	int fd = -1, rc;
 
 	memset(map, 0, sizeof(*map));
-	ck_chunk_cache_grow(c->recent, v->f->size < RECENT_CACHE_MAX / 2 ? 2 * v->f->size : RECENT_CACHE_MAX);
 	map->flags = pack ? CK_FMAP_PACKED : 0;
 	map->size = v->f->size;
 	map->nchunks = (uint32_t)v->lay.n;
@@ -529,6 +532,7 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 {
 	struct ck_file_info *f = NULL, *nf[NEWER_MAX] = { NULL };
 	size_t n = 0, nn[NEWER_MAX] = { 0 }, changed = 0;
+	uint64_t bytes = 0;
 	MDB_txn *txn = NULL;
 	int rc;
 
@@ -547,6 +551,9 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 		txn = NULL;
 		goto out;
 	}
+	for (size_t i = 0; i < n; i++)
+		bytes += f[i].size;
+	ck_chunk_cache_grow(c->recent, bytes < RECENT_CACHE_MAX / 2 ? 2 * bytes : RECENT_CACHE_MAX);
 	for (size_t i = 0; i < n && rc == 0 && !(c->o->stop && *c->o->stop); i++) {
 		struct refs refs = { .n = 0 };
 		struct ck_fmap old, map;
