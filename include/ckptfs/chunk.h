@@ -141,21 +141,15 @@ int ck_chunk_decode_known_ref(struct ck_chunk_ctx *ctx, const struct ck_chunk_de
 			      const uint8_t *payload, const void *ref, size_t ref_len,
 			      struct ck_hash128 ref_hash, void *out, struct ck_error *err);
 
-/* A chain of XOR deltas decoded in one pass instead of step by step.  XOR
- * commutes with the byte-plane transform, so the deltas' planes XORed
- * together (acc, len bytes: the planes, then the odd tail) and joined
- * once give the XOR of all the deltas.  ck_chunk_xor_fold adds one delta
- * (desc, payload) to acc, first for the first one (acc is overwritten);
- * -EINVAL with err for a malformed one or one that is not XOR.  The
- * deltas must share raw_len and elem_size (the caller checks).
- * ck_chunk_xor_unfold joins acc, XORs it with ref (the chain's bottom,
- * len bytes) into out and checks that out hashes to want: 0, -EINVAL, or
- * -EIO with err.  Only the result is hashed, not each step: a mismatch
- * does not say which step is damaged (decode step by step to find out). */
-int ck_chunk_xor_fold(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *desc, const uint8_t *payload,
-		      int first, uint8_t *acc, struct ck_error *err);
-int ck_chunk_xor_unfold(struct ck_chunk_ctx *ctx, const uint8_t *acc, size_t len, unsigned elem_size,
-			const void *ref, struct ck_hash128 want, void *out, struct ck_error *err);
+/* A chain decoded in one pass: no hash is checked, the caller hashes the
+ * result (and decodes step by step with the checked calls above when it
+ * does not match, to say which step is damaged).  A RAW or PLANES chunk
+ * is decoded into cur; an XOR or SUB delta is applied to cur in place
+ * (cur holds desc->raw_len bytes of its reference).  Returns 0, or
+ * -EINVAL with err for a malformed descriptor or payload; on failure cur
+ * holds no usable bytes. */
+int ck_chunk_decode_unchecked(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *desc,
+			      const uint8_t *payload, void *cur, struct ck_error *err);
 
 /* Byte planes, exposed for benchmarks: planes[k * n + i] = src[i * size + k]
  * for n = len / size elements; the len % size tail bytes are not touched. */

@@ -100,6 +100,11 @@ int ck_pack_check_header(int fd, struct ck_error *err);
  * by the end of the file; or pread's -errno. */
 int ck_pack_read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t *payload,
 			struct ck_error *err);
+/* As ck_pack_read_record without the CRC (the header's fields are still
+ * checked): for a reader that hashes what it decodes anyway, and reads
+ * again with the CRC to say why when that hash does not match. */
+int ck_pack_read_record_unchecked(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t *payload,
+				  struct ck_error *err);
 
 /* Reads the record at off and decodes it into out (room for CK_CHUNK_MAX
  * bytes; desc->raw_len of them are the chunk), given the reference chunk

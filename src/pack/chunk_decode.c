@@ -25,15 +25,14 @@ static int check_desc(const struct ck_chunk_desc *d, struct ck_error *err)
 	return 0;
 }
 
-/* Fills planes (ctx->planes, or another CK_CHUNK_MAX buffer) from a
- * PLANES/XOR/SUB payload and copies its tail to tail_out (raw_len %
- * elem_size bytes). */
-static int decode_planes_into(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d,
-			      const uint8_t *payload, uint8_t *planes, uint8_t *tail_out,
-			      struct ck_error *err)
+/* Points planes[k] at plane k of a PLANES/XOR/SUB payload: a stored plane
+ * where it lies in the payload, a zstd plane decompressed into
+ * ctx->planes; *tail at the raw_len % elem_size tail bytes. */
+static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload,
+		     const uint8_t *planes[8], const uint8_t **tail, struct ck_error *err)
 {
 	unsigned size = d->elem_size;
-	size_t n = d->raw_len / size, tail = d->raw_len % size;
+	size_t n = d->raw_len / size, rest = d->raw_len % size;
 	size_t pos = (size_t)size * CK_PLANE_DIRENT;
 
 	if (pos > d->enc_len)
@@ -42,7 +41,7 @@ static int decode_planes_into(struct ck_chunk_ctx *ctx, const struct ck_chunk_de
 	for (unsigned k = 0; k < size; k++) {
 		const uint8_t *ent = payload + k * CK_PLANE_DIRENT;
 		uint32_t len = ck_le32(ent + 1);
-		uint8_t *plane = planes + k * n;
+		uint8_t *plane = ctx->planes + k * n;
 
 		if (len > d->enc_len - pos)
 			return ck_fail(err, EINVAL, "chunk: plane %u of %" PRIu32 " bytes past the payload's end",
@@ -51,7 +50,7 @@ static int decode_planes_into(struct ck_chunk_ctx *ctx, const struct ck_chunk_de
 			if (len != n)
 				return ck_fail(err, EINVAL, "chunk: stored plane %u has %" PRIu32 " bytes, not %zu",
 					       k, len, n);
-			memcpy(plane, payload + pos, n);
+			planes[k] = payload + pos;
 		} else if (ent[0] == CK_PLANE_ZSTD) {
 			size_t got = ZSTD_decompressDCtx(ctx->dctx, plane, n, payload + pos, len);
 
@@ -60,22 +59,44 @@ static int decode_planes_into(struct ck_chunk_ctx *ctx, const struct ck_chunk_de
 			if (got != n)
 				return ck_fail(err, EINVAL, "chunk: plane %u decompresses to %zu bytes, not %zu",
 					       k, got, n);
+			planes[k] = plane;
 		} else {
 			return ck_fail(err, EINVAL, "chunk: plane %u has unknown mode %u", k, ent[0]);
 		}
 		pos += len;
 	}
-	if (d->enc_len - pos != tail)
+	if (d->enc_len - pos != rest)
 		return ck_fail(err, EINVAL, "chunk: %zu bytes after the planes, expected %zu",
-			       (size_t)(d->enc_len - pos), tail);
-	memcpy(tail_out, payload + pos, tail);
+			       (size_t)(d->enc_len - pos), rest);
+	*tail = payload + pos;
 	return 0;
 }
 
-static int decode_planes(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d,
-			 const uint8_t *payload, uint8_t *tail_out, struct ck_error *err)
+/* The payload onto cur: a self-contained chunk replaces it, a delta is
+ * applied to it (cur holds the reference).  No hash is checked. */
+static int apply(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload, uint8_t *cur,
+		 struct ck_error *err)
 {
-	return decode_planes_into(ctx, d, payload, ctx->planes, tail_out, err);
+	size_t body = d->raw_len - d->raw_len % d->elem_size;
+	const uint8_t *planes[8], *tail = NULL;
+	int rc;
+
+	if (d->codec == CK_CODEC_RAW) {
+		memcpy(cur, payload, d->raw_len);
+		return 0;
+	}
+	rc = planes_of(ctx, d, payload, planes, &tail, err);
+	if (rc)
+		return rc;
+	if (d->codec == CK_CODEC_PLANES) {
+		ck_planes_apply(planes, d->raw_len / d->elem_size, d->elem_size, CK_PLANES_SET, cur);
+		memcpy(cur + body, tail, d->raw_len - body);
+	} else {
+		ck_planes_apply(planes, d->raw_len / d->elem_size, d->elem_size,
+				d->codec == CK_CODEC_XOR ? CK_PLANES_XOR : CK_PLANES_ADD, cur);
+		ck_xor_bytes(tail, cur + body, d->raw_len - body, cur + body);
+	}
+	return 0;
 }
 
 static void hex128(struct ck_hash128 h, char out[33])
@@ -88,7 +109,6 @@ static int decode(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const
 		  const void *ref, size_t ref_len, const struct ck_hash128 *known, void *out,
 		  struct ck_error *err)
 {
-	size_t body = d->raw_len - d->raw_len % (d->elem_size ? d->elem_size : 1);
 	struct ck_hash128 got;
 	char want_hex[33], got_hex[33];
 	int rc = check_desc(d, err);
@@ -107,27 +127,11 @@ static int decode(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const
 				       got_hex, want_hex);
 		}
 	}
-	switch (d->codec) {
-	case CK_CODEC_RAW:
-		memcpy(out, payload, d->raw_len);
-		break;
-	case CK_CODEC_PLANES:
-		rc = decode_planes(ctx, d, payload, (uint8_t *)out + body, err);
-		if (rc)
-			return rc;
-		ck_planes_join(ctx->planes, d->raw_len, d->elem_size, out);
-		break;
-	default:
-		rc = decode_planes(ctx, d, payload, ctx->delta + body, err);
-		if (rc)
-			return rc;
-		ck_planes_join(ctx->planes, d->raw_len, d->elem_size, ctx->delta);
-		if (d->codec == CK_CODEC_XOR)
-			ck_xor_bytes(ctx->delta, ref, d->raw_len, out);
-		else
-			ck_add_elems(ctx->delta, ref, d->raw_len, d->elem_size, out);
-		break;
-	}
+	if (ck_codec_needs_ref(d->codec) && out != ref)
+		memcpy(out, ref, d->raw_len);
+	rc = apply(ctx, d, payload, out, err);
+	if (rc)
+		return rc;
 	got = ck_chunk_hash(out, d->raw_len);
 	if (!ck_hash128_eq(got, d->raw_hash)) {
 		hex128(d->raw_hash, want_hex);
@@ -152,42 +156,10 @@ int ck_chunk_decode_known_ref(struct ck_chunk_ctx *ctx, const struct ck_chunk_de
 	return decode(ctx, d, payload, ref, ref_len, &ref_hash, out, err);
 }
 
-int ck_chunk_xor_fold(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload,
-		      int first, uint8_t *acc, struct ck_error *err)
+int ck_chunk_decode_unchecked(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload,
+			      void *cur, struct ck_error *err)
 {
-	size_t body = d->raw_len - d->raw_len % (d->elem_size ? d->elem_size : 1);
 	int rc = check_desc(d, err);
 
-	if (rc)
-		return rc;
-	if (d->codec != CK_CODEC_XOR)
-		return ck_fail(err, EINVAL, "chunk: a %s chunk in a chain of XOR deltas", ck_codec_name(d->codec));
-	if (first)
-		return decode_planes_into(ctx, d, payload, acc, acc + body, err);
-	rc = decode_planes_into(ctx, d, payload, ctx->planes, ctx->planes + body, err);
-	if (rc == 0)
-		ck_xor_bytes(acc, ctx->planes, d->raw_len, acc);
-	return rc;
-}
-
-int ck_chunk_xor_unfold(struct ck_chunk_ctx *ctx, const uint8_t *acc, size_t len, unsigned elem_size,
-			const void *ref, struct ck_hash128 want, void *out, struct ck_error *err)
-{
-	size_t body = len - len % (elem_size ? elem_size : 1);
-	char want_hex[33], got_hex[33];
-	struct ck_hash128 got;
-
-	if (len > CK_CHUNK_MAX || (elem_size != 1 && elem_size != 2 && elem_size != 4 && elem_size != 8))
-		return ck_fail(err, EINVAL, "chunk: fold of %zu bytes of %u-byte elements", len, elem_size);
-	ck_planes_join(acc, len, elem_size, ctx->delta);
-	memcpy(ctx->delta + body, acc + body, len - body);
-	ck_xor_bytes(ctx->delta, ref, len, out);
-	got = ck_chunk_hash(out, len);
-	if (!ck_hash128_eq(got, want)) {
-		hex128(want, want_hex);
-		hex128(got, got_hex);
-		return ck_fail(err, EIO, "chunk: chain decoded to %zu bytes hashing to %s, recorded %s",
-			       len, got_hex, want_hex);
-	}
-	return 0;
+	return rc ? rc : apply(ctx, d, payload, cur, err);
 }

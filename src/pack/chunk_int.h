@@ -33,6 +33,19 @@ void ck_xor_bytes(const uint8_t *a, const uint8_t *b, size_t len, uint8_t *out);
 void ck_sub_elems(const uint8_t *cur, const uint8_t *ref, size_t len, unsigned size, uint8_t *out);
 void ck_add_elems(const uint8_t *zz, const uint8_t *ref, size_t len, unsigned size, uint8_t *out);
 
+/* What ck_planes_apply does with the elements joined from the planes. */
+enum ck_planes_op {
+	CK_PLANES_SET,   /* cur = element */
+	CK_PLANES_XOR,   /* cur ^= element */
+	CK_PLANES_ADD    /* cur += zigzag-decoded element (SUB's inverse) */
+};
+
+/* Joins n elements of size bytes from planes[0..size) (plane k: byte k of
+ * every element, each plane its own pointer) and applies op to the n
+ * elements at cur, a block at a time: a delta lands on its reference in
+ * one pass, without a chunk-sized intermediate. */
+void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum ck_planes_op op, uint8_t *cur);
+
 /* Estimated payload bytes of a PLANES/XOR/SUB encoding from the order-0
  * entropy of sampled byte planes (ref is needed for XOR and SUB). */
 size_t ck_chunk_estimate(enum ck_codec codec, const uint8_t *raw, const uint8_t *ref, size_t len,

@@ -35,43 +35,39 @@ static void join2_pair(const uint8_t *restrict p0, const uint8_t *restrict p1, s
 	}
 }
 
-static void join2(const uint8_t *restrict p, size_t n, uint8_t *restrict d)
-{
-	join2_pair(p, p + n, n, d);
-}
-
 /* Wider elements join as a tree of two-way interleaves, a block at a time
  * (each join2 vectorizes; four or eight interleaved streams do not):
- * join2(join2(p0, p2), join2(p1, p3)) puts p0 p1 p2 p3 in order. */
+ * join2(join2(p0, p2), join2(p1, p3)) puts p0 p1 p2 p3 in order.  Planes
+ * are separate pointers, so that a stored plane is joined straight from
+ * its payload. */
 #define JOIN_BLOCK 2048
 
-static void join4(const uint8_t *restrict p, size_t n, uint8_t *restrict d)
-{
-	uint8_t a[2 * JOIN_BLOCK], b[2 * JOIN_BLOCK];
-
-	for (size_t i = 0; i < n; i += JOIN_BLOCK) {
-		size_t m = n - i < JOIN_BLOCK ? n - i : JOIN_BLOCK;
-
-		join2_pair(p + i, p + 2 * n + i, m, a);
-		join2_pair(p + n + i, p + 3 * n + i, m, b);
-		join2_pair(a, b, 2 * m, d + 4 * i);
-	}
-}
-
-static void join8(const uint8_t *restrict p, size_t n, uint8_t *restrict d)
+/* Elements [i, i + m) (m <= JOIN_BLOCK) of planes p[0..size) into d. */
+static void join_block(const uint8_t *const *p, size_t i, size_t m, unsigned size, uint8_t *restrict d)
 {
 	uint8_t a[4][2 * JOIN_BLOCK], b[2][4 * JOIN_BLOCK];
 
-	for (size_t i = 0; i < n; i += JOIN_BLOCK) {
-		size_t m = n - i < JOIN_BLOCK ? n - i : JOIN_BLOCK;
-
-		join2_pair(p + i, p + 4 * n + i, m, a[0]);
-		join2_pair(p + 2 * n + i, p + 6 * n + i, m, a[1]);
-		join2_pair(p + n + i, p + 5 * n + i, m, a[2]);
-		join2_pair(p + 3 * n + i, p + 7 * n + i, m, a[3]);
+	switch (size) {
+	case 2:
+		join2_pair(p[0] + i, p[1] + i, m, d);
+		break;
+	case 4:
+		join2_pair(p[0] + i, p[2] + i, m, a[0]);
+		join2_pair(p[1] + i, p[3] + i, m, a[1]);
+		join2_pair(a[0], a[1], 2 * m, d);
+		break;
+	case 8:
+		join2_pair(p[0] + i, p[4] + i, m, a[0]);
+		join2_pair(p[2] + i, p[6] + i, m, a[1]);
+		join2_pair(p[1] + i, p[5] + i, m, a[2]);
+		join2_pair(p[3] + i, p[7] + i, m, a[3]);
 		join2_pair(a[0], a[1], 2 * m, b[0]);
 		join2_pair(a[2], a[3], 2 * m, b[1]);
-		join2_pair(b[0], b[1], 4 * m, d + 8 * i);
+		join2_pair(b[0], b[1], 4 * m, d);
+		break;
+	default:
+		memcpy(d, p[0] + i, m);
+		break;
 	}
 }
 
@@ -91,14 +87,12 @@ void ck_planes_split(const uint8_t *src, size_t len, unsigned size, uint8_t *pla
 
 void ck_planes_join(const uint8_t *planes, size_t len, unsigned size, uint8_t *dst)
 {
+	const uint8_t *p[8];
 	size_t n = len / size;
 
-	switch (size) {
-	case 2: join2(planes, n, dst); break;
-	case 4: join4(planes, n, dst); break;
-	case 8: join8(planes, n, dst); break;
-	default: memcpy(dst, planes, n * size); break;
-	}
+	for (unsigned k = 0; k < size; k++)
+		p[k] = planes + k * n;
+	ck_planes_apply(p, n, size, CK_PLANES_SET, dst);
 }
 
 /* out may be b (a delta decoded over its reference). */
@@ -185,4 +179,25 @@ void ck_add_elems(const uint8_t *zz, const uint8_t *ref, size_t len, unsigned si
 	default: add8(zz, ref, n, out); break;
 	}
 	ck_xor_bytes(zz + body, ref + body, len - body, out + body);
+}
+
+void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum ck_planes_op op, uint8_t *cur)
+{
+	uint8_t tmp[8 * JOIN_BLOCK];
+
+	for (size_t i = 0; i < n; i += JOIN_BLOCK) {
+		size_t m = n - i < JOIN_BLOCK ? n - i : JOIN_BLOCK;
+		uint8_t *at = cur + i * size;
+
+		if (op == CK_PLANES_SET) {
+			join_block(planes, i, m, size, at);
+			continue;
+		}
+		/* The block's elements stay in L1 between the join and the op. */
+		join_block(planes, i, m, size, tmp);
+		if (op == CK_PLANES_XOR)
+			ck_xor_bytes(tmp, at, m * size, at);
+		else
+			ck_add_elems(tmp, at, m * size, size, at);
+	}
 }

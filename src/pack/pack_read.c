@@ -98,8 +98,8 @@ static int pread_upto(int fd, uint8_t *buf, size_t len, uint64_t off, size_t *go
 	return 0;
 }
 
-int ck_pack_read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t *payload,
-			struct ck_error *err)
+static int read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t *payload, int check,
+		       struct ck_error *err)
 {
 	uint8_t first[CK_PACK_REC_HEADER + PAYLOAD_AHEAD];
 	size_t got, have;
@@ -128,8 +128,20 @@ int ck_pack_read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_
 		if (rc)
 			return ck_fail(err, -rc, "pack record at %" PRIu64 ": %s", off, strerror(-rc));
 	}
-	rc = ck_pack_rec_check(first, payload, err);
+	rc = check ? ck_pack_rec_check(first, payload, err) : 0;
 	return rc ? at_offset(err, rc, off) : 0;
+}
+
+int ck_pack_read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t *payload,
+			struct ck_error *err)
+{
+	return read_record(fd, off, desc, payload, 1, err);
+}
+
+int ck_pack_read_record_unchecked(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t *payload,
+				  struct ck_error *err)
+{
+	return read_record(fd, off, desc, payload, 0, err);
 }
 
 int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *buf,

@@ -182,8 +182,10 @@ int ck_chunk_depth(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, struc
 	}
 }
 
-static int read_raw(struct ck_pack_fds *fds, const struct ck_chunk_loc *l, struct ck_hash128 h, uint8_t *out,
-		    struct ck_error *err)
+/* A chunk from a raw file into out, checked against h unless unchecked
+ * (one_pass hashes what it builds on it instead). */
+static int read_raw(struct ck_pack_fds *fds, const struct ck_chunk_loc *l, struct ck_hash128 h, int unchecked,
+		    uint8_t *out, struct ck_error *err)
 {
 	char hex[33];
 	int fd = ck_pack_fds_get_raw(fds, l);
@@ -203,7 +205,7 @@ static int read_raw(struct ck_pack_fds *fds, const struct ck_chunk_loc *l, struc
 		}
 	}
 	ck_pack_fds_put_raw(fds, fd);
-	if (!ck_hash128_eq(ck_chunk_hash(out, l->raw_len), h))
+	if (!unchecked && !ck_hash128_eq(ck_chunk_hash(out, l->raw_len), h))
 		return ck_fail(err, EIO, "chunk %s: raw file %s at %" PRIu64 ": bytes do not hash to the chunk",
 			       hex, l->path, l->offset);
 	return 0;
@@ -243,44 +245,64 @@ static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_d
 		       CK_PACKS_DIR, l->pack_id, l->offset, why.msg);
 }
 
-/* Whether chain[0..m) are all XOR deltas in packs: then they fold into
- * one pass (see ck_chunk_xor_fold). */
-static int foldable(const struct ck_chunk_loc *chain, size_t m)
-{
-	for (size_t i = 0; i < m; i++)
-		if (chain[i].where != CK_CHUNK_PACKED || chain[i].codec != CK_CODEC_XOR)
-			return 0;
-	return m >= 2;
-}
-
-/* Decodes the deltas chain[0..m) onto ref (checked, ref_len bytes) in one
- * pass: their planes XORed together in acc, joined once and XORed with
- * ref into out, which must hash to h.  0, or -errno: the caller then
- * decodes step by step, checking each step, to say which one is damaged. */
-static int fold_chain(struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
-		      const struct ck_chunk_loc *chain, size_t m, const uint8_t *ref, uint32_t ref_len,
-		      struct ck_hash128 h, uint8_t *acc, uint8_t *out)
+/* The chain chain[0..n) (hashes hs) rebuilt into out in one pass, and
+ * only the result hashed: the bottom (a raw file's bytes, a self-contained
+ * record, or ref: a cached chunk of ref_len bytes below chain[n - 1]) into
+ * out, then each delta applied to it in place, without the records' CRCs
+ * or the steps' hashes.  Every served chunk is hashed, so a damaged step
+ * cannot pass; it is named by the step-by-step decode the caller falls
+ * back to on any failure here.  0, or -errno. */
+static int one_pass(struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
+		    const struct ck_chunk_loc *chain, const struct ck_hash128 *hs, size_t n, const uint8_t *ref,
+		    uint32_t ref_len, uint8_t *out, uint32_t *len)
 {
 	struct ck_error why = { { 0 } };
-	unsigned es = 0;
+	size_t i = n;
+	uint32_t have;
+	int rc = 0;
 
-	for (size_t i = m; i-- > 0;) {
+	if (ref) {
+		memcpy(out, ref, ref_len);
+		have = ref_len;
+	} else {
+		const struct ck_chunk_loc *l = &chain[--i];
 		struct ck_chunk_desc desc;
-		int fd = ck_pack_fds_get(fds, st->path, chain[i].pack_id);
-		int rc;
+		int fd;
+
+		have = l->raw_len;
+		if (l->where == CK_CHUNK_RAW) {
+			rc = read_raw(fds, l, hs[i], 1, out, NULL);
+		} else if ((fd = ck_pack_fds_get(fds, st->path, l->pack_id)) < 0) {
+			rc = fd;
+		} else {
+			rc = ck_pack_read_record_unchecked(fd, l->offset, &desc, d->payload, &why);
+			if (rc == 0 && (desc.raw_len != have || ck_codec_needs_ref(desc.codec)))
+				rc = -EIO;
+			if (rc == 0)
+				rc = ck_chunk_decode_unchecked(d->ctx, &desc, d->payload, out, &why);
+		}
+	}
+	while (rc == 0 && i-- > 0) {
+		const struct ck_chunk_loc *l = &chain[i];
+		struct ck_chunk_desc desc;
+		int fd = ck_pack_fds_get(fds, st->path, l->pack_id);
 
 		if (fd < 0)
 			return fd;
-		rc = ck_pack_read_record(fd, chain[i].offset, &desc, d->payload, &why);
-		if (rc == 0 && (desc.raw_len != ref_len || (es && desc.elem_size != es)))
-			rc = -EINVAL;
+		rc = ck_pack_read_record_unchecked(fd, l->offset, &desc, d->payload, &why);
+		/* The record must be the delta the chunk table says, onto the
+		 * chunk below it: a mix-up is caught before any decoding. */
+		if (rc == 0 && (!ck_codec_needs_ref(desc.codec) || desc.raw_len != have ||
+				!ck_hash128_eq(desc.raw_hash, hs[i]) || !ck_hash128_eq(desc.ref_hash, chain[i].ref)))
+			rc = -EIO;
 		if (rc == 0)
-			rc = ck_chunk_xor_fold(d->ctx, &desc, d->payload, i == m - 1, acc, &why);
-		if (rc)
-			return rc;
-		es = desc.elem_size;
+			rc = ck_chunk_decode_unchecked(d->ctx, &desc, d->payload, out, &why);
 	}
-	return ck_chunk_xor_unfold(d->ctx, acc, ref_len, es, ref, h, out, &why);
+	if (rc == 0 && !ck_hash128_eq(ck_chunk_hash(out, have), hs[0]))
+		rc = -EIO;
+	if (rc == 0)
+		*len = have;
+	return rc;
 }
 
 int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
@@ -330,36 +352,21 @@ int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds,
 			break;
 		x = chain[n - 1].ref;
 	}
-	/* A chain of XOR deltas: the bottom decoded (and checked), then all
-	 * the deltas at once. */
-	if (foldable(chain, ref ? n : n - 1)) {
-		size_t m = ref ? n : n - 1;
-		uint8_t *base = ref ? (uint8_t *)ref : d->buf[0];
-
-		if (!ref) {
-			const struct ck_chunk_loc *l = &chain[n - 1];
-
-			rc = l->where == CK_CHUNK_RAW ? read_raw(fds, l, hs[n - 1], base, NULL) :
-				read_packed(st, fds, d, l, hs[n - 1], NULL, 0, ref_h, base, NULL);
-			ref_len = l->raw_len;
-		}
-		if (rc == 0)
-			rc = fold_chain(st, fds, d, chain, m, base, ref_len, h,
-					base == d->buf[0] ? d->buf[1] : d->buf[0], out);
-		if (rc == 0) {
-			*len = ref_len;
-			if (depth)
-				*depth = (unsigned)m;
-			goto out;
-		}
-		if (rc == -ENOMEM) {
-			rc = ck_fail(err, ENOMEM, "out of memory");
-			goto out;
-		}
-		if (!ref)
-			ref_len = 0;	/* decoded again below, step by step */
-		rc = 0;
+	/* Everything in one pass; step by step, checking each, only when that
+	 * fails (damage, or a chunk changed under us), to say where. */
+	rc = one_pass(st, fds, d, chain, hs, n, ref, ref_len, out, len);
+	if (rc == 0) {
+		for (size_t i = 0; depth && i < n; i++)
+			deltas += chain[i].where == CK_CHUNK_PACKED && ck_codec_needs_ref(chain[i].codec);
+		if (depth)
+			*depth = deltas;
+		goto out;
 	}
+	if (rc == -ENOMEM) {
+		rc = ck_fail(err, ENOMEM, "out of memory");
+		goto out;
+	}
+	rc = 0;
 	/* Up again: entry i decodes into out (i == 0) or a scratch buffer
 	 * other than the one holding its reference. */
 	for (size_t i = n; i-- > 0;) {
@@ -367,7 +374,7 @@ int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds,
 		uint8_t *dst = i == 0 ? out : d->buf[i & 1];
 
 		if (l->where == CK_CHUNK_RAW)
-			rc = read_raw(fds, l, hs[i], dst, err);
+			rc = read_raw(fds, l, hs[i], 0, dst, err);
 		else
 			rc = read_packed(st, fds, d, l, hs[i], ref, ref_len, ref_h, dst, err);
 		if (rc < 0) {
