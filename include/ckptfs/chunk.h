@@ -144,12 +144,13 @@ int ck_chunk_decode_known_ref(struct ck_chunk_ctx *ctx, const struct ck_chunk_de
 /* A chain decoded in one pass: no hash is checked, the caller hashes the
  * result (and decodes step by step with the checked calls above when it
  * does not match, to say which step is damaged).  A RAW or PLANES chunk
- * is decoded into cur; an XOR or SUB delta is applied to cur in place
- * (cur holds desc->raw_len bytes of its reference).  Returns 0, or
- * -EINVAL with err for a malformed descriptor or payload; on failure cur
- * holds no usable bytes. */
+ * is decoded into out (ref is not used); an XOR or SUB delta is applied to
+ * ref (desc->raw_len bytes of its reference) into out, which may be ref:
+ * the rest of a chain decodes in place.  Returns 0, or -EINVAL with err
+ * for a malformed descriptor or payload or a delta without ref; on
+ * failure out holds no usable bytes. */
 int ck_chunk_decode_unchecked(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *desc,
-			      const uint8_t *payload, void *cur, struct ck_error *err);
+			      const uint8_t *payload, const void *ref, void *out, struct ck_error *err);
 
 /* Byte planes, exposed for benchmarks: planes[k * n + i] = src[i * size + k]
  * for n = len / size elements; the len % size tail bytes are not touched. */

@@ -72,29 +72,29 @@ static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, co
 	return 0;
 }
 
-/* The payload onto cur: a self-contained chunk replaces it, a delta is
- * applied to it (cur holds the reference).  No hash is checked. */
-static int apply(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload, uint8_t *cur,
-		 struct ck_error *err)
+/* The payload decoded into out: a self-contained chunk, or a delta
+ * applied to ref (raw_len bytes; may be out).  No hash is checked. */
+static int apply(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload,
+		 const uint8_t *ref, uint8_t *out, struct ck_error *err)
 {
 	size_t body = d->raw_len - d->raw_len % d->elem_size;
 	const uint8_t *planes[8], *tail = NULL;
 	int rc;
 
 	if (d->codec == CK_CODEC_RAW) {
-		memcpy(cur, payload, d->raw_len);
+		memcpy(out, payload, d->raw_len);
 		return 0;
 	}
 	rc = planes_of(ctx, d, payload, planes, &tail, err);
 	if (rc)
 		return rc;
 	if (d->codec == CK_CODEC_PLANES) {
-		ck_planes_apply(planes, d->raw_len / d->elem_size, d->elem_size, CK_PLANES_SET, cur);
-		memcpy(cur + body, tail, d->raw_len - body);
+		ck_planes_apply(planes, d->raw_len / d->elem_size, d->elem_size, CK_PLANES_SET, NULL, out);
+		memcpy(out + body, tail, d->raw_len - body);
 	} else {
 		ck_planes_apply(planes, d->raw_len / d->elem_size, d->elem_size,
-				d->codec == CK_CODEC_XOR ? CK_PLANES_XOR : CK_PLANES_ADD, cur);
-		ck_xor_bytes(tail, cur + body, d->raw_len - body, cur + body);
+				d->codec == CK_CODEC_XOR ? CK_PLANES_XOR : CK_PLANES_ADD, ref, out);
+		ck_xor_bytes(tail, ref + body, d->raw_len - body, out + body);
 	}
 	return 0;
 }
@@ -127,9 +127,7 @@ static int decode(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const
 				       got_hex, want_hex);
 		}
 	}
-	if (ck_codec_needs_ref(d->codec) && out != ref)
-		memcpy(out, ref, d->raw_len);
-	rc = apply(ctx, d, payload, out, err);
+	rc = apply(ctx, d, payload, ref, out, err);
 	if (rc)
 		return rc;
 	got = ck_chunk_hash(out, d->raw_len);
@@ -157,9 +155,11 @@ int ck_chunk_decode_known_ref(struct ck_chunk_ctx *ctx, const struct ck_chunk_de
 }
 
 int ck_chunk_decode_unchecked(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload,
-			      void *cur, struct ck_error *err)
+			      const void *ref, void *out, struct ck_error *err)
 {
 	int rc = check_desc(d, err);
 
-	return rc ? rc : apply(ctx, d, payload, cur, err);
+	if (rc == 0 && ck_codec_needs_ref(d->codec) && !ref)
+		rc = ck_fail(err, EINVAL, "chunk: %s delta needs its reference", ck_codec_name(d->codec));
+	return rc ? rc : apply(ctx, d, payload, ref, out, err);
 }

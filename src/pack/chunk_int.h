@@ -35,16 +35,18 @@ void ck_add_elems(const uint8_t *zz, const uint8_t *ref, size_t len, unsigned si
 
 /* What ck_planes_apply does with the elements joined from the planes. */
 enum ck_planes_op {
-	CK_PLANES_SET,   /* cur = element */
-	CK_PLANES_XOR,   /* cur ^= element */
-	CK_PLANES_ADD    /* cur += zigzag-decoded element (SUB's inverse) */
+	CK_PLANES_SET,   /* out = element */
+	CK_PLANES_XOR,   /* out = ref ^ element */
+	CK_PLANES_ADD    /* out = ref + zigzag-decoded element (SUB's inverse) */
 };
 
 /* Joins n elements of size bytes from planes[0..size) (plane k: byte k of
- * every element, each plane its own pointer) and applies op to the n
- * elements at cur, a block at a time: a delta lands on its reference in
- * one pass, without a chunk-sized intermediate. */
-void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum ck_planes_op op, uint8_t *cur);
+ * every element, each plane its own pointer) and writes to out the n
+ * elements of ref combined with them by op (ref is not read for SET; it
+ * may be out), a block at a time: a delta lands on its reference in one
+ * pass, without a chunk-sized intermediate or a copy of the reference. */
+void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum ck_planes_op op,
+		     const uint8_t *ref, uint8_t *out);
 
 /* Estimated payload bytes of a PLANES/XOR/SUB encoding from the order-0
  * entropy of sampled byte planes (ref is needed for XOR and SUB). */

@@ -92,7 +92,7 @@ void ck_planes_join(const uint8_t *planes, size_t len, unsigned size, uint8_t *d
 
 	for (unsigned k = 0; k < size; k++)
 		p[k] = planes + k * n;
-	ck_planes_apply(p, n, size, CK_PLANES_SET, dst);
+	ck_planes_apply(p, n, size, CK_PLANES_SET, NULL, dst);
 }
 
 /* out may be b (a delta decoded over its reference). */
@@ -181,13 +181,14 @@ void ck_add_elems(const uint8_t *zz, const uint8_t *ref, size_t len, unsigned si
 	ck_xor_bytes(zz + body, ref + body, len - body, out + body);
 }
 
-void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum ck_planes_op op, uint8_t *cur)
+void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum ck_planes_op op,
+		     const uint8_t *ref, uint8_t *out)
 {
 	uint8_t tmp[8 * JOIN_BLOCK];
 
 	for (size_t i = 0; i < n; i += JOIN_BLOCK) {
 		size_t m = n - i < JOIN_BLOCK ? n - i : JOIN_BLOCK;
-		uint8_t *at = cur + i * size;
+		uint8_t *at = out + i * size;
 
 		if (op == CK_PLANES_SET) {
 			join_block(planes, i, m, size, at);
@@ -196,8 +197,8 @@ void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum
 		/* The block's elements stay in L1 between the join and the op. */
 		join_block(planes, i, m, size, tmp);
 		if (op == CK_PLANES_XOR)
-			ck_xor_bytes(tmp, at, m * size, at);
+			ck_xor_bytes(tmp, ref + i * size, m * size, at);
 		else
-			ck_add_elems(tmp, at, m * size, size, at);
+			ck_add_elems(tmp, ref + i * size, m * size, size, at);
 	}
 }

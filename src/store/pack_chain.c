@@ -246,9 +246,10 @@ static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_d
 }
 
 /* The chain chain[0..n) (hashes hs) rebuilt into out in one pass, and
- * only the result hashed: the bottom (a raw file's bytes, a self-contained
- * record, or ref: a cached chunk of ref_len bytes below chain[n - 1]) into
- * out, then each delta applied to it in place, without the records' CRCs
+ * only the result hashed: the bottom (a raw file's bytes or a
+ * self-contained record, decoded into out; or ref, a cached chunk of
+ * ref_len bytes below chain[n - 1], read where it is), then each delta
+ * applied on top into out, without the records' CRCs
  * or the steps' hashes.  Every served chunk is hashed, so a damaged step
  * cannot pass; it is named by the step-by-step decode the caller falls
  * back to on any failure here.  0, or -errno. */
@@ -257,12 +258,13 @@ static int one_pass(struct ck_store *st, struct ck_pack_fds *fds, struct ck_deco
 		    uint32_t ref_len, uint8_t *out, uint32_t *len)
 {
 	struct ck_error why = { { 0 } };
+	const uint8_t *below = out;   /* what the next delta applies to */
 	size_t i = n;
 	uint32_t have;
 	int rc = 0;
 
 	if (ref) {
-		memcpy(out, ref, ref_len);
+		below = ref;   /* the first delta reads it where it is */
 		have = ref_len;
 	} else {
 		const struct ck_chunk_loc *l = &chain[--i];
@@ -279,7 +281,7 @@ static int one_pass(struct ck_store *st, struct ck_pack_fds *fds, struct ck_deco
 			if (rc == 0 && (desc.raw_len != have || ck_codec_needs_ref(desc.codec)))
 				rc = -EIO;
 			if (rc == 0)
-				rc = ck_chunk_decode_unchecked(d->ctx, &desc, d->payload, out, &why);
+				rc = ck_chunk_decode_unchecked(d->ctx, &desc, d->payload, NULL, out, &why);
 		}
 	}
 	while (rc == 0 && i-- > 0) {
@@ -296,7 +298,8 @@ static int one_pass(struct ck_store *st, struct ck_pack_fds *fds, struct ck_deco
 				!ck_hash128_eq(desc.raw_hash, hs[i]) || !ck_hash128_eq(desc.ref_hash, chain[i].ref)))
 			rc = -EIO;
 		if (rc == 0)
-			rc = ck_chunk_decode_unchecked(d->ctx, &desc, d->payload, out, &why);
+			rc = ck_chunk_decode_unchecked(d->ctx, &desc, d->payload, below, out, &why);
+		below = out;
 	}
 	if (rc == 0 && !ck_hash128_eq(ck_chunk_hash(out, have), hs[0]))
 		rc = -EIO;

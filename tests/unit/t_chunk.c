@@ -373,7 +373,7 @@ static int chain_top(struct ck_chunk_desc *d, uint8_t **pay, uint8_t *cur, struc
 	int rc = 0;
 
 	for (int i = 0; i < CHAIN_VERSIONS && rc == 0; i++)
-		rc = ck_chunk_decode_unchecked(ctx, &d[i], pay[i], cur, err);
+		rc = ck_chunk_decode_unchecked(ctx, &d[i], pay[i], i ? cur : NULL, cur, err);
 	return rc;
 }
 
@@ -416,6 +416,14 @@ static void test_one_pass(unsigned es, const enum ck_codec *codecs)
 	top = d[CHAIN_VERSIONS - 1].raw_hash;
 	rc = chain_top(d, pay, cur, &err);
 	CHECK(rc == 0 && memcmp(cur, v[CHAIN_VERSIONS - 1], n) == 0, "es=%u: one pass: %s", es, err.msg);
+	/* the first delta read from a reference elsewhere (a cached bottom) */
+	rc = ck_chunk_decode_unchecked(ctx, &d[1], pay[1], v[0], cur, &err);
+	for (int i = 2; i < CHAIN_VERSIONS && rc == 0; i++)
+		rc = ck_chunk_decode_unchecked(ctx, &d[i], pay[i], cur, cur, &err);
+	CHECK(rc == 0 && memcmp(cur, v[CHAIN_VERSIONS - 1], n) == 0, "es=%u: one pass from a reference: %s", es,
+	      err.msg);
+	CHECK(ck_chunk_decode_unchecked(ctx, &d[1], pay[1], NULL, cur, &err) == -EINVAL,
+	      "es=%u: a delta decoded without its reference", es);
 	/* the same as step by step, checked */
 	memcpy(cur, v[0], n);
 	for (int i = 1; i < CHAIN_VERSIONS; i++)
