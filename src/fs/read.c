@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "ckptfs.h"
 #include "ckptfs/store.h"
@@ -203,6 +204,40 @@ static int decode_packed(struct ck_extent *ext, int n)
 	return 0;
 }
 
+static int all_in_memory(const struct ck_extent *ext, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (!ext[i].mem)
+			return 0;
+	return 1;
+}
+
+/* Decoded (packed) bytes go to the kernel with one writev, which copies
+ * them straight into the file's page cache.  fuse_reply_data would splice
+ * several memory buffers: a copy into freshly allocated pipe pages, then a
+ * second copy out of them (a fifth of the daemon's CPU on a cold packed
+ * read, measured with perf). */
+static void reply_from_memory(fuse_req_t req, const struct ck_extent *ext, int n)
+{
+	struct iovec stack_iov[STACK_EXTENTS];
+	struct iovec *iov = n <= STACK_EXTENTS ? stack_iov : malloc((size_t)n * sizeof(*iov));
+	int rc;
+
+	if (!iov) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (int i = 0; i < n; i++) {
+		iov[i].iov_base = (void *)(uintptr_t)ext[i].mem;	/* only read from */
+		iov[i].iov_len = ext[i].len;
+	}
+	rc = fuse_reply_iov(req, iov, n);
+	if (rc < 0 && rc != -ENOENT)
+		ck_debug("read reply of %d buffers failed: %s", n, strerror(-rc));
+	if (iov != stack_iov)
+		free(iov);
+}
+
 void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		  struct fuse_file_info *fi)
 {
@@ -224,6 +259,10 @@ void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 			fuse_reply_buf(req, NULL, 0);
 		else
 			fuse_reply_err(req, -n);
+		goto out;
+	}
+	if (all_in_memory(ext, n)) {
+		reply_from_memory(req, ext, n);
 		goto out;
 	}
 	/* struct fuse_bufvec ends in buf[1]: room for n buffers. */
