@@ -140,8 +140,9 @@ uint64_t ck_packed_size(const struct ck_packed_file *pf);
 ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64_t off,
 			struct ck_error *err);
 /* Hints that [off, off + len) will be read soon (sequential readers):
- * decodes those chunks into the cache on a background thread.  Never
- * fails; does nothing without a cache. */
+ * two background threads decode those chunks into the file's slots, where
+ * they wait until read (the cache, when there is one, takes those pushed
+ * out first).  Never fails. */
 void ck_packed_prefetch(struct ck_packed_file *pf, uint64_t off, uint64_t len);
 
 /* ---- Checking and reclaiming ---- */

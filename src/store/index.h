@@ -28,6 +28,8 @@
 #define CK_DB_STORAGES "storages"
 #define CK_DB_TENSORS  "tensors"
 
+struct ck_pack_pool;
+
 struct ck_store {
 	char *path;
 	int readonly;
@@ -37,6 +39,7 @@ struct ck_store {
 	MDB_dbi chunks, fmaps;   /* the packed store (pack_store.h) */
 	int packs_ready;         /* chunks and fmaps exist (a read-only open of an
 				  * older index may lack them: nothing is packed) */
+	struct ck_pack_pool *pool;   /* decoders and buffers for packed reads (pack_pool.c) */
 };
 
 /* LMDB status (0, MDB_* or errno) to -errno. */

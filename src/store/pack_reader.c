@@ -1,7 +1,7 @@
 /* Reading packed file versions: a file's map, chunks found by binary
  * search, decoded through the resolver (or copied from the shared cache),
- * and two prefetch threads per open file decoding ahead into the cache.
- * Every public call may come from any thread at once. */
+ * and two prefetch threads per open file decoding ahead of a sequential
+ * reader.  Every public call may come from any thread at once. */
 #include "config.h"
 
 #include <errno.h>
@@ -17,6 +17,28 @@
  * own worker decodes too, so two keep a chain of deltas ahead of it on a
  * two-core machine. */
 #define PREFETCH_WORKERS 2
+/* Chunks decoded ahead, and chunks a reader wants only part of, wait in
+ * slots until all their bytes have been read; their buffers come from the
+ * store's pool and go back to it then, so a stream reuses the same few
+ * MiB.  (They used to go into the decoded-chunk cache: fresh memory for
+ * every chunk, whose page faults were a third of the daemon's CPU on a
+ * cold read of an anchor.)  When every slot is taken, the one filled
+ * longest ago moves to the cache: torch.load reads an optimizer's storages
+ * in pickle order, which is not their order in the zip, so chunks decoded
+ * ahead of one jump are often read after the next. */
+#define PREFETCH_SLOTS 32
+
+enum slot_state { SLOT_FREE, SLOT_BUSY, SLOT_READY };
+
+struct slot {
+	uint32_t chunk;
+	uint32_t len;
+	uint32_t served;              /* bytes copied out so far */
+	int state;
+	int users;                    /* readers copying out of buf */
+	uint64_t age;                 /* when it was claimed */
+	uint8_t *buf;                 /* CK_CHUNK_MAX bytes, from the pool; NULL when free */
+};
 
 struct ck_packed_file {
 	struct ck_store *st;
@@ -26,60 +48,17 @@ struct ck_packed_file {
 	uint64_t *start;              /* nchunks + 1 offsets */
 	struct ck_pack_fds fds;
 
-	pthread_mutex_t lock;         /* the decoder pool and the prefetch state */
-	struct ck_decoder **pool;
-	size_t npool, cap;
-
 	/* Prefetch: PREFETCH_WORKERS threads take the chunks [next, end) in
-	 * turn; a chunk being decoded is marked busy, and a reader that needs
-	 * it waits for it (done) instead of decoding it a second time. */
+	 * turn into slots; a reader that needs a chunk being decoded waits
+	 * for it (done) instead of decoding it a second time. */
+	pthread_mutex_t lock;
 	pthread_cond_t wake, done;
 	pthread_t workers[PREFETCH_WORKERS];
 	int nworkers, stop;
 	uint32_t next, end;
-	uint8_t *busy;                /* per chunk, allocated with the first prefetch */
+	uint64_t claims;
+	struct slot slot[PREFETCH_SLOTS];
 };
-
-static struct ck_decoder *decoder_take(struct ck_packed_file *pf)
-{
-	struct ck_decoder *d = NULL;
-
-	pthread_mutex_lock(&pf->lock);
-	if (pf->npool)
-		d = pf->pool[--pf->npool];
-	pthread_mutex_unlock(&pf->lock);
-	if (d)
-		return d;
-	d = malloc(sizeof(*d));
-	if (d && ck_decoder_init(d) < 0) {
-		free(d);
-		d = NULL;
-	}
-	return d;
-}
-
-static void decoder_give(struct ck_packed_file *pf, struct ck_decoder *d)
-{
-	pthread_mutex_lock(&pf->lock);
-	if (pf->npool == pf->cap) {
-		size_t cap = pf->cap ? pf->cap * 2 : 4;
-		struct ck_decoder **v = realloc(pf->pool, cap * sizeof(*v));
-
-		if (v) {
-			pf->pool = v;
-			pf->cap = cap;
-		}
-	}
-	if (pf->npool < pf->cap) {
-		pf->pool[pf->npool++] = d;
-		d = NULL;
-	}
-	pthread_mutex_unlock(&pf->lock);
-	if (d) {
-		ck_decoder_clear(d);
-		free(d);
-	}
-}
 
 int ck_packed_open(struct ck_store *st, uint64_t file_id, struct ck_chunk_cache *cache,
 		   struct ck_packed_file **out, struct ck_error *err)
@@ -139,12 +118,8 @@ void ck_packed_close(struct ck_packed_file *pf)
 	pthread_mutex_unlock(&pf->lock);
 	for (int i = 0; i < pf->nworkers; i++)
 		pthread_join(pf->workers[i], NULL);
-	free(pf->busy);
-	for (size_t i = 0; i < pf->npool; i++) {
-		ck_decoder_clear(pf->pool[i]);
-		free(pf->pool[i]);
-	}
-	free(pf->pool);
+	for (int i = 0; i < PREFETCH_SLOTS; i++)
+		ck_pool_buffer_give(pf->st, pf->slot[i].buf);
 	pthread_cond_destroy(&pf->wake);
 	pthread_cond_destroy(&pf->done);
 	pthread_mutex_destroy(&pf->lock);
@@ -175,9 +150,10 @@ static uint32_t chunk_at(const struct ck_packed_file *pf, uint64_t off)
 	return lo;
 }
 
-/* Chunk i into dst (room for CK_CHUNK_MAX), from the cache or decoded. */
+/* Chunk i into dst (room for CK_CHUNK_MAX), from the cache or decoded;
+ * a decoded chunk goes into the cache when keep is set. */
 static int load_chunk(struct ck_packed_file *pf, MDB_txn **txn, struct ck_decoder *d, uint32_t i, uint8_t *dst,
-		      struct ck_error *err)
+		      int keep, struct ck_error *err)
 {
 	const struct ck_fmap_chunk *c = &pf->map.chunks[i];
 	uint32_t len = 0;
@@ -196,18 +172,110 @@ static int load_chunk(struct ck_packed_file *pf, MDB_txn **txn, struct ck_decode
 		ck_hash128_hex(c->hash, hex);
 		rc = ck_fail(err, EIO, "chunk %s: %u bytes, the file map says %u", hex, len, c->len);
 	}
-	if (rc == 0 && pf->cache)
+	if (rc == 0 && keep && pf->cache)
 		ck_chunk_cache_insert(pf->cache, c->hash, dst, len);
 	return rc;
 }
 
-/* Waits while a prefetch worker decodes chunk i (it lands in the cache). */
-static void wait_prefetched(struct ck_packed_file *pf, uint32_t i)
+/* The slot holding or decoding chunk i, or NULL (pf->lock held). */
+static struct slot *slot_of(struct ck_packed_file *pf, uint32_t i)
 {
+	for (int k = 0; k < PREFETCH_SLOTS; k++)
+		if (pf->slot[k].state != SLOT_FREE && pf->slot[k].chunk == i)
+			return &pf->slot[k];
+	return NULL;
+}
+
+static void slot_free(struct ck_packed_file *pf, struct slot *sl)
+{
+	ck_pool_buffer_give(pf->st, sl->buf);
+	sl->buf = NULL;
+	sl->state = SLOT_FREE;
+}
+
+/* A free slot for chunk i with a buffer, marked busy; when all are taken,
+ * the ready one claimed longest ago goes to the cache first.  NULL when
+ * none can be had (pf->lock held). */
+static struct slot *slot_claim(struct ck_packed_file *pf, uint32_t i)
+{
+	struct slot *sl = NULL;
+
+	for (int k = 0; k < PREFETCH_SLOTS && !sl; k++)
+		if (pf->slot[k].state == SLOT_FREE)
+			sl = &pf->slot[k];
+	for (int k = 0; k < PREFETCH_SLOTS && !sl; k++) {
+		struct slot *o = &pf->slot[k];
+
+		if (o->state == SLOT_READY && !o->users && (!sl || o->age < sl->age))
+			sl = o;
+	}
+	if (!sl)
+		return NULL;
+	if (sl->state == SLOT_READY) {
+		if (pf->cache)
+			ck_chunk_cache_insert(pf->cache, pf->map.chunks[sl->chunk].hash, sl->buf, sl->len);
+	} else if (!(sl->buf = ck_pool_buffer_take(pf->st))) {
+		return NULL;
+	}
+	sl->chunk = i;
+	sl->served = 0;
+	sl->age = pf->claims++;
+	sl->state = SLOT_BUSY;
+	return sl;
+}
+
+/* Marks a decoded slot ready, or frees it after a failure, and wakes
+ * whoever waits for it (pf->lock held). */
+static void slot_done(struct ck_packed_file *pf, struct slot *sl, int rc)
+{
+	if (rc == 0) {
+		sl->len = pf->map.chunks[sl->chunk].len;
+		sl->state = SLOT_READY;
+	} else {
+		slot_free(pf, sl);
+	}
+	pthread_cond_broadcast(&pf->done);
+}
+
+/* Bytes [in, in + n) of chunk i from a slot, waiting while it is decoded.
+ * A chunk no slot holds is decoded into one here when only part of it is
+ * wanted (readahead requests rarely end on a chunk boundary: the rest is
+ * read next), or when a prefetch worker would otherwise decode it too.
+ * 1 when copied, 0 when the caller is to read the chunk itself, or -errno
+ * with err when decoding it failed. */
+static int slot_part(struct ck_packed_file *pf, struct ck_decoder **d, MDB_txn **txn, uint32_t i, uint32_t in,
+		     uint32_t n, uint8_t *dst, struct ck_error *err)
+{
+	uint32_t len = pf->map.chunks[i].len;
+	struct slot *sl;
+	int rc = 0;
+
 	pthread_mutex_lock(&pf->lock);
-	while (pf->busy && pf->busy[i])
+	while ((sl = slot_of(pf, i)) != NULL && sl->state == SLOT_BUSY)
 		pthread_cond_wait(&pf->done, &pf->lock);
+	if (!sl && (n < len || (i >= pf->next && i < pf->end)) &&
+	    !(pf->cache && ck_chunk_cache_has(pf->cache, pf->map.chunks[i].hash)) &&
+	    (*d || (*d = ck_pool_decoder_take(pf->st))) && (sl = slot_claim(pf, i)) != NULL) {
+		pthread_mutex_unlock(&pf->lock);
+		rc = load_chunk(pf, txn, *d, i, sl->buf, 0, err);
+		pthread_mutex_lock(&pf->lock);
+		slot_done(pf, sl, rc);
+		if (rc)
+			sl = NULL;
+	}
+	if (sl)
+		sl->users++;
 	pthread_mutex_unlock(&pf->lock);
+	if (!sl)
+		return rc;
+	memcpy(dst, sl->buf + in, n);
+	pthread_mutex_lock(&pf->lock);
+	sl->users--;
+	sl->served += n;
+	if (sl->served >= sl->len && !sl->users)
+		slot_free(pf, sl);   /* every byte read: the page cache has them now */
+	pthread_mutex_unlock(&pf->lock);
+	return 1;
 }
 
 /* Bytes [in, in + n) of chunk i from the cache: 1 when there. */
@@ -221,7 +289,7 @@ static int cached_part(struct ck_packed_file *pf, uint32_t i, uint32_t in, uint3
 
 ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64_t off, struct ck_error *err)
 {
-	struct ck_decoder *d;
+	struct ck_decoder *d = NULL;
 	MDB_txn *txn = NULL;
 	uint8_t *p = buf;
 	size_t done = 0;
@@ -233,23 +301,31 @@ ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64
 		len = (size_t)(pf->map.size - off);
 	if (len > SSIZE_MAX)
 		len = SSIZE_MAX;
-	d = decoder_take(pf);
-	if (!d)
-		return ck_fail(err, ENOMEM, "out of memory");
 	for (uint32_t i = chunk_at(pf, off); done < len && rc == 0; i++) {
 		uint64_t at = off + done, in = at - pf->start[i];
 		size_t n = (size_t)(pf->start[i + 1] - at);
-		int whole = in == 0 && n <= len - done;
 
 		if (n > len - done)
 			n = len - done;
-		wait_prefetched(pf, i);
-		/* Part of a cached chunk is copied alone; a chunk wanted whole is
-		 * decoded straight into the caller's buffer. */
-		if (whole) {
-			rc = load_chunk(pf, &txn, d, i, p + done, err);
-		} else if (!cached_part(pf, i, (uint32_t)in, (uint32_t)n, p + done)) {
-			rc = load_chunk(pf, &txn, d, i, d->out, err);
+		/* Decoded ahead, or cached: copied.  Else a chunk wanted whole is
+		 * decoded straight into the caller's buffer, part of one into the
+		 * decoder's. */
+		rc = slot_part(pf, &d, &txn, i, (uint32_t)in, (uint32_t)n, p + done, err);
+		if (rc < 0)
+			break;
+		if (rc > 0 || cached_part(pf, i, (uint32_t)in, (uint32_t)n, p + done)) {
+			rc = 0;
+			done += n;
+			continue;
+		}
+		if (!d && !(d = ck_pool_decoder_take(pf->st))) {
+			rc = ck_fail(err, ENOMEM, "out of memory");
+			break;
+		}
+		if (in == 0 && n == pf->map.chunks[i].len) {
+			rc = load_chunk(pf, &txn, d, i, p + done, 1, err);
+		} else {
+			rc = load_chunk(pf, &txn, d, i, d->out, 1, err);
 			if (rc == 0)
 				memcpy(p + done, d->out + in, n);
 		}
@@ -257,7 +333,7 @@ ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64
 	}
 	if (txn)
 		mdb_txn_abort(txn);
-	decoder_give(pf, d);
+	ck_pool_decoder_give(pf->st, d);
 	if (rc < 0) {
 		char msg[sizeof(err->msg)];
 
@@ -270,46 +346,52 @@ ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64
 static void *prefetch_main(void *arg)
 {
 	struct ck_packed_file *pf = arg;
-	struct ck_decoder *d = decoder_take(pf);
+	struct ck_decoder *d = ck_pool_decoder_take(pf->st);
 
 	pthread_mutex_lock(&pf->lock);
 	while (d && !pf->stop) {
-		uint32_t i;
+		struct slot *sl;
 		MDB_txn *txn = NULL;
+		uint32_t i;
+		int rc;
 
 		if (pf->next >= pf->end) {
 			pthread_cond_wait(&pf->wake, &pf->lock);
 			continue;
 		}
-		i = pf->next++;
-		if (pf->busy[i] || ck_chunk_cache_has(pf->cache, pf->map.chunks[i].hash))
+		i = pf->next;
+		if (slot_of(pf, i) || (pf->cache && ck_chunk_cache_has(pf->cache, pf->map.chunks[i].hash))) {
+			pf->next++;
 			continue;
-		pf->busy[i] = 1;
+		}
+		sl = slot_claim(pf, i);
+		if (!sl) {
+			/* Every slot is being read from, or no memory: later. */
+			pthread_cond_wait(&pf->wake, &pf->lock);
+			continue;
+		}
+		pf->next++;
 		pthread_mutex_unlock(&pf->lock);
 		/* A failure shows again, with its reason, when the chunk is read. */
-		load_chunk(pf, &txn, d, i, d->out, NULL);
+		rc = load_chunk(pf, &txn, d, i, sl->buf, 0, NULL);
 		if (txn)
 			mdb_txn_abort(txn);
 		pthread_mutex_lock(&pf->lock);
-		pf->busy[i] = 0;
-		pthread_cond_broadcast(&pf->done);
+		slot_done(pf, sl, rc);
 	}
 	pthread_mutex_unlock(&pf->lock);
-	if (d)
-		decoder_give(pf, d);
+	ck_pool_decoder_give(pf->st, d);
 	return NULL;
 }
 
 void ck_packed_prefetch(struct ck_packed_file *pf, uint64_t off, uint64_t len)
 {
-	if (!pf->cache || off >= pf->map.size || len == 0)
+	if (off >= pf->map.size || len == 0)
 		return;
 	if (len > pf->map.size - off)
 		len = pf->map.size - off;
 	pthread_mutex_lock(&pf->lock);
-	if (!pf->busy && !pf->stop)
-		pf->busy = calloc(pf->map.nchunks ? pf->map.nchunks : 1, 1);
-	while (pf->busy && !pf->stop && pf->nworkers < PREFETCH_WORKERS &&
+	while (!pf->stop && pf->nworkers < PREFETCH_WORKERS &&
 	       pthread_create(&pf->workers[pf->nworkers], NULL, prefetch_main, pf) == 0)
 		pf->nworkers++;
 	if (pf->nworkers) {

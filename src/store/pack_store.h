@@ -149,6 +149,17 @@ struct ck_decoder {
 int ck_decoder_init(struct ck_decoder *d);
 void ck_decoder_clear(struct ck_decoder *d);
 
+/* pack_pool.c: decoders and CK_CHUNK_MAX-byte buffers reused by every
+ * packed file read through st, so their pages are faulted in once per
+ * open store.  take returns NULL when out of memory; give frees what the
+ * pool has no room for (NULL is ignored). */
+int ck_pack_pool_new(struct ck_pack_pool **out);
+void ck_pack_pool_free(struct ck_pack_pool *p);
+struct ck_decoder *ck_pool_decoder_take(struct ck_store *st);
+void ck_pool_decoder_give(struct ck_store *st, struct ck_decoder *d);
+uint8_t *ck_pool_buffer_take(struct ck_store *st);
+void ck_pool_buffer_give(struct ck_store *st, uint8_t *b);
+
 /* Decodes the chunk h (raw_len bytes) into out (CK_CHUNK_MAX bytes) by
  * following its chain in txn; cache (may be NULL) supplies decoded
  * references.  Every step is hash-checked: -EIO with err naming the chunk,

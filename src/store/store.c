@@ -13,6 +13,7 @@
 
 #include "ckptfs/log.h"
 #include "index.h"
+#include "pack_store.h"
 
 static char *path_join(const char *dir, const char *name)
 {
@@ -268,12 +269,17 @@ int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct c
 	if (!st)
 		return ck_fail(err, ENOMEM, "out of memory");
 	st->readonly = readonly;
+	if (ck_pack_pool_new(&st->pool) < 0) {
+		free(st);
+		return ck_fail(err, ENOMEM, "out of memory");
+	}
 	/* Absolute, so that paths built from it (store-owned files under
 	 * data/, manifests) compare equal to the absolute src_path of files
 	 * whichever directory a command was run from. */
 	st->path = realpath(dir, NULL);
 	if (!st->path) {
 		rc = errno;
+		ck_pack_pool_free(st->pool);
 		free(st);
 		return ck_fail(err, rc, "%s: %s", dir, strerror(rc));
 	}
@@ -313,6 +319,7 @@ void ck_store_close(struct ck_store *st)
 	if (st->env)
 		mdb_env_close(st->env);
 	ck_layer_rules_free(st->rules);
+	ck_pack_pool_free(st->pool);
 	free(st->path);
 	free(st);
 }
