@@ -1,6 +1,6 @@
 /* pack_ratio: how small the packed store makes a series of checkpoints.
  *
- *   pack_ratio [--anchor K] [--codecs LIST] [--level N] [--exhaustive 0|1] [--base CKPT_DIR] SERIES_DIR
+ *   pack_ratio [--anchor K] [--star] [--codecs LIST] [--level N] [--exhaustive 0|1] [--base CKPT_DIR] SERIES_DIR
  *   pack_ratio --decode K [--decode-mb N] SERIES_DIR
  *   pack_ratio --planes
  *
@@ -13,7 +13,9 @@
  * against the same chunk of the last earlier version of the same tensor
  * (the storage's first tensor path names it), except that every K-th version of
  * a tensor is an anchor encoded without a reference (--anchor K; 0: only
- * the first).  Bytes that are not tensor data (zip headers, pickles, json)
+ * the first).  --star makes every delta reference its group's anchor
+ * instead of the version before it (depth 1 for any version, at the cost
+ * of deltas across up to K-1 saves).  Bytes that are not tensor data (zip headers, pickles, json)
  * count zstd-compressed.  Each record costs its pack header too.  --base
  * names a checkpoint already in the store (the one a fine-tune resumed
  * from): its chunks dedup and serve as references but are not counted.
@@ -410,8 +412,11 @@ static int seen_before(struct hashset *s, struct ck_hash128 h)
 	return 0;
 }
 
+/* --star: every delta references its group's anchor, not its neighbour. */
+static int star_refs;
+
 static void pack_version(struct ck_chunk_ctx *ctx, struct ck_chunk_ctx *alone_ctx, const struct version *v,
-			 struct history *hist, struct hashset *seen, unsigned anchor, struct stats *st)
+			 struct history *hist, struct hashset *seen, unsigned anchor, int star, struct stats *st)
 {
 	for (size_t b = 0; b < v->nblobs; b++) {
 		const struct blob *cur = &v->blobs[b];
@@ -462,6 +467,8 @@ static void pack_version(struct ck_chunk_ctx *ctx, struct ck_chunk_ctx *alone_ct
 			if (len == 0)
 				break;
 		}
+		if (star && !is_anchor && th->last)
+			continue;	/* deltas keep referencing their anchor */
 		free(th->last);
 		th->last = xmalloc(cur->len);
 		memcpy(th->last, cur->p, cur->len);
@@ -511,7 +518,7 @@ static void ratio_run(const char *series, char **names, size_t n, const char *ba
 		struct stats ignored = { 0 };
 
 		load_version(base, &cur);
-		pack_version(ctx, alone_ctx, &cur, &hist, &seen, anchor, &ignored);
+		pack_version(ctx, alone_ctx, &cur, &hist, &seen, anchor, star_refs, &ignored);
 		free_version(&cur);
 	}
 	for (size_t i = 0; i < n; i++) {
@@ -519,7 +526,7 @@ static void ratio_run(const char *series, char **names, size_t n, const char *ba
 
 		snprintf(dir, sizeof(dir), "%s/%s", series, names[i]);
 		load_version(dir, &cur);
-		pack_version(ctx, alone_ctx, &cur, &hist, &seen, anchor, &st);
+		pack_version(ctx, alone_ctx, &cur, &hist, &seen, anchor, star_refs, &st);
 		st.logical += cur.logical;
 		st.tensor += cur.tensor;
 		st.nontensor_z += cur.nontensor_z;
@@ -691,7 +698,7 @@ static void planes_run(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: pack_ratio [--anchor K] [--codecs planes,xor,sub] [--level N] [--exhaustive 0|1]\n"
+	fprintf(stderr, "usage: pack_ratio [--anchor K] [--star] [--codecs planes,xor,sub] [--level N] [--exhaustive 0|1]\n"
 			"                  [--base CKPT_DIR]\n"
 			"                  [--decode K] [--decode-mb N] SERIES_DIR\n"
 			"       pack_ratio --planes\n");
@@ -716,6 +723,8 @@ int main(int argc, char **argv)
 			usage();
 		if (strcmp(argv[i], "--anchor") == 0)
 			anchor = (unsigned)atoi(argv[++i]);
+		else if (strcmp(argv[i], "--star") == 0)
+			star_refs = 1;
 		else if (strcmp(argv[i], "--codecs") == 0)
 			opts.codecs = parse_codecs(argv[++i]);
 		else if (strcmp(argv[i], "--level") == 0)
