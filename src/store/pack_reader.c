@@ -150,8 +150,8 @@ static uint32_t chunk_at(const struct ck_packed_file *pf, uint64_t off)
 	return lo;
 }
 
-/* Chunk i into dst (room for CK_CHUNK_MAX), from the cache or decoded;
- * a decoded chunk goes into the cache when keep is set. */
+/* Chunk i decoded into dst (room for CK_CHUNK_MAX), and into the cache
+ * when keep is set.  Every caller has looked in the cache already. */
 static int load_chunk(struct ck_packed_file *pf, MDB_txn **txn, struct ck_decoder *d, uint32_t i, uint8_t *dst,
 		      int keep, struct ck_error *err)
 {
@@ -159,8 +159,6 @@ static int load_chunk(struct ck_packed_file *pf, MDB_txn **txn, struct ck_decode
 	uint32_t len = 0;
 	int rc;
 
-	if (pf->cache && ck_chunk_cache_copy(pf->cache, c->hash, dst, &len) && len == c->len)
-		return 0;
 	if (!*txn && (rc = mdb_txn_begin(pf->st->env, NULL, MDB_RDONLY, txn)) != 0) {
 		*txn = NULL;
 		return ck_fail(err, -ck_mdb_errno(rc), "%s: index: %s", pf->st->path, mdb_strerror(rc));
