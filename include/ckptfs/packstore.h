@@ -144,6 +144,14 @@ ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64
  * they wait until read (the cache, when there is one, takes those pushed
  * out first).  Never fails. */
 void ck_packed_prefetch(struct ck_packed_file *pf, uint64_t off, uint64_t len);
+/* A byte range of a file. */
+struct ck_byte_range {
+	uint64_t off, len;
+};
+/* The same for ranges r[0..n) that will be read in that order, e.g. a
+ * loader's next storages, which need not follow each other in the file
+ * (at most 64 chunks are queued; the rest is dropped). */
+void ck_packed_prefetch_ranges(struct ck_packed_file *pf, const struct ck_byte_range *r, size_t n);
 
 /* ---- Checking and reclaiming ---- */
 

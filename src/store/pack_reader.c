@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,16 @@
  * in pickle order, which is not their order in the zip, so chunks decoded
  * ahead of one jump are often read after the next. */
 #define PREFETCH_SLOTS 32
+/* Chunks smaller than this (the zip headers between storages, biases,
+ * scalars) never take a slot: a slot holds a chunk until every byte has
+ * been read from it, and the kernel often reads a small chunk's bytes in
+ * requests that also hold neighbours' bytes from other sources, so slots
+ * of small chunks filled up with bytes never read from them.  Readers
+ * decode them on demand (cheap) into the cache. */
+#define SLOT_MIN (64u << 10)
+/* Chunks a hint may queue: a few MiB of tensors, or many small records
+ * (an optimizer's step counters are 4 bytes each). */
+#define PREFETCH_QUEUE 64
 
 enum slot_state { SLOT_FREE, SLOT_BUSY, SLOT_READY };
 
@@ -46,16 +57,20 @@ struct ck_packed_file {
 	struct ck_chunk_cache *cache;
 	struct ck_fmap map;
 	uint64_t *start;              /* nchunks + 1 offsets */
+	/* Per chunk: a reader has read it or a slot holds it, so prefetch
+	 * skips it (the page cache has its bytes, or will have). */
+	_Atomic uint8_t *taken;
 	struct ck_pack_fds fds;
 
-	/* Prefetch: PREFETCH_WORKERS threads take the chunks [next, end) in
-	 * turn into slots; a reader that needs a chunk being decoded waits
-	 * for it (done) instead of decoding it a second time. */
+	/* Prefetch: PREFETCH_WORKERS threads take the queued chunks in turn
+	 * into slots; a reader that needs a chunk being decoded waits for it
+	 * (done) instead of decoding it a second time. */
 	pthread_mutex_t lock;
 	pthread_cond_t wake, done;
 	pthread_t workers[PREFETCH_WORKERS];
 	int nworkers, stop;
-	uint32_t next, end;
+	uint32_t queue[PREFETCH_QUEUE];
+	unsigned qhead, qlen;
 	uint64_t claims;
 	struct slot slot[PREFETCH_SLOTS];
 };
@@ -89,7 +104,10 @@ int ck_packed_open(struct ck_store *st, uint64_t file_id, struct ck_chunk_cache 
 							strerror(-rc));
 	}
 	pf->start = malloc(((size_t)pf->map.nchunks + 1) * sizeof(*pf->start));
-	if (!pf->start) {
+	pf->taken = calloc((size_t)pf->map.nchunks + 1, sizeof(*pf->taken));
+	if (!pf->start || !pf->taken) {
+		free(pf->start);
+		free(pf->taken);
 		ck_fmap_clear(&pf->map);
 		free(pf);
 		return ck_fail(err, ENOMEM, "out of memory");
@@ -125,6 +143,7 @@ void ck_packed_close(struct ck_packed_file *pf)
 	pthread_mutex_destroy(&pf->lock);
 	ck_pack_fds_close(&pf->fds);
 	free(pf->start);
+	free(pf->taken);
 	ck_fmap_clear(&pf->map);
 	free(pf);
 }
@@ -175,6 +194,15 @@ static int load_chunk(struct ck_packed_file *pf, MDB_txn **txn, struct ck_decode
 	return rc;
 }
 
+/* Whether chunk i waits in the prefetch queue (pf->lock held). */
+static int queued(const struct ck_packed_file *pf, uint32_t i)
+{
+	for (unsigned k = 0; k < pf->qlen; k++)
+		if (pf->queue[pf->qhead + k] == i)
+			return 1;
+	return 0;
+}
+
 /* The slot holding or decoding chunk i, or NULL (pf->lock held). */
 static struct slot *slot_of(struct ck_packed_file *pf, uint32_t i)
 {
@@ -215,6 +243,7 @@ static struct slot *slot_claim(struct ck_packed_file *pf, uint32_t i)
 	} else if (!(sl->buf = ck_pool_buffer_take(pf->st))) {
 		return NULL;
 	}
+	atomic_store_explicit(&pf->taken[i], 1, memory_order_relaxed);
 	sl->chunk = i;
 	sl->served = 0;
 	sl->age = pf->claims++;
@@ -251,7 +280,7 @@ static int slot_part(struct ck_packed_file *pf, struct ck_decoder **d, MDB_txn *
 	pthread_mutex_lock(&pf->lock);
 	while ((sl = slot_of(pf, i)) != NULL && sl->state == SLOT_BUSY)
 		pthread_cond_wait(&pf->done, &pf->lock);
-	if (!sl && (n < len || (i >= pf->next && i < pf->end)) &&
+	if (!sl && len >= SLOT_MIN && (n < len || queued(pf, i)) &&
 	    !(pf->cache && ck_chunk_cache_has(pf->cache, pf->map.chunks[i].hash)) &&
 	    (*d || (*d = ck_pool_decoder_take(pf->st))) && (sl = slot_claim(pf, i)) != NULL) {
 		pthread_mutex_unlock(&pf->lock);
@@ -291,7 +320,7 @@ ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64
 	MDB_txn *txn = NULL;
 	uint8_t *p = buf;
 	size_t done = 0;
-	int rc = 0;
+	int again, rc = 0;
 
 	if (off >= pf->map.size || len == 0)
 		return 0;
@@ -320,8 +349,14 @@ ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64
 			rc = ck_fail(err, ENOMEM, "out of memory");
 			break;
 		}
+		/* Read through to the page cache, so prefetch need not decode
+		 * it again.  The cache keeps a chunk read whole only from its
+		 * second read on (another file drawing on it, a reader beside
+		 * the page cache): a single pass over a file would otherwise
+		 * copy every chunk into fresh memory for nothing. */
+		again = atomic_exchange_explicit(&pf->taken[i], 1, memory_order_relaxed);
 		if (in == 0 && n == pf->map.chunks[i].len) {
-			rc = load_chunk(pf, &txn, d, i, p + done, 1, err);
+			rc = load_chunk(pf, &txn, d, i, p + done, again, err);
 		} else {
 			rc = load_chunk(pf, &txn, d, i, d->out, 1, err);
 			if (rc == 0)
@@ -353,13 +388,15 @@ static void *prefetch_main(void *arg)
 		uint32_t i;
 		int rc;
 
-		if (pf->next >= pf->end) {
+		if (!pf->qlen) {
 			pthread_cond_wait(&pf->wake, &pf->lock);
 			continue;
 		}
-		i = pf->next;
-		if (slot_of(pf, i) || (pf->cache && ck_chunk_cache_has(pf->cache, pf->map.chunks[i].hash))) {
-			pf->next++;
+		i = pf->queue[pf->qhead];
+		if (atomic_load_explicit(&pf->taken[i], memory_order_relaxed) || slot_of(pf, i) ||
+		    (pf->cache && ck_chunk_cache_has(pf->cache, pf->map.chunks[i].hash))) {
+			pf->qhead++;
+			pf->qlen--;
 			continue;
 		}
 		sl = slot_claim(pf, i);
@@ -368,7 +405,8 @@ static void *prefetch_main(void *arg)
 			pthread_cond_wait(&pf->wake, &pf->lock);
 			continue;
 		}
-		pf->next++;
+		pf->qhead++;
+		pf->qlen--;
 		pthread_mutex_unlock(&pf->lock);
 		/* A failure shows again, with its reason, when the chunk is read. */
 		rc = load_chunk(pf, &txn, d, i, sl->buf, 0, NULL);
@@ -382,21 +420,36 @@ static void *prefetch_main(void *arg)
 	return NULL;
 }
 
-void ck_packed_prefetch(struct ck_packed_file *pf, uint64_t off, uint64_t len)
+void ck_packed_prefetch_ranges(struct ck_packed_file *pf, const struct ck_byte_range *r, size_t n)
 {
-	if (off >= pf->map.size || len == 0)
-		return;
-	if (len > pf->map.size - off)
-		len = pf->map.size - off;
 	pthread_mutex_lock(&pf->lock);
 	while (!pf->stop && pf->nworkers < PREFETCH_WORKERS &&
 	       pthread_create(&pf->workers[pf->nworkers], NULL, prefetch_main, pf) == 0)
 		pf->nworkers++;
 	if (pf->nworkers) {
-		/* The newest range asked for replaces what is left of the last. */
-		pf->next = chunk_at(pf, off);
-		pf->end = chunk_at(pf, off + len - 1) + 1;
+		/* The newest hint replaces what is left of the last. */
+		pf->qhead = pf->qlen = 0;
+		for (size_t k = 0; k < n && pf->qlen < PREFETCH_QUEUE; k++) {
+			uint64_t off = r[k].off, len = r[k].len;
+
+			if (off >= pf->map.size || len == 0)
+				continue;
+			if (len > pf->map.size - off)
+				len = pf->map.size - off;
+			for (uint32_t i = chunk_at(pf, off), last = chunk_at(pf, off + len - 1);
+			     i <= last && pf->qlen < PREFETCH_QUEUE; i++)
+				if (pf->map.chunks[i].len >= SLOT_MIN &&
+				    !atomic_load_explicit(&pf->taken[i], memory_order_relaxed) && !queued(pf, i))
+					pf->queue[pf->qlen++] = i;
+		}
 		pthread_cond_broadcast(&pf->wake);
 	}
 	pthread_mutex_unlock(&pf->lock);
+}
+
+void ck_packed_prefetch(struct ck_packed_file *pf, uint64_t off, uint64_t len)
+{
+	struct ck_byte_range r = { off, len };
+
+	ck_packed_prefetch_ranges(pf, &r, 1);
 }

@@ -37,7 +37,18 @@ static void *read_all(void *arg)
 		size_t len = (size_t)(rand_r(&r->seed) % (3u << 20)) + 1;
 		ssize_t got;
 
-		ck_packed_prefetch(r->pf, off + len, 4u << 20);
+		if (rand_r(&r->seed) % 2) {
+			ck_packed_prefetch(r->pf, off + len, 4u << 20);
+		} else {
+			/* A loader's hint: the rest of this piece's neighbourhood,
+			 * then places elsewhere in the file, out of file order. */
+			uint64_t far = r->size / 2 + (uint64_t)rand_r(&r->seed) % (r->size / 2 + 1);
+			struct ck_byte_range next[3] = {
+				{ off + len, 1u << 20 }, { far, 2u << 20 }, { far / 3, 1u << 20 },
+			};
+
+			ck_packed_prefetch_ranges(r->pf, next, 3);
+		}
 		got = ck_packed_pread(r->pf, buf, len, off, &err);
 		if (got < 0 || (uint64_t)got != (len < r->size - off ? len : r->size - off) ||
 		    memcmp(buf, r->want + off, (size_t)got) != 0) {
