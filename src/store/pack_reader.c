@@ -427,7 +427,12 @@ void ck_packed_prefetch_ranges(struct ck_packed_file *pf, const struct ck_byte_r
 	       pthread_create(&pf->workers[pf->nworkers], NULL, prefetch_main, pf) == 0)
 		pf->nworkers++;
 	if (pf->nworkers) {
-		/* The newest hint replaces what is left of the last. */
+		/* The newest hint replaces what is left of the last.  It runs
+		 * under the lock for every piece of every read, so a chunk is
+		 * only checked against the one queued before it (ranges that
+		 * share a chunk are neighbours); a duplicate further back
+		 * costs a queue entry, never a decode (workers skip taken
+		 * chunks). */
 		pf->qhead = pf->qlen = 0;
 		for (size_t k = 0; k < n && pf->qlen < PREFETCH_QUEUE; k++) {
 			uint64_t off = r[k].off, len = r[k].len;
@@ -439,7 +444,8 @@ void ck_packed_prefetch_ranges(struct ck_packed_file *pf, const struct ck_byte_r
 			for (uint32_t i = chunk_at(pf, off), last = chunk_at(pf, off + len - 1);
 			     i <= last && pf->qlen < PREFETCH_QUEUE; i++)
 				if (pf->map.chunks[i].len >= SLOT_MIN &&
-				    !atomic_load_explicit(&pf->taken[i], memory_order_relaxed) && !queued(pf, i))
+				    !atomic_load_explicit(&pf->taken[i], memory_order_relaxed) &&
+				    !(pf->qlen && pf->queue[pf->qlen - 1] == i))
 					pf->queue[pf->qlen++] = i;
 		}
 		pthread_cond_broadcast(&pf->wake);
