@@ -26,6 +26,13 @@
 
 /* Largest read and write request we ask the kernel for. */
 #define CKFS_MAX_REQUEST (1024u * 1024u)
+/* The preferred I/O size reported to readers (st_blksize), which Python's io
+ * and stdio size their buffers by.  Not a full request: torch.load seeks to
+ * every storage's zip header and reads one buffer there, so a 1 MiB buffer
+ * copied (and, for packed files, decoded) up to 1 MiB past each of a few
+ * hundred headers.  128 KiB is the kernel's readahead window and the least
+ * coreutils' cp and cat use; reads larger than the buffer bypass it. */
+#define CKFS_BLKSIZE (128u * 1024u)
 
 /* Everything the command line decides. */
 struct ckfs_config {

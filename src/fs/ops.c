@@ -67,9 +67,7 @@ int ckfs_stat(struct ckfs *fs, const struct ck_vnode *n, struct stat *st)
 	st->st_nlink = a.nlink;
 	st->st_size = (off_t)a.size;
 	st->st_blocks = (blkcnt_t)((a.size + 511) / 512);
-	/* The preferred I/O size readers (cp, stdio, Python's io) size their
-	 * buffers by: one full FUSE request. */
-	st->st_blksize = CKFS_MAX_REQUEST;
+	st->st_blksize = CKFS_BLKSIZE;
 	st->st_uid = fs->uid;
 	st->st_gid = fs->gid;
 	st->st_mtim.tv_sec = a.mtime_ns / 1000000000;

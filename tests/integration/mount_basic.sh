@@ -191,6 +191,9 @@ ls -lR "$mnt" >/dev/null || fail "ls -lR"
 	read=$(cat "$mnt/$f" | wc -c) || fail "cat $f"
 	[ "$size" = "$read" ] || fail "$f: stat says $size bytes, reading gives $read"
 	[ "$(stat -c %a "$mnt/$f")" = 444 ] || fail "$f: mode $(stat -c %a "$mnt/$f")"
+	# 128 KiB, not a whole request: torch.load reads one buffer at each
+	# storage's header (ckptfs(1), PERFORMANCE).
+	[ "$(stat -c %o "$mnt/$f")" = 131072 ] || fail "$f: st_blksize $(stat -c %o "$mnt/$f")"
 done
 [ "$(stat -c %a "$mnt/run1")" = 555 ] || fail "directory mode $(stat -c %a "$mnt/run1")"
 
