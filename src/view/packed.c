@@ -18,6 +18,7 @@
 
 #include "ckptfs/log.h"
 #include "ckptfs/packstore.h"
+#include "load_order.h"
 #include "view_internal.h"
 
 /* How far ahead of a forward reader chunks are decoded. */
@@ -32,11 +33,9 @@ struct ck_vpacked {
 	struct phys_file *pf;           /* for messages, and its storage ranges */
 	_Atomic uint64_t next;          /* end of the latest read */
 	/* Per storage range of pf (offset order): the range a loader reads
-	 * after it, or NO_RANGE; NULL when the ranges are not known. */
+	 * after it (load_order_succ); NULL when the ranges are not known. */
 	uint32_t *succ;
 };
-
-#define NO_RANGE UINT32_MAX
 
 static int probe(struct ck_view *v, struct phys_file *pf)
 {
@@ -81,56 +80,6 @@ static const char *pf_name(const struct phys_file *pf)
 	return pf->info.relpath[0] ? pf->info.relpath : pf->ckpt->info.name;
 }
 
-/* Storage keys in the order a loader asks for them.  torch.save numbers
- * storages as its pickle first meets them, and torch.load reads them in
- * that order, but the zip holds them sorted as strings ("0", "1", "10",
- * "100", ..., "2"): decimal keys compare as numbers.  Other keys (tensor
- * names) compare as strings. */
-static int key_is_decimal(const char *k)
-{
-	if (!*k)
-		return 0;
-	for (; *k; k++)
-		if (*k < '0' || *k > '9')
-			return 0;
-	return 1;
-}
-
-static int load_order_cmp(const void *a, const void *b, void *arg)
-{
-	const struct phys_range *r = arg;
-	const char *x = r[*(const uint32_t *)a].key, *y = r[*(const uint32_t *)b].key;
-
-	if (key_is_decimal(x) && key_is_decimal(y) && strlen(x) != strlen(y))
-		return strlen(x) < strlen(y) ? -1 : 1;
-	return strcmp(x, y);
-}
-
-/* pf's ranges chained in load order (see load_order_cmp); NULL when it
- * has fewer than two, or on no memory (prefetch then follows the file). */
-static uint32_t *load_order(struct phys_file *pf)
-{
-	size_t n = pf->nranges;
-	uint32_t *order, *succ;
-
-	if (n < 2 || n >= NO_RANGE)
-		return NULL;
-	order = malloc(n * sizeof(*order));
-	succ = malloc(n * sizeof(*succ));
-	if (!order || !succ) {
-		free(order);
-		free(succ);
-		return NULL;
-	}
-	for (size_t i = 0; i < n; i++)
-		order[i] = (uint32_t)i;
-	qsort_r(order, n, sizeof(*order), load_order_cmp, pf->ranges);
-	for (size_t i = 0; i < n; i++)
-		succ[order[i]] = i + 1 < n ? order[i + 1] : NO_RANGE;
-	free(order);
-	return succ;
-}
-
 int packed_get(struct ck_view *v, struct phys_file *pf, struct ck_vpacked **out)
 {
 	struct ck_vpacked *p = atomic_load(&pf->packed);
@@ -157,7 +106,7 @@ int packed_get(struct ck_view *v, struct phys_file *pf, struct ck_vpacked **out)
 				rc = -EIO;
 			} else {
 				p->pf = pf;
-				p->succ = ranges ? load_order(pf) : NULL;
+				p->succ = ranges ? load_order_succ(pf->ranges, pf->nranges) : NULL;
 				atomic_store(&pf->packed, p);
 			}
 		}
@@ -208,46 +157,8 @@ static int decode(struct ck_vpacked *p, void *buf, size_t len, uint64_t off)
 	return -EIO;
 }
 
-/* The range holding byte off, or else the first after it; nranges when
- * none is. */
-static size_t range_from(const struct phys_file *pf, uint64_t off)
-{
-	size_t lo = 0, hi = pf->nranges;
-
-	while (lo < hi) {
-		size_t mid = lo + (hi - lo) / 2;
-
-		if (pf->ranges[mid].offset + pf->ranges[mid].length <= off)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo;
-}
-
-/* What a loader reading up to byte end reads next: the rest of the
- * storage it is in, then the storages after it in load order, up to
- * PREFETCH_AHEAD bytes.  0 when the ranges are not known. */
+/* Ranges a loader takes next (load_order_ahead), at most 64 at once. */
 #define AHEAD_RANGES 64
-
-static size_t ahead_in_load_order(const struct ck_vpacked *p, uint64_t end, struct ck_byte_range *out)
-{
-	const struct phys_file *pf = p->pf;
-	size_t r = p->succ ? range_from(pf, end) : pf->nranges, n = 0;
-	uint64_t bytes = 0;
-
-	if (r == pf->nranges)
-		return 0;
-	for (uint32_t k = (uint32_t)r; k != NO_RANGE && n < AHEAD_RANGES && bytes < PREFETCH_AHEAD; k = p->succ[k]) {
-		const struct phys_range *g = &pf->ranges[k];
-		uint64_t from = g->offset < end && k == r ? end : g->offset;
-
-		out[n].off = from;
-		out[n].len = g->offset + g->length - from;
-		bytes += out[n++].len;
-	}
-	return n;
-}
 
 int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off, int ahead)
 {
@@ -263,7 +174,8 @@ int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off, int a
 	 * jump to the next of them counts as going forward), else in file
 	 * order. */
 	last = atomic_exchange(&p->next, off + len);
-	n = ahead_in_load_order(p, off + len, next);
+	n = load_order_ahead(p->pf->ranges, p->pf->nranges, p->succ, off + len, PREFETCH_AHEAD, next,
+			     AHEAD_RANGES);
 	if (n)
 		ck_packed_prefetch_ranges(p->file, next, n);
 	else if (off + SEQUENTIAL_SLACK >= last && off <= last + SEQUENTIAL_SLACK)
