@@ -77,7 +77,8 @@ struct ck_chunk_opts {
 	                     * smallest (slower, at most a little smaller) */
 };
 
-/* zstd level 1: higher levels compress byte planes no better (PERF.md). */
+/* zstd level 1, with the match finder tuned for byte planes (chunk_ctx.c):
+ * higher levels compress byte planes little better, much slower (PERF.md). */
 #define CK_CHUNK_DEFAULT_LEVEL 1
 /* The default candidates, from the measurements in docs/bench.md: on a real
  * training run SUB was never beaten by XOR where a delta paid, and trying

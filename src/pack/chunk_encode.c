@@ -43,13 +43,14 @@ static size_t encode_planes(struct ck_chunk_ctx *ctx, const uint8_t *src, size_t
 {
 	size_t n = len / size, tail = len % size;
 	size_t pos = (size_t)size * CK_PLANE_DIRENT;
+	ZSTD_CCtx *cctx = size > 1 ? ctx->plane_cctx : ctx->cctx;
 
 	ck_planes_split(src, len, size, ctx->planes);
 	for (unsigned k = 0; k < size; k++) {
 		const uint8_t *plane = ctx->planes + k * n;
 		uint8_t *ent = dst + k * CK_PLANE_DIRENT;
 		int try_zstd = n > 1 && !looks_random(plane, n);
-		size_t z = try_zstd ? ZSTD_compressCCtx(ctx->cctx, dst + pos, n - 1, plane, n, ctx->level) : 0;
+		size_t z = try_zstd ? ZSTD_compress2(cctx, dst + pos, n - 1, plane, n) : 0;
 
 		if (try_zstd && !ZSTD_isError(z)) {
 			ent[0] = CK_PLANE_ZSTD;

@@ -18,7 +18,8 @@
 struct ck_chunk_ctx {
 	int level;
 	unsigned codecs;
-	ZSTD_CCtx *cctx;
+	ZSTD_CCtx *cctx;        /* byte streams (element size 1): zstd at level */
+	ZSTD_CCtx *plane_cctx;  /* planes of wider elements: see chunk_ctx.c */
 	ZSTD_DCtx *dctx;
 	uint8_t *delta;     /* CK_CHUNK_MAX: XOR or SUB of chunk and reference */
 	uint8_t *planes;    /* CK_CHUNK_MAX: byte planes */
