@@ -26,15 +26,15 @@ const char *ck_codec_name(enum ck_codec c)
 
 /* Byte planes of tensor elements are nearly all literals for zstd: an
  * exponent plane is a few dozen symbols in no repeating order, a mantissa
- * plane noise.  At level 1 zstd still looks for 4-byte matches and codes
- * many short ones, which costs more bits than Huffman-coding the same
- * bytes as literals (Huffman cannot spend under 1 bit on the commonest
- * symbol, but a short match costs more) and decodes slower.  So at the
- * default level planes get zstd's fast strategy with 7-byte matches from
- * a 64-entry table: only long runs (zeros of unchanged elements) become
- * matches.  On a real training run's fp32 chunks that made anchors' planes
- * 1 % and SUB deltas' 0.3 % smaller, and their exponent planes decode 30-45 %
- * faster (docs/bench.md, session 9).  Other levels are zstd's own. */
+ * plane noise.  At level 1 zstd still finds 4-byte matches in them and
+ * codes many short ones, whose lengths and offsets cost more bits than
+ * Huffman-coding the same bytes as literals, and which decode slower.  So
+ * at the default level planes get zstd's fast strategy with 7-byte
+ * matches from a 64-entry table within 128 KiB: only long runs (zeros of
+ * unchanged elements) become matches.  On a real training run's fp32
+ * chunks that made anchors' planes 1 % and SUB deltas' 0.3 % smaller, and
+ * their exponent planes decode 30-45 % faster (docs/bench.md, session 9).
+ * Other levels are zstd's own. */
 static int tune_for_planes(ZSTD_CCtx *c, int level)
 {
 	static const struct {
