@@ -1,6 +1,6 @@
 /* pack_ratio: how small the packed store makes a series of checkpoints.
  *
- *   pack_ratio [--anchor K] [--star] [--codecs LIST] [--level N] [--exhaustive 0|1] [--base CKPT_DIR] SERIES_DIR
+ *   pack_ratio [--anchor K] [--star | --skip] [--codecs LIST] [--level N] [--exhaustive 0|1] [--base CKPT_DIR] SERIES_DIR
  *   pack_ratio --decode K [--decode-mb N] SERIES_DIR
  *   pack_ratio --planes
  *
@@ -15,7 +15,10 @@
  * a tensor is an anchor encoded without a reference (--anchor K; 0: only
  * the first).  --star makes every delta reference its group's anchor
  * instead of the version before it (depth 1 for any version, at the cost
- * of deltas across up to K-1 saves).  Bytes that are not tensor data (zip headers, pickles, json)
+ * of deltas across up to K-1 saves).  --skip makes the versions at odd
+ * positions of a group reference its anchor and the others the version
+ * before them: at most two deltas deep (K <= 5), at the cost of one delta
+ * across three saves per group of five.  Bytes that are not tensor data (zip headers, pickles, json)
  * count zstd-compressed.  Each record costs its pack header too.  --base
  * names a checkpoint already in the store (the one a fine-tune resumed
  * from): its chunks dedup and serve as references but are not counted.
@@ -351,6 +354,8 @@ struct tensor_hist {
 	unsigned count;
 	uint8_t *last;
 	size_t last_len;
+	uint8_t *anc;           /* --skip: the group's anchor */
+	size_t anc_len;
 };
 
 struct history {
@@ -378,6 +383,7 @@ static void hist_free(struct history *h)
 	for (size_t i = 0; i < h->n; i++) {
 		free(h->t[i].ident);
 		free(h->t[i].last);
+		free(h->t[i].anc);
 	}
 	free(h->t);
 }
@@ -412,8 +418,17 @@ static int seen_before(struct hashset *s, struct ck_hash128 h)
 	return 0;
 }
 
-/* --star: every delta references its group's anchor, not its neighbour. */
-static int star_refs;
+/* --star: every delta references its group's anchor, not its neighbour;
+ * --skip: every other one does. */
+static int star_refs, skip_refs;
+
+static void keep_copy(uint8_t **p, size_t *len, const struct blob *b)
+{
+	free(*p);
+	*p = xmalloc(b->len);
+	memcpy(*p, b->p, b->len);
+	*len = b->len;
+}
 
 static void pack_version(struct ck_chunk_ctx *ctx, struct ck_chunk_ctx *alone_ctx, const struct version *v,
 			 struct history *hist, struct hashset *seen, unsigned anchor, int star, struct stats *st)
@@ -423,6 +438,9 @@ static void pack_version(struct ck_chunk_ctx *ctx, struct ck_chunk_ctx *alone_ct
 		struct tensor_hist *th = hist_find(hist, cur->ident);
 		unsigned nth = th->count++;
 		int is_anchor = anchor ? nth % anchor == 0 : nth == 0;
+		int to_anchor = skip_refs && anchor && nth % anchor % 2 == 1;
+		const uint8_t *base = to_anchor ? th->anc : th->last;
+		size_t base_len = to_anchor ? th->anc_len : th->last_len;
 
 		for (size_t off = 0; off < cur->len || off == 0; off += CK_CHUNK_MAX) {
 			size_t len = cur->len - off < CK_CHUNK_MAX ? cur->len - off : CK_CHUNK_MAX;
@@ -436,8 +454,8 @@ static void pack_version(struct ck_chunk_ctx *ctx, struct ck_chunk_ctx *alone_ct
 			st->chunks++;
 			dup = seen_before(seen, h);
 			if (!dup) {
-				if (!is_anchor && th->last && th->last_len >= off + len)
-					ref = th->last + off;
+				if (!is_anchor && base && base_len >= off + len)
+					ref = base + off;
 				if (ck_chunk_encode(ctx, cur->p + off, len, cur->es, ref, ref ? len : 0, &d, &payload))
 					die(cur->ident, EINVAL);
 			}
@@ -467,12 +485,11 @@ static void pack_version(struct ck_chunk_ctx *ctx, struct ck_chunk_ctx *alone_ct
 			if (len == 0)
 				break;
 		}
+		if (is_anchor && skip_refs)
+			keep_copy(&th->anc, &th->anc_len, cur);
 		if (star && !is_anchor && th->last)
 			continue;	/* deltas keep referencing their anchor */
-		free(th->last);
-		th->last = xmalloc(cur->len);
-		memcpy(th->last, cur->p, cur->len);
-		th->last_len = cur->len;
+		keep_copy(&th->last, &th->last_len, cur);
 	}
 }
 
@@ -698,7 +715,7 @@ static void planes_run(void)
 
 static void usage(void)
 {
-	fprintf(stderr, "usage: pack_ratio [--anchor K] [--star] [--codecs planes,xor,sub] [--level N] [--exhaustive 0|1]\n"
+	fprintf(stderr, "usage: pack_ratio [--anchor K] [--star | --skip] [--codecs planes,xor,sub] [--level N] [--exhaustive 0|1]\n"
 			"                  [--base CKPT_DIR]\n"
 			"                  [--decode K] [--decode-mb N] SERIES_DIR\n"
 			"       pack_ratio --planes\n");
@@ -725,6 +742,8 @@ int main(int argc, char **argv)
 			anchor = (unsigned)atoi(argv[++i]);
 		else if (strcmp(argv[i], "--star") == 0)
 			star_refs = 1;
+		else if (strcmp(argv[i], "--skip") == 0)
+			skip_refs = 1;
 		else if (strcmp(argv[i], "--codecs") == 0)
 			opts.codecs = parse_codecs(argv[++i]);
 		else if (strcmp(argv[i], "--level") == 0)
