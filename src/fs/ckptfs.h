@@ -139,6 +139,7 @@ struct ckfs {
 	struct ckfs_indexer *indexer;   /* parses files at their last close; NULL with -o ro */
 	struct ckfs_grace *grace;       /* marker grace; NULL with -o ro */
 	struct ckfs_passthrough passthrough;
+	int mount_lock;                 /* STORE/mount.lock held by a writable mount, else -1 */
 	pthread_mutex_t listings_lock;
 	struct ckfs_listing *listings;  /* open directory handles (listing.c) */
 };

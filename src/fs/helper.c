@@ -13,6 +13,11 @@
  * helper commits without the parses kept from the last closes, so a
  * commit there re-reads its files.
  *
+ * The helper keeps the daemon's claim on STORE/mount.lock, as a forked
+ * child shares it: a daemon killed mid-commit leaves its child to finish
+ * alone, and the next writable mount must wait for it (mountclaim.c)
+ * rather than recover the store while that commit still moves files.
+ *
  *   ckptfs --commit-helper STORE SERIES STAGED FINAL
  *   ckptfs --delete-helper STORE SERIES NAME
  *
@@ -21,6 +26,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -78,6 +84,9 @@ pid_t ckfs_spawn_helper(struct ckfs *fs, const char *op, const char *a, const ch
 	self[n] = 0;
 	pid = fork();
 	if (pid == 0) {
+		/* Only this child's descriptor loses FD_CLOEXEC (fcntl is async-signal-safe). */
+		if (fs->mount_lock >= 0 && fcntl(fs->mount_lock, F_SETFD, 0) < 0)
+			_exit(EIO);
 		execv(self, (char *const *)argv);
 		_exit(EIO);   /* no helper: the commit failed */
 	}

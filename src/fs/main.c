@@ -260,6 +260,7 @@ static int serve(struct mount_run *run)
 	int rc;
 
 	run->fs.cfg = cfg;
+	run->fs.mount_lock = -1;
 	run->fs.uid = getuid();
 	run->fs.gid = getgid();
 	run->main_thread = pthread_self();
@@ -273,6 +274,7 @@ static int serve(struct mount_run *run)
 			ck_err("%s", err.msg);
 			return status;
 		}
+		run->fs.mount_lock = run->mount_lock;   /* commit and deletion helpers keep it */
 		/* A writable open finishes what a killed daemon's commit left
 		 * (ck_store_recover); closed again before the view opens the
 		 * store: LMDB allows one environment per process. */

@@ -13,9 +13,11 @@
 #define CK_STORE_COMMIT_LOCK "commit.lock"   /* flock()ed exclusive: staged commits, recovery */
 #define CK_QUARANTINE_REASON "REASON"
 
-/* Test hook: when the environment variable CKPT_TEST_CRASH_AT equals stage,
- * the process ends on the spot with _exit(137), as a kill -9 would.  Test
- * only: it lets the crash tests stop a commit between any two steps. */
+/* Test hooks: when the environment variable CKPT_TEST_CRASH_AT equals stage,
+ * the process ends on the spot with _exit(137), as a kill -9 would; when
+ * CKPT_TEST_PAUSE_AT does, it creates the file CKPT_TEST_PAUSE_FILE names
+ * and waits until that file is removed.  Test only: they let the crash
+ * tests stop a commit between any two steps, or act while it waits. */
 void ck_crash_point(const char *stage);
 
 /* "a/b" (or a copy of b when a is empty); NULL when out of memory. */

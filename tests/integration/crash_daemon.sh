@@ -4,7 +4,9 @@
 #  (a) mid-write, a big torch.save in progress: the torn directory is
 #      still in progress after the restart, and refused (EIO) when committed;
 #  (b) mid-commit, at every stage of a commit (the CKPT_TEST_CRASH_AT hook
-#      ends the commit child there, then the daemon is killed);
+#      ends the commit child there, then the daemon is killed), and with
+#      the child held before its commit lock (CKPT_TEST_PAUSE_AT) while the
+#      daemon alone is killed: the next mount waits for the orphan;
 #  (c) mid-commit, kill -9 of the daemon and its commit child (or of the
 #      daemon alone, the child then finishing alone) at random moments
 #      while a 32 MiB directory commits.
@@ -161,6 +163,36 @@ for at in validated synced renamed manifest indexed; do
 	fi
 	served="$served $mnt/run/checkpoint-$step $tmp/small"
 done
+
+# --- (b2) the daemon killed while its commit child waits before the commit lock -----
+# The orphaned child finishes alone.  It keeps the store's mount claim, so
+# the next writable mount waits for it instead of recovering the store
+# while the commit still moves the directory (as the sanitizer build's
+# exec'd helper once did not: the commit was found in data/, unrecorded).
+step=110
+stop
+CKPT_TEST_PAUSE_AT=validated
+CKPT_TEST_PAUSE_FILE=$tmp/paused
+export CKPT_TEST_PAUSE_AT CKPT_TEST_PAUSE_FILE
+start
+unset CKPT_TEST_PAUSE_AT CKPT_TEST_PAUSE_FILE
+cp -r "$tmp/small" "$mnt/run/tmp-checkpoint-$step"
+mv "$mnt/run/tmp-checkpoint-$step" "$mnt/run/checkpoint-$step" 2>/dev/null &
+mover=$!
+i=0
+while [ ! -e "$tmp/paused" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+[ -e "$tmp/paused" ] || fail "the commit child did not reach its pause"
+crash
+flock -n "$store/mount.lock" true &&
+	fail "the killed daemon's commit child does not keep the store's mount claim"
+rm -f "$tmp/paused"
+wait "$mover" || true
+start
+s=$(state "tmp-checkpoint-$step" "checkpoint-$step" "$tmp/small") || exit 1
+echo "daemon killed while its commit child waited: $s"
+[ "$s" = committed ] || fail "the orphaned commit of run/checkpoint-$step left it $s"
+verify "after the orphaned commit"
+served="$served $mnt/run/checkpoint-$step $tmp/small"
 
 # --- (c) kill -9 at random moments of a big commit -----------------------------------
 cp -r "$tmp/big" "$mnt/run/tmp-checkpoint-200"
