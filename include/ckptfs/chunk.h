@@ -9,7 +9,13 @@
  *
  *   RAW     the bytes as they are;
  *   PLANES  byte planes (byte k of every element together), each plane
- *           zstd-compressed or stored, whichever is smaller;
+ *           zstd-compressed, stored, or split into a bitmap of its
+ *           nonzero bytes and those bytes (both zstd), whichever is
+ *           smaller;
+ *   ROT     the same over every element rotated left by one bit: a
+ *           float's sign moves to the bottom, so its exponent fills the
+ *           top byte whole and the next byte is mantissa only (two
+ *           planes that compress better than one mixed one);
  *   XOR     the same over the XOR of the chunk with its reference;
  *   SUB     the same over the element-wise difference chunk - reference
  *           (little-endian unsigned integers of the element size, zigzag
@@ -39,6 +45,7 @@ enum ck_codec {
 	CK_CODEC_PLANES = 1,
 	CK_CODEC_XOR = 2,
 	CK_CODEC_SUB = 3,
+	CK_CODEC_ROT = 4,
 	CK_CODEC__COUNT
 };
 
@@ -64,7 +71,7 @@ static inline int ck_codec_needs_ref(enum ck_codec c)
 	return c == CK_CODEC_XOR || c == CK_CODEC_SUB;
 }
 
-/* Name for logs and reports: "raw", "planes", "xor", "sub", or "?". */
+/* Name for logs and reports: "raw", "planes", "xor", "sub", "rot" or "?". */
 const char *ck_codec_name(enum ck_codec c);
 
 struct ck_chunk_opts {
@@ -82,9 +89,10 @@ struct ck_chunk_opts {
 #define CK_CHUNK_DEFAULT_LEVEL 1
 /* The default candidates, from the measurements in docs/bench.md: on a real
  * training run SUB was never beaten by XOR where a delta paid, and trying
- * XOR as well cost 10 % of the encoding speed for no gain in size. */
+ * XOR as well cost 10 % of the encoding speed for no gain in size.  ROT is
+ * what fp32 and bf16 anchors pick. */
 #define CK_CODECS_DEFAULT (CK_CODEC_BIT(CK_CODEC_RAW) | CK_CODEC_BIT(CK_CODEC_PLANES) | \
-			   CK_CODEC_BIT(CK_CODEC_SUB))
+			   CK_CODEC_BIT(CK_CODEC_SUB) | CK_CODEC_BIT(CK_CODEC_ROT))
 
 /* What describes an encoded chunk besides its payload: the fields of a pack
  * record's header. */
@@ -144,8 +152,8 @@ int ck_chunk_decode_known_ref(struct ck_chunk_ctx *ctx, const struct ck_chunk_de
 
 /* A chain decoded in one pass: no hash is checked, the caller hashes the
  * result (and decodes step by step with the checked calls above when it
- * does not match, to say which step is damaged).  A RAW or PLANES chunk
- * is decoded into out (ref is not used); an XOR or SUB delta is applied to
+ * does not match, to say which step is damaged).  A RAW, PLANES or ROT
+ * chunk is decoded into out (ref is not used); an XOR or SUB delta is applied to
  * ref (desc->raw_len bytes of its reference) into out, which may be ref:
  * the rest of a chain decodes in place.  Returns 0, or -EINVAL with err
  * for a malformed descriptor or payload or a delta without ref; on

@@ -23,7 +23,11 @@
 #include "ckptfs/error.h"
 
 #define CK_PACK_MAGIC "ckptpack"        /* 8 bytes, no NUL */
-#define CK_PACK_VERSION 1
+/* Version 2 added the rot codec and sparse planes; readers read version 1
+ * packs as they are, writers never append to one (compaction starts a new
+ * pack), so a version 1 pack holds only what version 1 readers know. */
+#define CK_PACK_VERSION 2
+#define CK_PACK_VERSION_MIN 1
 #define CK_PACK_HEADER 16               /* file header bytes */
 #define CK_PACK_REC_MAGIC "CKCH"        /* 4 bytes, no NUL */
 #define CK_PACK_REC_HEADER 52           /* record header bytes */
@@ -52,6 +56,7 @@ struct ck_pack_open_info {
 	uint64_t records;    /* complete records found */
 	uint64_t dropped;    /* bytes of a torn tail cut away */
 	int created;         /* the file was new */
+	uint32_t version;    /* the file header's version */
 };
 
 /* Opens path for appending, creating it (header written, file and
@@ -91,8 +96,10 @@ int ck_pack_writer_close(struct ck_pack_writer *w);
 /* Reader. */
 
 /* Checks the file header at the start of fd: 0, -EINVAL with err (not a
- * pack, unsupported version, bad header CRC) or -EIO for a short file. */
-int ck_pack_check_header(int fd, struct ck_error *err);
+ * pack, a version outside CK_PACK_VERSION_MIN..CK_PACK_VERSION, bad header
+ * CRC) or -EIO for a short file.  version, unless NULL, is set to the
+ * header's version. */
+int ck_pack_check_header(int fd, uint32_t *version, struct ck_error *err);
 
 /* Reads the record at off into desc and payload (room for CK_CHUNK_MAX
  * bytes), checking its header and CRC.  Returns 0; -EINVAL with err for a

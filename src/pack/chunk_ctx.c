@@ -20,6 +20,7 @@ const char *ck_codec_name(enum ck_codec c)
 	case CK_CODEC_PLANES: return "planes";
 	case CK_CODEC_XOR: return "xor";
 	case CK_CODEC_SUB: return "sub";
+	case CK_CODEC_ROT: return "rot";
 	default: return "?";
 	}
 }
@@ -76,9 +77,12 @@ int ck_chunk_ctx_new(const struct ck_chunk_opts *opts, struct ck_chunk_ctx **out
 	ctx->dctx = ZSTD_createDCtx();
 	ctx->delta = malloc(CK_CHUNK_MAX);
 	ctx->planes = malloc(CK_CHUNK_MAX);
+	ctx->bitmap = calloc(1, CK_SPARSE_SCRATCH);   /* slack read, masked */
+	ctx->sparse = malloc(CK_CHUNK_MAX);
 	ctx->out[0] = malloc(CK_CHUNK_MAX + CK_PLANES_OVERHEAD);
 	ctx->out[1] = malloc(CK_CHUNK_MAX + CK_PLANES_OVERHEAD);
-	if (!ctx->cctx || !ctx->plane_cctx || !ctx->dctx || !ctx->delta || !ctx->planes || !ctx->out[0] ||
+	if (!ctx->cctx || !ctx->plane_cctx || !ctx->dctx || !ctx->delta || !ctx->planes || !ctx->bitmap ||
+	    !ctx->sparse || !ctx->out[0] ||
 	    !ctx->out[1]) {
 		ck_chunk_ctx_free(ctx);
 		return -ENOMEM;
@@ -101,6 +105,8 @@ void ck_chunk_ctx_free(struct ck_chunk_ctx *ctx)
 	ZSTD_freeDCtx(ctx->dctx);
 	free(ctx->delta);
 	free(ctx->planes);
+	free(ctx->bitmap);
+	free(ctx->sparse);
 	free(ctx->out[0]);
 	free(ctx->out[1]);
 	free(ctx);

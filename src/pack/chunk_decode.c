@@ -25,8 +25,34 @@ static int check_desc(const struct ck_chunk_desc *d, struct ck_error *err)
 	return 0;
 }
 
-/* Points planes[k] at plane k of a PLANES/XOR/SUB payload: a stored plane
- * where it lies in the payload, a zstd plane decompressed into
+/* A sparse plane's data (len bytes at p) expanded into plane (n bytes). */
+static int expand_sparse(struct ck_chunk_ctx *ctx, unsigned k, const uint8_t *p, uint32_t len, size_t n,
+			 uint8_t *plane, struct ck_error *err)
+{
+	uint8_t *bitmap = ctx->bitmap, *vals = ctx->bitmap + CK_SPARSE_BITMAP;
+	size_t bytes = (n + 7) / 8, m, got;
+	uint32_t b;
+
+	if (len < 4 || (b = ck_le32(p)) > len - 4)
+		return ck_fail(err, EINVAL, "chunk: sparse plane %u: bitmap of %" PRIu32 " bytes past its end",
+			       k, len < 4 ? 0 : ck_le32(p));
+	got = ZSTD_decompressDCtx(ctx->dctx, bitmap, bytes, p + 4, b);
+	if (ZSTD_isError(got) || got != bytes)
+		return ck_fail(err, EINVAL, "chunk: sparse plane %u: bitmap %s", k,
+			       ZSTD_isError(got) ? ZSTD_getErrorName(got) : "of the wrong length");
+	if (n % 8 && bitmap[bytes - 1] >> (n % 8))
+		return ck_fail(err, EINVAL, "chunk: sparse plane %u: bitmap bits past its %zu bytes", k, n);
+	m = ck_sparse_count(bitmap, n);
+	got = ZSTD_decompressDCtx(ctx->dctx, vals, m, p + 4 + b, len - 4 - b);
+	if (ZSTD_isError(got) || got != m)
+		return ck_fail(err, EINVAL, "chunk: sparse plane %u: %s where the bitmap has %zu bytes", k,
+			       ZSTD_isError(got) ? ZSTD_getErrorName(got) : "another number of values", m);
+	ck_sparse_expand(bitmap, vals, n, plane);
+	return 0;
+}
+
+/* Points planes[k] at plane k of a PLANES/XOR/SUB/ROT payload: a stored
+ * plane where it lies in the payload, a zstd or sparse plane decoded into
  * ctx->planes; *tail at the raw_len % elem_size tail bytes. */
 static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload,
 		     const uint8_t *planes[8], const uint8_t **tail, struct ck_error *err)
@@ -42,6 +68,7 @@ static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, co
 		const uint8_t *ent = payload + k * CK_PLANE_DIRENT;
 		uint32_t len = ck_le32(ent + 1);
 		uint8_t *plane = ctx->planes + k * n;
+		int rc;
 
 		if (len > d->enc_len - pos)
 			return ck_fail(err, EINVAL, "chunk: plane %u of %" PRIu32 " bytes past the payload's end",
@@ -59,6 +86,11 @@ static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, co
 			if (got != n)
 				return ck_fail(err, EINVAL, "chunk: plane %u decompresses to %zu bytes, not %zu",
 					       k, got, n);
+			planes[k] = plane;
+		} else if (ent[0] == CK_PLANE_SPARSE) {
+			rc = expand_sparse(ctx, k, payload + pos, len, n, plane, err);
+			if (rc)
+				return rc;
 			planes[k] = plane;
 		} else {
 			return ck_fail(err, EINVAL, "chunk: plane %u has unknown mode %u", k, ent[0]);
@@ -88,8 +120,9 @@ static int apply(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const 
 	rc = planes_of(ctx, d, payload, planes, &tail, err);
 	if (rc)
 		return rc;
-	if (d->codec == CK_CODEC_PLANES) {
-		ck_planes_apply(planes, d->raw_len / d->elem_size, d->elem_size, CK_PLANES_SET, NULL, out);
+	if (d->codec == CK_CODEC_PLANES || d->codec == CK_CODEC_ROT) {
+		ck_planes_apply(planes, d->raw_len / d->elem_size, d->elem_size,
+				d->codec == CK_CODEC_ROT ? CK_PLANES_ROTR : CK_PLANES_SET, NULL, out);
 		memcpy(out + body, tail, d->raw_len - body);
 	} else {
 		ck_planes_apply(planes, d->raw_len / d->elem_size, d->elem_size,

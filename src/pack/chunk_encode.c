@@ -35,9 +35,71 @@ static int looks_random(const uint8_t *p, size_t n)
 	return sum * 10000 < (uint64_t)m * m * 41;
 }
 
-/* Byte planes of src, each zstd-compressed when that makes it smaller,
- * into dst.  Returns the payload length, or 0 when it is not smaller than
- * len (the codec does not pay for this chunk). */
+/* Is a plane mostly zeros, so that its sparse form may pay?  Judged on up
+ * to NOISE_SAMPLES sampled bytes: at least half of them zero, and not all
+ * of them (zstd makes runs of zeros nearly free). */
+static int looks_sparse(const uint8_t *p, size_t n)
+{
+	size_t step = n / NOISE_SAMPLES, m = 0, zeros = 0;
+
+	if (step == 0)
+		return 0;
+	for (size_t i = 0; i < n; i += step, m++)
+		zeros += p[i] == 0;
+	return 2 * zeros >= m && zeros < m;
+}
+
+/* The sparse form of a plane of n bytes into ctx->sparse: its length, or
+ * 0 when it is not smaller than limit. */
+static size_t encode_sparse(struct ck_chunk_ctx *ctx, const uint8_t *plane, size_t n, size_t limit)
+{
+	uint8_t *bitmap = ctx->bitmap, *vals = ctx->bitmap + CK_SPARSE_BITMAP;
+	size_t m = ck_sparse_split(plane, n, bitmap, vals), pos = 4, b, v;
+
+	if (limit <= pos)
+		return 0;
+	b = ZSTD_compress2(ctx->plane_cctx, ctx->sparse + pos, limit - pos, bitmap, (n + 7) / 8);
+	if (ZSTD_isError(b))
+		return 0;
+	put_le32(ctx->sparse, (uint32_t)b);
+	pos += b;
+	v = ZSTD_compress2(ctx->plane_cctx, ctx->sparse + pos, limit - pos, vals, m);
+	if (ZSTD_isError(v))
+		return 0;
+	return pos + v < limit ? pos + v : 0;
+}
+
+/* One plane of n bytes into dst, as the smallest of stored, zstd and (for
+ * mostly-zero planes) sparse; sets its directory entry ent. */
+static size_t encode_plane(struct ck_chunk_ctx *ctx, ZSTD_CCtx *cctx, const uint8_t *plane, size_t n,
+			   uint8_t *ent, uint8_t *dst)
+{
+	int try_zstd = n > 1 && !looks_random(plane, n);
+	size_t z = try_zstd ? ZSTD_compress2(cctx, dst, n - 1, plane, n) : 0, s;
+
+	if (try_zstd && !ZSTD_isError(z)) {
+		ent[0] = CK_PLANE_ZSTD;
+	} else {
+		/* incompressible (or did not fit in n - 1 bytes): stored */
+		memcpy(dst, plane, n);
+		ent[0] = CK_PLANE_STORED;
+		z = n;
+	}
+	if (try_zstd && looks_sparse(plane, n)) {
+		s = encode_sparse(ctx, plane, n, z);
+		if (s) {
+			memcpy(dst, ctx->sparse, s);
+			ent[0] = CK_PLANE_SPARSE;
+			z = s;
+		}
+	}
+	put_le32(ent + 1, (uint32_t)z);
+	return z;
+}
+
+/* Byte planes of src, each as small as encode_plane makes it, into dst.
+ * Returns the payload length, or 0 when it is not smaller than len (the
+ * codec does not pay for this chunk). */
 static size_t encode_planes(struct ck_chunk_ctx *ctx, const uint8_t *src, size_t len,
 			    unsigned size, uint8_t *dst)
 {
@@ -46,23 +108,8 @@ static size_t encode_planes(struct ck_chunk_ctx *ctx, const uint8_t *src, size_t
 	ZSTD_CCtx *cctx = size > 1 ? ctx->plane_cctx : ctx->cctx;
 
 	ck_planes_split(src, len, size, ctx->planes);
-	for (unsigned k = 0; k < size; k++) {
-		const uint8_t *plane = ctx->planes + k * n;
-		uint8_t *ent = dst + k * CK_PLANE_DIRENT;
-		int try_zstd = n > 1 && !looks_random(plane, n);
-		size_t z = try_zstd ? ZSTD_compress2(cctx, dst + pos, n - 1, plane, n) : 0;
-
-		if (try_zstd && !ZSTD_isError(z)) {
-			ent[0] = CK_PLANE_ZSTD;
-		} else {
-			/* incompressible (or did not fit in n - 1 bytes): stored */
-			memcpy(dst + pos, plane, n);
-			ent[0] = CK_PLANE_STORED;
-			z = n;
-		}
-		put_le32(ent + 1, (uint32_t)z);
-		pos += z;
-	}
+	for (unsigned k = 0; k < size; k++)
+		pos += encode_plane(ctx, cctx, ctx->planes + k * n, n, dst + k * CK_PLANE_DIRENT, dst + pos);
 	memcpy(dst + pos, src + n * size, tail);
 	pos += tail;
 	return pos < len ? pos : 0;
@@ -79,6 +126,9 @@ static size_t encode_one(struct ck_chunk_ctx *ctx, enum ck_codec codec, const ui
 		src = ctx->delta;
 	} else if (codec == CK_CODEC_SUB) {
 		ck_sub_elems(raw, ref, len, size, ctx->delta);
+		src = ctx->delta;
+	} else if (codec == CK_CODEC_ROT) {
+		ck_rotl_elems(raw, len, size, ctx->delta);
 		src = ctx->delta;
 	}
 	return encode_planes(ctx, src, len, size, ctx->out[slot]);
@@ -104,12 +154,23 @@ static void fill_desc(struct ck_chunk_desc *desc, enum ck_codec codec, size_t le
 	desc->ref_hash = ck_codec_needs_ref(codec) ? ck_chunk_hash(ref, len) : (struct ck_hash128){ 0, 0 };
 }
 
+/* The codecs tried, in order; the first of equal sizes wins. */
+static const enum ck_codec tries[] = { CK_CODEC_PLANES, CK_CODEC_ROT, CK_CODEC_XOR, CK_CODEC_SUB };
+
+/* May the encoder try c on this chunk?  ROT moves nothing across byte
+ * planes of single bytes. */
+static int may_try(const struct ck_chunk_ctx *ctx, enum ck_codec c, unsigned size, const uint8_t *ref)
+{
+	if (!(ctx->codecs & CK_CODEC_BIT(c)) || (ck_codec_needs_ref(c) && !ref))
+		return 0;
+	return c != CK_CODEC_ROT || size > 1;
+}
+
 /* The allowed candidate with the smallest estimate, or RAW (try them all)
  * when there is at most one to try. */
 static enum ck_codec pick_by_estimate(struct ck_chunk_ctx *ctx, const uint8_t *raw, size_t len,
 				      unsigned size, const uint8_t *ref)
 {
-	static const enum ck_codec tries[] = { CK_CODEC_PLANES, CK_CODEC_XOR, CK_CODEC_SUB };
 	enum ck_codec pick = CK_CODEC_RAW;
 	size_t best = SIZE_MAX;
 	int candidates = 0;
@@ -118,7 +179,7 @@ static enum ck_codec pick_by_estimate(struct ck_chunk_ctx *ctx, const uint8_t *r
 		enum ck_codec c = tries[i];
 		size_t est;
 
-		if (!(ctx->codecs & CK_CODEC_BIT(c)) || (ck_codec_needs_ref(c) && !ref))
+		if (!may_try(ctx, c, size, ref))
 			continue;
 		candidates++;
 		est = ck_chunk_estimate(c, raw, ref, len, size);
@@ -134,7 +195,6 @@ int ck_chunk_encode(struct ck_chunk_ctx *ctx, const void *raw, size_t len, unsig
 		    const void *ref, size_t ref_len, struct ck_chunk_desc *desc,
 		    const uint8_t **payload)
 {
-	static const enum ck_codec tries[] = { CK_CODEC_PLANES, CK_CODEC_XOR, CK_CODEC_SUB };
 	enum ck_codec best = CK_CODEC_RAW, only = CK_CODEC_RAW;
 	size_t best_len = len;
 	int slot = 0, rc = check_args(len, elem_size);
@@ -149,7 +209,7 @@ int ck_chunk_encode(struct ck_chunk_ctx *ctx, const void *raw, size_t len, unsig
 		enum ck_codec c = tries[i];
 		size_t got;
 
-		if (!(ctx->codecs & CK_CODEC_BIT(c)) || (ck_codec_needs_ref(c) && !ref))
+		if (!may_try(ctx, c, elem_size, ref))
 			continue;
 		if (only != CK_CODEC_RAW && c != only)
 			continue;

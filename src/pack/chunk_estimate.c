@@ -69,6 +69,8 @@ size_t ck_chunk_estimate(enum ck_codec codec, const uint8_t *raw, const uint8_t 
 			uint64_t d = (x - load_le(ref + i * es, es)) & mask;
 
 			x = ((d << 1) ^ (0 - (d >> (8 * es - 1)))) & mask;
+		} else if (codec == CK_CODEC_ROT) {
+			x = ((x << 1) | (x >> (8 * es - 1))) & mask;
 		}
 		for (unsigned k = 0; k < es; k++)
 			c[k][(x >> (8 * k)) & 0xff]++;

@@ -7,11 +7,16 @@
 #include <zstd.h>
 #include "ckptfs/chunk.h"
 
-/* A PLANES/XOR/SUB payload: one directory entry per plane (mode byte, u32
- * little-endian length), the planes' bytes in order, then the raw_len %
- * elem_size tail bytes (XORed with the reference's for deltas). */
+/* A PLANES/XOR/SUB/ROT payload: one directory entry per plane (mode byte,
+ * u32 little-endian length), the planes' bytes in order, then the raw_len
+ * % elem_size tail bytes (XORed with the reference's for deltas).  A
+ * sparse plane is a u32 length b, b bytes of zstd that give the bitmap of
+ * its nonzero bytes (bit i % 8 of byte i / 8 for byte i), then zstd of
+ * those bytes in order: zstd's Huffman stage codes a byte in no less than
+ * a bit, and most bytes of a delta's top plane are zero. */
 #define CK_PLANE_STORED 0
 #define CK_PLANE_ZSTD 1
+#define CK_PLANE_SPARSE 2
 #define CK_PLANE_DIRENT 5
 #define CK_PLANES_OVERHEAD (8 * CK_PLANE_DIRENT + 8)
 
@@ -23,22 +28,43 @@ struct ck_chunk_ctx {
 	ZSTD_DCtx *dctx;
 	uint8_t *delta;     /* CK_CHUNK_MAX: XOR or SUB of chunk and reference */
 	uint8_t *planes;    /* CK_CHUNK_MAX: byte planes */
+	uint8_t *bitmap;    /* CK_SPARSE_SCRATCH: a sparse plane's bitmap, then its values */
+	uint8_t *sparse;    /* CK_CHUNK_MAX: a sparse plane's encoding, while it is tried */
 	uint8_t *out[2];    /* CK_CHUNK_MAX + CK_PLANES_OVERHEAD: best and candidate payloads */
 	int best;           /* which out[] holds the payload last returned */
 	int exhaustive;     /* compress every candidate instead of estimating */
 };
+
+/* A sparse plane of up to CK_CHUNK_MAX bytes: its bitmap, then its
+ * nonzero bytes, then slack for ck_sparse_expand's reads. */
+#define CK_SPARSE_BITMAP (CK_CHUNK_MAX / 8)
+#define CK_SPARSE_SCRATCH (CK_SPARSE_BITMAP + CK_CHUNK_MAX + 16)
+
+/* Bitmap of the n bytes of plane into bitmap (n / 8 rounded up bytes, the
+ * bits past n clear) and its nonzero bytes into vals; returns their count. */
+size_t ck_sparse_split(const uint8_t *plane, size_t n, uint8_t *bitmap, uint8_t *vals);
+/* The inverse: n bytes into out from bitmap and the nonzero bytes vals
+ * (which may be read up to 8 bytes past the last one). */
+void ck_sparse_expand(const uint8_t *bitmap, const uint8_t *vals, size_t n, uint8_t *out);
+/* Bits set in the n / 8 rounded up bytes of bitmap. */
+size_t ck_sparse_count(const uint8_t *bitmap, size_t n);
 
 void ck_xor_bytes(const uint8_t *a, const uint8_t *b, size_t len, uint8_t *out);
 /* SUB transform and its inverse over len bytes of size-byte elements; the
  * len % size tail is XORed. */
 void ck_sub_elems(const uint8_t *cur, const uint8_t *ref, size_t len, unsigned size, uint8_t *out);
 void ck_add_elems(const uint8_t *zz, const uint8_t *ref, size_t len, unsigned size, uint8_t *out);
+/* ROT's transform and its inverse: every size-byte element rotated left
+ * (right) by one bit; the len % size tail is copied. */
+void ck_rotl_elems(const uint8_t *src, size_t len, unsigned size, uint8_t *out);
+void ck_rotr_elems(const uint8_t *src, size_t len, unsigned size, uint8_t *out);
 
 /* What ck_planes_apply does with the elements joined from the planes. */
 enum ck_planes_op {
 	CK_PLANES_SET,   /* out = element */
 	CK_PLANES_XOR,   /* out = ref ^ element */
-	CK_PLANES_ADD    /* out = ref + zigzag-decoded element (SUB's inverse) */
+	CK_PLANES_ADD,   /* out = ref + zigzag-decoded element (SUB's inverse) */
+	CK_PLANES_ROTR   /* out = element rotated right by one bit (ROT's inverse) */
 };
 
 /* Joins n elements of size bytes from planes[0..size) (plane k: byte k of
@@ -49,7 +75,7 @@ enum ck_planes_op {
 void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum ck_planes_op op,
 		     const uint8_t *ref, uint8_t *out);
 
-/* Estimated payload bytes of a PLANES/XOR/SUB encoding from the order-0
+/* Estimated payload bytes of a PLANES/XOR/SUB/ROT encoding from the order-0
  * entropy of sampled byte planes (ref is needed for XOR and SUB). */
 size_t ck_chunk_estimate(enum ck_codec codec, const uint8_t *raw, const uint8_t *ref, size_t len,
 			 unsigned es);

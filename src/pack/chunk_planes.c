@@ -152,8 +152,26 @@ static void add##W(const uint8_t *restrict zzs, const uint8_t *ref,            \
 	}                                                                      \
 }
 
+/* ROT: x rotated left (right) by one bit within its W bytes. */
+#define ROT(W, T)                                                              \
+static void rotl##W(const uint8_t *restrict src, size_t n, uint8_t *restrict out) \
+{                                                                              \
+	for (size_t i = 0; i < n; i++) {                                       \
+		T x = load##W(src + i * W);                                    \
+		store##W(out + i * W, (T)((T)(x << 1) | (T)(x >> (8 * W - 1)))); \
+	}                                                                      \
+}                                                                              \
+static void rotr##W(const uint8_t *restrict src, size_t n, uint8_t *restrict out) \
+{                                                                              \
+	for (size_t i = 0; i < n; i++) {                                       \
+		T x = load##W(src + i * W);                                    \
+		store##W(out + i * W, (T)((T)(x >> 1) | (T)(x << (8 * W - 1)))); \
+	}                                                                      \
+}
+
 SUB(1, uint8_t) SUB(2, uint16_t) SUB(4, uint32_t) SUB(8, uint64_t)
 ADD(1, uint8_t) ADD(2, uint16_t) ADD(4, uint32_t) ADD(8, uint64_t)
+ROT(1, uint8_t) ROT(2, uint16_t) ROT(4, uint32_t) ROT(8, uint64_t)
 
 void ck_sub_elems(const uint8_t *cur, const uint8_t *ref, size_t len, unsigned size, uint8_t *out)
 {
@@ -181,6 +199,32 @@ void ck_add_elems(const uint8_t *zz, const uint8_t *ref, size_t len, unsigned si
 	ck_xor_bytes(zz + body, ref + body, len - body, out + body);
 }
 
+void ck_rotl_elems(const uint8_t *src, size_t len, unsigned size, uint8_t *out)
+{
+	size_t n = len / size, body = n * size;
+
+	switch (size) {
+	case 1: rotl1(src, n, out); break;
+	case 2: rotl2(src, n, out); break;
+	case 4: rotl4(src, n, out); break;
+	default: rotl8(src, n, out); break;
+	}
+	memmove(out + body, src + body, len - body);
+}
+
+void ck_rotr_elems(const uint8_t *src, size_t len, unsigned size, uint8_t *out)
+{
+	size_t n = len / size, body = n * size;
+
+	switch (size) {
+	case 1: rotr1(src, n, out); break;
+	case 2: rotr2(src, n, out); break;
+	case 4: rotr4(src, n, out); break;
+	default: rotr8(src, n, out); break;
+	}
+	memmove(out + body, src + body, len - body);
+}
+
 void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum ck_planes_op op,
 		     const uint8_t *ref, uint8_t *out)
 {
@@ -198,6 +242,8 @@ void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum
 		join_block(planes, i, m, size, tmp);
 		if (op == CK_PLANES_XOR)
 			ck_xor_bytes(tmp, ref + i * size, m * size, at);
+		else if (op == CK_PLANES_ROTR)
+			ck_rotr_elems(tmp, m * size, size, at);
 		else
 			ck_add_elems(tmp, ref + i * size, m * size, size, at);
 	}

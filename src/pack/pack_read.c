@@ -44,7 +44,7 @@ int ck_pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
-int ck_pack_check_header(int fd, struct ck_error *err)
+int ck_pack_check_header(int fd, uint32_t *version, struct ck_error *err)
 {
 	uint8_t h[CK_PACK_HEADER];
 	int rc = ck_pread_full(fd, h, sizeof(h), 0);
@@ -57,8 +57,11 @@ int ck_pack_check_header(int fd, struct ck_error *err)
 		return ck_fail(err, EINVAL, "pack: not a pack file (bad magic)");
 	if (ck_le32(h + 12) != ck_crc32(0, h, 12))
 		return ck_fail(err, EINVAL, "pack: file header CRC-32 mismatch");
-	if (ck_le32(h + 8) != CK_PACK_VERSION)
-		return ck_fail(err, EINVAL, "pack: unsupported version %" PRIu32, ck_le32(h + 8));
+	if (ck_le32(h + 8) < CK_PACK_VERSION_MIN || ck_le32(h + 8) > CK_PACK_VERSION)
+		return ck_fail(err, EINVAL, "pack: unsupported version %" PRIu32 " (this build reads %d to %d)",
+			       ck_le32(h + 8), CK_PACK_VERSION_MIN, CK_PACK_VERSION);
+	if (version)
+		*version = ck_le32(h + 8);
 	return 0;
 }
 
@@ -167,7 +170,7 @@ int ck_pack_scan(int fd, ck_pack_scan_fn fn, void *cb, uint64_t *end, struct ck_
 	int rc;
 
 	*end = 0;
-	rc = ck_pack_check_header(fd, err);
+	rc = ck_pack_check_header(fd, NULL, err);
 	if (rc)
 		return rc;
 	if (fstat(fd, &st) < 0)

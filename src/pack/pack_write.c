@@ -173,8 +173,11 @@ int ck_pack_writer_open(const char *path, uint64_t durable_end, struct ck_pack_w
 	if (info.created) {
 		rc = create_pack(fd, path, err);
 		info.end = CK_PACK_HEADER;
+		info.version = CK_PACK_VERSION;
 	} else {
 		rc = recover_tail(fd, path, durable_end, &info, err);
+		if (rc == 0)
+			rc = ck_pack_check_header(fd, &info.version, err);
 	}
 	if (rc)
 		goto fail;

@@ -61,7 +61,7 @@ int ck_pack_fds_get(struct ck_pack_fds *f, const char *store, uint32_t pack_id)
 		fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
 		if (fd < 0)
 			rc = path ? -errno : -ENOMEM;
-		else if (ck_pack_check_header(fd, NULL) < 0) {
+		else if (ck_pack_check_header(fd, NULL, NULL) < 0) {
 			close(fd);
 			rc = -EIO;
 		} else {

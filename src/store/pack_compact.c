@@ -157,15 +157,24 @@ static int meta_put_u64(MDB_txn *txn, struct ck_store *st, const char *name, uin
 static int open_writer(struct compact *c, uint64_t durable_end)
 {
 	struct ck_error why = { { 0 } };
+	struct ck_pack_open_info info;
 	char *path = ck_pack_path(c->st->path, c->pack_id);
 	int rc;
 
 	if (!path)
 		return ck_fail(c->err, ENOMEM, "out of memory");
-	rc = ck_pack_writer_open(path, durable_end, &c->w, NULL, &why);
+	rc = ck_pack_writer_open(path, durable_end, &c->w, &info, &why);
 	if (rc < 0)
 		ck_fail(c->err, -rc, "%s: %s", path, why.msg);
 	free(path);
+	if (rc == 0 && info.version < CK_PACK_VERSION) {
+		/* records of this version must not go into an older pack, whose
+		 * readers would not know them: the next pack takes them */
+		ck_pack_writer_close(c->w);
+		c->w = NULL;
+		c->pack_id++;
+		return open_writer(c, 0);
+	}
 	return rc;
 }
 

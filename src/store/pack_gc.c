@@ -492,7 +492,7 @@ static int copy_records(struct sweep *s, uint32_t new_id, uint64_t *new_end)
 				close(fd);
 			fd = src ? open(src, O_RDONLY | O_CLOEXEC) : -1;
 			fd_pack = m->pack_id;
-			rc = fd < 0 ? (src ? -errno : -ENOMEM) : ck_pack_check_header(fd, &why);
+			rc = fd < 0 ? (src ? -errno : -ENOMEM) : ck_pack_check_header(fd, NULL, &why);
 			if (rc < 0)
 				ck_fail(s->err, -rc, "pack %u: %s", m->pack_id, fd < 0 ? strerror(-rc) : why.msg);
 			free(src);

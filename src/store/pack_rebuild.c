@@ -104,7 +104,7 @@ static int load_scan(struct rebuild *b)
 			break;   /* packs are numbered from 0 without gaps */
 		b->scan.pack_id = id;
 		/* A torn tail ends the scan of that pack; what came before counts. */
-		rc = ck_pack_check_header(fd, NULL) == 0 ? ck_pack_scan(fd, on_record, &b->scan, &end, NULL) : 0;
+		rc = ck_pack_check_header(fd, NULL, NULL) == 0 ? ck_pack_scan(fd, on_record, &b->scan, &end, NULL) : 0;
 		close(fd);
 		if (rc == -ENOMEM)
 			return rc;

@@ -508,6 +508,111 @@ static void test_one_pass(unsigned es, const enum ck_codec *codecs)
 	free(cur);
 }
 
+/* Float weights on their own pick ROT over PLANES (a float's exponent
+ * whole in one plane), as fp32 and as bf16 (the top halves). */
+static void test_rot(void)
+{
+	size_t n = 256 * 1024;
+	uint8_t *w = malloc(n), *ref = malloc(n), *half = malloc(n / 2);
+	struct ck_chunk_desc d;
+	const uint8_t *p;
+
+	SETUP(w && ref && half);
+	fill_weights(w, ref, n);
+	for (size_t i = 0; i < n / 4; i++)
+		memcpy(half + 2 * i, w + 4 * i + 2, 2);
+	CHECK(ck_chunk_encode(ctx, w, n, 4, NULL, 0, &d, &p) == 0 && d.codec == CK_CODEC_ROT,
+	      "fp32 weights: rot, got %s", ck_codec_name(d.codec));
+	CHECK(d.enc_len < size_as(CK_CODEC_PLANES, w, n, 4, NULL), "fp32 rot %u not below planes", d.enc_len);
+	roundtrip("fp32 rot", CK_CODEC_ROT, w, n, 4, NULL);
+	CHECK(ck_chunk_encode(ctx, half, n / 2, 2, NULL, 0, &d, &p) == 0 && d.codec == CK_CODEC_ROT,
+	      "bf16 weights: rot, got %s", ck_codec_name(d.codec));
+	roundtrip("bf16 rot", CK_CODEC_ROT, half, n / 2, 2, NULL);
+	/* single bytes: nothing to rotate across planes, never chosen */
+	CHECK(ck_chunk_encode(ctx, w, n, 1, NULL, 0, &d, &p) == 0 && d.codec != CK_CODEC_ROT,
+	      "bytes: rot chosen");
+	free(w);
+	free(ref);
+	free(half);
+}
+
+/* A plane mostly of zeros is coded sparse (mode 2 in its directory entry)
+ * and smaller than zstd makes it; odd plane lengths round-trip. */
+static void test_sparse(void)
+{
+	static const size_t elems[] = { 64 * 1024, 64 * 1024 + 3, 40000 + 7 };
+	uint8_t *raw = malloc(CK_CHUNK_MAX);
+	struct ck_chunk_desc d;
+	const uint8_t *p;
+
+	SETUP(raw != NULL);
+	for (size_t e = 0; e < sizeof(elems) / sizeof(elems[0]); e++) {
+		size_t len = elems[e] * 4 + e;   /* and a tail of e bytes */
+		uint32_t z;
+
+		fill_random(raw, len);
+		for (size_t i = 0; i < elems[e]; i++) {
+			raw[4 * i + 3] = next() % 5 ? 0 : (uint8_t)(1 + next() % 3);
+			if (i % 64 < 40)
+				raw[4 * i + 3] = 0;   /* and runs of zeros */
+		}
+		SETUP(ck_chunk_encode_as(ctx, CK_CODEC_PLANES, raw, len, 4, NULL, 0, &d, &p) == 0);
+		CHECK(p[3 * 5] == 2, "%zu elements: plane 3 mode %u, not sparse", elems[e], p[3 * 5]);
+		z = (uint32_t)p[16] | (uint32_t)p[17] << 8 | (uint32_t)p[18] << 16 | (uint32_t)p[19] << 24;
+		CHECK(z < ZSTD_compressBound(elems[e]) && z < elems[e] / 4, "sparse plane of %u bytes", z);
+		roundtrip("sparse", CK_CODEC_PLANES, raw, len, 4, NULL);
+	}
+	free(raw);
+}
+
+/* A one-plane payload (element size 1) of n bytes whose plane is sparse:
+ * bitmap and values as given, each one zstd frame. */
+static size_t sparse_payload(uint8_t *pay, size_t n, const uint8_t *bitmap, size_t bitmap_len,
+			     const uint8_t *vals, size_t nvals, uint32_t b_override)
+{
+	size_t b = ZSTD_compress(pay + 9, 256, bitmap, bitmap_len, 1);
+	size_t v = ZSTD_compress(pay + 9 + b, 256, vals, nvals, 1);
+	uint32_t len = (uint32_t)(4 + b + v), bl = b_override ? b_override : (uint32_t)b;
+
+	SETUP(!ZSTD_isError(b) && !ZSTD_isError(v) && 9 + b + v < n);
+	pay[0] = 2;
+	for (int i = 0; i < 4; i++) {
+		pay[1 + i] = (uint8_t)(len >> (8 * i));
+		pay[5 + i] = (uint8_t)(bl >> (8 * i));
+	}
+	return 9 + b + v;
+}
+
+/* Malformed sparse planes are refused, never expanded. */
+static void test_sparse_damage(void)
+{
+	const size_t n = 1000;   /* 125 bitmap bytes; 1000 % 8 == 0, so n - 3 for an odd end */
+	uint8_t bitmap[125] = { 0 }, vals[64], pay[1000], got[1000];
+	struct ck_chunk_desc d = { .codec = CK_CODEC_PLANES, .elem_size = 1, .raw_len = (uint32_t)n };
+	struct ck_error err = { "" };
+
+	memset(vals, 7, sizeof(vals));
+	bitmap[3] = 0x81;
+	bitmap[100] = 0xff;
+	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap), vals, 10, 0);
+	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == 0 && got[24] == 7 && got[31] == 7 &&
+	      got[25] == 0 && got[800] == 7 && got[808] == 0, "well-formed sparse plane: %s", err.msg);
+	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap), vals, 9, 0);
+	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL, "too few values expanded");
+	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap), vals, 11, 0);
+	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL, "too many values expanded");
+	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap) - 1, vals, 10, 0);
+	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL, "short bitmap expanded");
+	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap), vals, 10, 5000);
+	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL, "bitmap length past the plane");
+	/* n - 3 bytes: the last bitmap byte's top three bits lie past the plane */
+	d.raw_len = (uint32_t)(n - 3);
+	bitmap[124] = 0x80;
+	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap), vals, 11, 0);
+	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL && strstr(err.msg, "past"),
+	      "bitmap bits past the plane: %s", err.msg);
+}
+
 int main(void)
 {
 	out = malloc(CK_CHUNK_MAX);
@@ -521,6 +626,9 @@ int main(void)
 	test_sub_carry();
 	test_in_place();
 	test_damage();
+	test_rot();
+	test_sparse();
+	test_sparse_damage();
 	{
 		static const enum ck_codec xors[] = { CK_CODEC_XOR, CK_CODEC_XOR, CK_CODEC_XOR, CK_CODEC_XOR };
 		static const enum ck_codec subs[] = { CK_CODEC_SUB, CK_CODEC_SUB, CK_CODEC_SUB, CK_CODEC_SUB };

@@ -163,7 +163,7 @@ static void test_write_read(void)
 		CHECK(!(CK_CODECS_DEFAULT & CK_CODEC_BIT(c)) || seen[c], "no %s record written", ck_codec_name(c));
 
 	fd = open_ro();
-	CHECK(ck_pack_check_header(fd, &err) == 0, "header: %s", err.msg);
+	CHECK(ck_pack_check_header(fd, NULL, &err) == 0, "header: %s", err.msg);
 	CHECK(read_all(fd, 1) == 0, "read back");
 	CHECK(ck_pack_scan(fd, on_record, &s, &end, &err) == 0 && s.n == NREC && s.order_ok &&
 	      end == file_size(), "scan: %d records, order %d", s.n, s.order_ok);
@@ -267,7 +267,7 @@ static void test_bit_flips(void)
 		SETUP(fd >= 0 && pos < len);
 		orig[pos] ^= bit;
 		SETUP(pwrite(fd, orig + pos, 1, (off_t)pos) == 1);
-		caught += read_all(fd, 0) > 0 || (pos < CK_PACK_HEADER && ck_pack_check_header(fd, NULL) != 0);
+		caught += read_all(fd, 0) > 0 || (pos < CK_PACK_HEADER && ck_pack_check_header(fd, NULL, NULL) != 0);
 		orig[pos] ^= bit;
 		SETUP(pwrite(fd, orig + pos, 1, (off_t)pos) == 1);
 		close(fd);
@@ -295,7 +295,7 @@ static void test_empty_file(void)
 	ck_pack_writer_close(w);
 	fd = open(p2, O_RDONLY);
 	SETUP(fd >= 0);
-	CHECK(ck_pack_check_header(fd, &err) == 0, "restarted header: %s", err.msg);
+	CHECK(ck_pack_check_header(fd, NULL, &err) == 0, "restarted header: %s", err.msg);
 	close(fd);
 	unlink(p2);
 }
@@ -310,10 +310,10 @@ static void test_not_a_pack(void)
 	snprintf(other, sizeof(other), "%s/other", dir);
 	fd = open(other, O_RDWR | O_CREAT | O_TRUNC, 0644);
 	SETUP(fd >= 0 && write(fd, "PK\3\4 not a pack at all", 23) == 23);
-	CHECK(ck_pack_check_header(fd, &err) == -EINVAL && strstr(err.msg, "magic"), "magic: %s", err.msg);
+	CHECK(ck_pack_check_header(fd, NULL, &err) == -EINVAL && strstr(err.msg, "magic"), "magic: %s", err.msg);
 	CHECK(ck_pack_writer_open(other, 0, &w, NULL, &err) == -EINVAL && !w, "opened a non-pack");
 	SETUP(ftruncate(fd, 5) == 0);
-	CHECK(ck_pack_check_header(fd, &err) == -EIO, "short header");
+	CHECK(ck_pack_check_header(fd, NULL, &err) == -EIO, "short header");
 	close(fd);
 	unlink(other);
 }

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "ckptfs/pack.h"
+#include "ckptfs/torchzip.h"
 #include "../../src/store/pack_store.h"
 #include "t_packstore_util.h"
 #include "testutil.h"
@@ -260,6 +261,45 @@ static void damage_raw(struct ck_store *st)
 
 /* Compacting after every save: a frozen tensor (embed.weight, 128 KiB)
  * moves along with the newest raw version and is never stored in a pack. */
+/* Rewrites pack id's file header as version 1 (a pack written before
+ * version 2); returns the file's size. */
+static off_t make_version1(const char *st_path, uint32_t id)
+{
+	char *path = ck_pack_path(st_path, id);
+	uint8_t h[CK_PACK_HEADER];
+	struct stat sb;
+	uint32_t crc;
+	int fd;
+
+	SETUP(path && (fd = open(path, O_RDWR)) >= 0);
+	SETUP(pread(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h) && fstat(fd, &sb) == 0);
+	h[8] = 1, h[9] = h[10] = h[11] = 0;
+	crc = ck_crc32(0, h, 12);
+	for (int i = 0; i < 4; i++)
+		h[12 + i] = (uint8_t)(crc >> (8 * i));
+	SETUP(pwrite(fd, h, sizeof(h), 0) == (ssize_t)sizeof(h));
+	close(fd);
+	free(path);
+	return sb.st_size;
+}
+
+static off_t size_of_pack(const char *st_path, uint32_t id, uint32_t *version)
+{
+	char *path = ck_pack_path(st_path, id);
+	struct ck_error err = { { 0 } };
+	struct stat sb;
+	int fd;
+
+	SETUP(path);
+	fd = open(path, O_RDONLY);
+	free(path);
+	if (fd < 0)
+		return -1;
+	SETUP(fstat(fd, &sb) == 0 && ck_pack_check_header(fd, version, &err) == 0);
+	close(fd);
+	return sb.st_size;
+}
+
 static void incremental(const char *tmp)
 {
 	struct ck_compact_opts opts = { .anchor_k = K };
@@ -267,6 +307,7 @@ static void incremental(const char *tmp)
 	struct ck_error err = { { 0 } };
 	struct ck_store *st;
 	char st3[600], path[600];
+	off_t v1_size = 0;
 
 	pathf(st3, sizeof(st3), "%s/store3", tmp);
 	SETUP(ck_store_init(st3, &err) == 0);
@@ -278,6 +319,22 @@ static void incremental(const char *tmp)
 		SETUP(ck_store_import(st, path, &o, NULL, NULL, &err) == 1);
 		CHECK(ck_store_compact(st, &opts, NULL, NULL, &s, &err) == 0, "compact after step %d: %s", step,
 		      err.msg);
+		if (step == 20) {
+			/* a store packed by an older ckptfs: its pack stays as it
+			 * is, the next records go to a new one */
+			v1_size = make_version1(st3, 0);
+			SETUP(size_of_pack(st3, 1, NULL) < 0);
+		}
+	}
+	{
+		uint32_t v0 = 0, v1 = 0;
+		struct pk_readback rb;
+
+		CHECK(size_of_pack(st3, 0, &v0) == v1_size && v0 == 1, "a version 1 pack was appended to");
+		CHECK(size_of_pack(st3, 1, &v1) > CK_PACK_HEADER && v1 == CK_PACK_VERSION,
+		      "no version %d pack took the newer records", CK_PACK_VERSION);
+		CHECK(pk_readback(st, NULL, K, 5, &rb) == 0 && rb.failures == 0 && rb.packed > 0,
+		      "versions 1 and 2 packs read back: %" PRIu64 " failures", rb.failures);
 	}
 	for (int step = 10; step <= 30; step += 10) {
 		struct ck_file_pack_info pi;

@@ -1,0 +1,83 @@
+/* Sparse byte planes: a bitmap of the nonzero bytes and those bytes.
+ *
+ * The top plane of a delta between two versions of fp32 or bf16 state is
+ * mostly zeros with nonzero bytes scattered among them.  zstd codes such a
+ * plane as literals (its zero runs are too short for matches), and its
+ * Huffman stage spends at least one bit on every zero; a bitmap spends one
+ * bit on every byte before zstd, and compresses where zeros cluster.  The
+ * encoder keeps whichever form is smaller (chunk_encode.c).
+ *
+ * Expanding runs on every byte served from such a plane, so it goes eight
+ * bytes (one bitmap byte) at a time, with no branch per byte.
+ */
+#include "config.h"
+#include "chunk_int.h"
+
+#include <string.h>
+
+size_t ck_sparse_split(const uint8_t *plane, size_t n, uint8_t *bitmap, uint8_t *vals)
+{
+	size_t m = 0;
+
+	for (size_t i = 0; i < n; i += 8) {
+		size_t end = n - i < 8 ? n - i : 8;
+		unsigned bits = 0;
+
+		for (size_t k = 0; k < end; k++) {
+			unsigned nz = plane[i + k] != 0;
+
+			vals[m] = plane[i + k];
+			m += nz;
+			bits |= nz << k;
+		}
+		bitmap[i / 8] = (uint8_t)bits;
+	}
+	return m;
+}
+
+size_t ck_sparse_count(const uint8_t *bitmap, size_t n)
+{
+	size_t bytes = (n + 7) / 8, m = 0, i = 0;
+
+	for (; i + 8 <= bytes; i += 8) {
+		uint64_t w;
+
+		memcpy(&w, bitmap + i, 8);
+		m += (size_t)__builtin_popcountll(w);
+	}
+	for (; i < bytes; i++)
+		m += (size_t)__builtin_popcount(bitmap[i]);
+	return m;
+}
+
+void ck_sparse_expand(const uint8_t *bitmap, const uint8_t *vals, size_t n, uint8_t *out)
+{
+	size_t i = 0, j = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		unsigned bits = bitmap[i / 8];
+
+		if (bits == 0) {
+			memset(out + i, 0, 8);
+			continue;
+		}
+		if (bits == 0xff) {
+			memcpy(out + i, vals + j, 8);
+			j += 8;
+			continue;
+		}
+		for (unsigned k = 0; k < 8; k++) {
+			unsigned nz = (bits >> k) & 1;
+
+			/* vals[j] is the next nonzero byte, or slack past the last */
+			out[i + k] = (uint8_t)(vals[j] & (0u - nz));
+			j += nz;
+		}
+	}
+	for (unsigned k = 0; i < n; i++, k++) {
+		unsigned nz = (bitmap[i / 8] >> k) & 1;
+
+		out[i] = (uint8_t)(vals[j] & (0u - nz));
+		j += nz;
+	}
+}
