@@ -82,8 +82,7 @@ int ck_chunk_ctx_new(const struct ck_chunk_opts *opts, struct ck_chunk_ctx **out
 	ctx->out[0] = malloc(CK_CHUNK_MAX + CK_PLANES_OVERHEAD);
 	ctx->out[1] = malloc(CK_CHUNK_MAX + CK_PLANES_OVERHEAD);
 	if (!ctx->cctx || !ctx->plane_cctx || !ctx->dctx || !ctx->delta || !ctx->planes || !ctx->bitmap ||
-	    !ctx->sparse || !ctx->out[0] ||
-	    !ctx->out[1]) {
+	    !ctx->sparse || !ctx->out[0] || !ctx->out[1]) {
 		ck_chunk_ctx_free(ctx);
 		return -ENOMEM;
 	}

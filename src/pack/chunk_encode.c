@@ -128,7 +128,7 @@ static size_t encode_one(struct ck_chunk_ctx *ctx, enum ck_codec codec, const ui
 		ck_sub_elems(raw, ref, len, size, ctx->delta);
 		src = ctx->delta;
 	} else if (codec == CK_CODEC_ROT) {
-		ck_rotl_elems(raw, len, size, ctx->delta);
+		ck_rot_elems(raw, len, size, 0, ctx->delta);
 		src = ctx->delta;
 	}
 	return encode_planes(ctx, src, len, size, ctx->out[slot]);

@@ -54,10 +54,9 @@ void ck_xor_bytes(const uint8_t *a, const uint8_t *b, size_t len, uint8_t *out);
  * len % size tail is XORed. */
 void ck_sub_elems(const uint8_t *cur, const uint8_t *ref, size_t len, unsigned size, uint8_t *out);
 void ck_add_elems(const uint8_t *zz, const uint8_t *ref, size_t len, unsigned size, uint8_t *out);
-/* ROT's transform and its inverse: every size-byte element rotated left
- * (right) by one bit; the len % size tail is copied. */
-void ck_rotl_elems(const uint8_t *src, size_t len, unsigned size, uint8_t *out);
-void ck_rotr_elems(const uint8_t *src, size_t len, unsigned size, uint8_t *out);
+/* ROT's transform (right 0) and its inverse (right 1): every size-byte
+ * element rotated left (right) by one bit; the len % size tail is copied. */
+void ck_rot_elems(const uint8_t *src, size_t len, unsigned size, int right, uint8_t *out);
 
 /* What ck_planes_apply does with the elements joined from the planes. */
 enum ck_planes_op {

@@ -199,28 +199,15 @@ void ck_add_elems(const uint8_t *zz, const uint8_t *ref, size_t len, unsigned si
 	ck_xor_bytes(zz + body, ref + body, len - body, out + body);
 }
 
-void ck_rotl_elems(const uint8_t *src, size_t len, unsigned size, uint8_t *out)
+void ck_rot_elems(const uint8_t *src, size_t len, unsigned size, int right, uint8_t *out)
 {
 	size_t n = len / size, body = n * size;
 
 	switch (size) {
-	case 1: rotl1(src, n, out); break;
-	case 2: rotl2(src, n, out); break;
-	case 4: rotl4(src, n, out); break;
-	default: rotl8(src, n, out); break;
-	}
-	memmove(out + body, src + body, len - body);
-}
-
-void ck_rotr_elems(const uint8_t *src, size_t len, unsigned size, uint8_t *out)
-{
-	size_t n = len / size, body = n * size;
-
-	switch (size) {
-	case 1: rotr1(src, n, out); break;
-	case 2: rotr2(src, n, out); break;
-	case 4: rotr4(src, n, out); break;
-	default: rotr8(src, n, out); break;
+	case 1: (right ? rotr1 : rotl1)(src, n, out); break;
+	case 2: (right ? rotr2 : rotl2)(src, n, out); break;
+	case 4: (right ? rotr4 : rotl4)(src, n, out); break;
+	default: (right ? rotr8 : rotl8)(src, n, out); break;
 	}
 	memmove(out + body, src + body, len - body);
 }
@@ -243,7 +230,7 @@ void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum
 		if (op == CK_PLANES_XOR)
 			ck_xor_bytes(tmp, ref + i * size, m * size, at);
 		else if (op == CK_PLANES_ROTR)
-			ck_rotr_elems(tmp, m * size, size, at);
+			ck_rot_elems(tmp, m * size, size, 1, at);
 		else
 			ck_add_elems(tmp, ref + i * size, m * size, size, at);
 	}
