@@ -16,12 +16,15 @@
 #define POOL_DECODERS 16
 #define POOL_BUFFERS 32
 
+/* A bounded stack of idle objects of one kind, under the pool's lock. */
+struct idle {
+	void *item[POOL_BUFFERS > POOL_DECODERS ? POOL_BUFFERS : POOL_DECODERS];
+	size_t n, max;
+};
+
 struct ck_pack_pool {
 	pthread_mutex_t lock;
-	struct ck_decoder *dec[POOL_DECODERS];
-	size_t ndec;
-	uint8_t *buf[POOL_BUFFERS];
-	size_t nbuf;
+	struct idle decs, bufs;
 };
 
 int ck_pack_pool_new(struct ck_pack_pool **out)
@@ -31,6 +34,8 @@ int ck_pack_pool_new(struct ck_pack_pool **out)
 	if (!p)
 		return -ENOMEM;
 	pthread_mutex_init(&p->lock, NULL);
+	p->decs.max = POOL_DECODERS;
+	p->bufs.max = POOL_BUFFERS;
 	*out = p;
 	return 0;
 }
@@ -39,25 +44,47 @@ void ck_pack_pool_free(struct ck_pack_pool *p)
 {
 	if (!p)
 		return;
-	for (size_t i = 0; i < p->ndec; i++) {
-		ck_decoder_clear(p->dec[i]);
-		free(p->dec[i]);
+	for (size_t i = 0; i < p->decs.n; i++) {
+		ck_decoder_clear(p->decs.item[i]);
+		free(p->decs.item[i]);
 	}
-	for (size_t i = 0; i < p->nbuf; i++)
-		free(p->buf[i]);
+	for (size_t i = 0; i < p->bufs.n; i++)
+		free(p->bufs.item[i]);
 	pthread_mutex_destroy(&p->lock);
 	free(p);
 }
 
-struct ck_decoder *ck_pool_decoder_take(struct ck_store *st)
+/* An idle object, or NULL when there is none. */
+static void *idle_take(struct ck_pack_pool *p, struct idle *s)
 {
-	struct ck_pack_pool *p = st->pool;
-	struct ck_decoder *d = NULL;
+	void *x = NULL;
 
 	pthread_mutex_lock(&p->lock);
-	if (p->ndec)
-		d = p->dec[--p->ndec];
+	if (s->n)
+		x = s->item[--s->n];
 	pthread_mutex_unlock(&p->lock);
+	return x;
+}
+
+/* Keeps x for the next taker: 1, or 0 when the stack is full (the caller
+ * frees x). */
+static int idle_give(struct ck_pack_pool *p, struct idle *s, void *x)
+{
+	int kept = 0;
+
+	pthread_mutex_lock(&p->lock);
+	if (s->n < s->max) {
+		s->item[s->n++] = x;
+		kept = 1;
+	}
+	pthread_mutex_unlock(&p->lock);
+	return kept;
+}
+
+struct ck_decoder *ck_pool_decoder_take(struct ck_store *st)
+{
+	struct ck_decoder *d = idle_take(st->pool, &st->pool->decs);
+
 	if (d)
 		return d;
 	d = malloc(sizeof(*d));
@@ -70,45 +97,21 @@ struct ck_decoder *ck_pool_decoder_take(struct ck_store *st)
 
 void ck_pool_decoder_give(struct ck_store *st, struct ck_decoder *d)
 {
-	struct ck_pack_pool *p = st->pool;
-
-	if (!d)
+	if (!d || idle_give(st->pool, &st->pool->decs, d))
 		return;
-	pthread_mutex_lock(&p->lock);
-	if (p->ndec < POOL_DECODERS) {
-		p->dec[p->ndec++] = d;
-		d = NULL;
-	}
-	pthread_mutex_unlock(&p->lock);
-	if (d) {
-		ck_decoder_clear(d);
-		free(d);
-	}
+	ck_decoder_clear(d);
+	free(d);
 }
 
 uint8_t *ck_pool_buffer_take(struct ck_store *st)
 {
-	struct ck_pack_pool *p = st->pool;
-	uint8_t *b = NULL;
+	uint8_t *b = idle_take(st->pool, &st->pool->bufs);
 
-	pthread_mutex_lock(&p->lock);
-	if (p->nbuf)
-		b = p->buf[--p->nbuf];
-	pthread_mutex_unlock(&p->lock);
 	return b ? b : malloc(CK_CHUNK_MAX);
 }
 
 void ck_pool_buffer_give(struct ck_store *st, uint8_t *b)
 {
-	struct ck_pack_pool *p = st->pool;
-
-	if (!b)
-		return;
-	pthread_mutex_lock(&p->lock);
-	if (p->nbuf < POOL_BUFFERS) {
-		p->buf[p->nbuf++] = b;
-		b = NULL;
-	}
-	pthread_mutex_unlock(&p->lock);
-	free(b);
+	if (b && !idle_give(st->pool, &st->pool->bufs, b))
+		free(b);
 }
