@@ -220,6 +220,9 @@ def main():
 	ap.add_argument("--runs", type=int, default=5)
 	ap.add_argument("--loads-only", action="store_true",
 			help="time torch.load only (the stores in --work are compacted already)")
+	ap.add_argument("--train-only", action="store_true",
+			help="stop after training: the stores in --work stay uncompacted (copy them to "
+			     "time compaction again)")
 	ap.add_argument("--mount-opts", default="",
 			help="extra ckptfs -o options for the loads, e.g. nopassthrough")
 	args = ap.parse_args()
@@ -228,6 +231,8 @@ def main():
 		os.makedirs(args.work, exist_ok=True)
 		log("training bench/train_gpt.py through 4 writable mounts ...")
 		train(args.work, args.steps, args.finetune_steps)
+	if args.train_only:
+		return
 
 	if args.loads_only:
 		names = checkpoints(os.path.join(args.work, "store-full"), "full")

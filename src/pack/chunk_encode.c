@@ -172,23 +172,24 @@ static enum ck_codec pick_by_estimate(struct ck_chunk_ctx *ctx, const uint8_t *r
 				      unsigned size, const uint8_t *ref)
 {
 	enum ck_codec pick = CK_CODEC_RAW;
-	size_t best = SIZE_MAX;
+	size_t best = SIZE_MAX, est[CK_CODEC__COUNT];
+	unsigned codecs = 0;
 	int candidates = 0;
 
-	for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++) {
-		enum ck_codec c = tries[i];
-		size_t est;
-
-		if (!may_try(ctx, c, size, ref))
-			continue;
-		candidates++;
-		est = ck_chunk_estimate(c, raw, ref, len, size);
-		if (est < best) {
-			best = est;
-			pick = c;
+	for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++)
+		if (may_try(ctx, tries[i], size, ref)) {
+			codecs |= CK_CODEC_BIT(tries[i]);
+			candidates++;
 		}
-	}
-	return candidates > 1 ? pick : CK_CODEC_RAW;
+	if (candidates < 2)
+		return CK_CODEC_RAW;
+	ck_chunk_estimate(codecs, raw, ref, len, size, est);
+	for (size_t i = 0; i < sizeof(tries) / sizeof(tries[0]); i++)
+		if ((codecs & CK_CODEC_BIT(tries[i])) && est[tries[i]] < best) {
+			best = est[tries[i]];
+			pick = tries[i];
+		}
+	return pick;
 }
 
 int ck_chunk_encode(struct ck_chunk_ctx *ctx, const void *raw, size_t len, unsigned elem_size,

@@ -8,6 +8,7 @@
 #include "config.h"
 #include "chunk_int.h"
 
+#include <pthread.h>
 #include <string.h>
 
 #define SAMPLES 16384
@@ -29,6 +30,18 @@ static uint64_t log2_q16(uint32_t x)
 	return y;
 }
 
+/* log2_q16 of every count a histogram can hold (at most SAMPLES + 1
+ * samples), computed once: an estimate takes the log of up to 256 counts
+ * per plane and candidate, which took as long as the sampling itself. */
+static uint32_t log2_table[SAMPLES + 2];
+static pthread_once_t log2_once = PTHREAD_ONCE_INIT;
+
+static void log2_table_fill(void)
+{
+	for (uint32_t x = 1; x < SAMPLES + 2; x++)
+		log2_table[x] = (uint32_t)log2_q16(x);
+}
+
 /* Bits of the order-0 entropy of m samples with these counts, times n / m:
  * the estimated size in bits of a plane of n bytes. */
 static uint64_t plane_bits(const uint32_t *count, uint32_t m, size_t n)
@@ -37,47 +50,88 @@ static uint64_t plane_bits(const uint32_t *count, uint32_t m, size_t n)
 
 	for (int b = 0; b < 256; b++)
 		if (count[b] > 1)
-			sum += count[b] * log2_q16(count[b]);
+			sum += (uint64_t)count[b] * log2_table[count[b]];
 	/* H * m = m log2 m - sum c log2 c */
-	return ((uint64_t)m * log2_q16(m) - sum) / m * n >> 16;
+	return ((uint64_t)m * log2_table[m] - sum) / m * n >> 16;
 }
 
-static uint64_t load_le(const uint8_t *p, unsigned es)
-{
-	uint64_t v = 0;
+/* The candidates estimated, as histogram slots. */
+enum { EST_PLANES, EST_ROT, EST_XOR, EST_SUB, EST_N };
 
-	for (unsigned b = 0; b < es; b++)
-		v |= (uint64_t)p[b] << (8 * b);
-	return v;
+/* Histograms of the byte planes of each candidate's elements. */
+typedef uint32_t est_hist[EST_N][8][256];
+
+/* One pass over the sampled elements (every step-th of n) for every
+ * candidate in want (EST_ bits): the elements are loaded once, and each
+ * width has a loop of its own with the element in one register.  The
+ * samples and transforms are those the encoder applies (chunk_planes.c).
+ * Returns the number of samples. */
+#define SAMPLE(W, T)                                                           \
+static inline void count##W(uint32_t (*c)[256], T x)                           \
+{                                                                              \
+	_Pragma("GCC unroll 8")                                                \
+	for (unsigned k = 0; k < W; k++)                                       \
+		c[k][(x >> (8 * k)) & 0xff]++;                                 \
+}                                                                              \
+static uint32_t sample##W(const uint8_t *raw, const uint8_t *ref, size_t n,    \
+			  size_t step, unsigned want, est_hist c)              \
+{                                                                              \
+	uint32_t m = 0;                                                        \
+                                                                               \
+	for (size_t i = 0; i < n; i += step, m++) {                            \
+		T x = ck_le_load##W(raw + i * W);                              \
+                                                                               \
+		if (want & (1u << EST_PLANES))                                 \
+			count##W(c[EST_PLANES], x);                            \
+		if (want & (1u << EST_ROT))                                    \
+			count##W(c[EST_ROT], (T)((T)(x << 1) | (T)(x >> (8 * W - 1)))); \
+		if (want & ((1u << EST_XOR) | (1u << EST_SUB))) {              \
+			T r = ck_le_load##W(ref + i * W), d = (T)(x - r);      \
+                                                                               \
+			if (want & (1u << EST_XOR))                            \
+				count##W(c[EST_XOR], (T)(x ^ r));              \
+			if (want & (1u << EST_SUB))                            \
+				count##W(c[EST_SUB], (T)((T)(d << 1) ^ (T)(0 - (d >> (8 * W - 1))))); \
+		}                                                              \
+	}                                                                      \
+	return m;                                                              \
 }
 
-size_t ck_chunk_estimate(enum ck_codec codec, const uint8_t *raw, const uint8_t *ref, size_t len,
-			 unsigned es)
+SAMPLE(1, uint8_t) SAMPLE(2, uint16_t) SAMPLE(4, uint32_t) SAMPLE(8, uint64_t)
+
+void ck_chunk_estimate(unsigned codecs, const uint8_t *raw, const uint8_t *ref, size_t len, unsigned es,
+		       size_t est[CK_CODEC__COUNT])
 {
-	uint32_t c[8][256];
+	static const enum ck_codec codec_of[EST_N] = { CK_CODEC_PLANES, CK_CODEC_ROT, CK_CODEC_XOR, CK_CODEC_SUB };
+	est_hist c;
 	size_t n = len / es, step = n > SAMPLES ? n / SAMPLES : 1;
-	uint64_t mask = es == 8 ? ~0ull : (1ull << (8 * es)) - 1, bits = 0;
+	unsigned want = 0;
 	uint32_t m = 0;
 
-	memset(c, 0, sizeof(c[0]) * es);
-	for (size_t i = 0; i < n; i += step, m++) {
-		uint64_t x = load_le(raw + i * es, es);
-
-		if (codec == CK_CODEC_XOR) {
-			x ^= load_le(ref + i * es, es);
-		} else if (codec == CK_CODEC_SUB) {
-			uint64_t d = (x - load_le(ref + i * es, es)) & mask;
-
-			x = ((d << 1) ^ (0 - (d >> (8 * es - 1)))) & mask;
-		} else if (codec == CK_CODEC_ROT) {
-			x = ((x << 1) | (x >> (8 * es - 1))) & mask;
+	for (int e = 0; e < EST_N; e++) {
+		est[codec_of[e]] = len;
+		if ((codecs & CK_CODEC_BIT(codec_of[e])) && (ref || !ck_codec_needs_ref(codec_of[e]))) {
+			want |= 1u << e;
+			memset(c[e], 0, sizeof(c[e][0]) * es);
 		}
-		for (unsigned k = 0; k < es; k++)
-			c[k][(x >> (8 * k)) & 0xff]++;
+	}
+	switch (es) {
+	case 1: m = sample1(raw, ref, n, step, want, c); break;
+	case 2: m = sample2(raw, ref, n, step, want, c); break;
+	case 4: m = sample4(raw, ref, n, step, want, c); break;
+	case 8: m = sample8(raw, ref, n, step, want, c); break;
+	default: break;
 	}
 	if (!m)
-		return len;
-	for (unsigned k = 0; k < es; k++)
-		bits += plane_bits(c[k], m, n);
-	return (size_t)(bits / 8) + es * CK_PLANE_DIRENT + len % es;
+		return;
+	pthread_once(&log2_once, log2_table_fill);
+	for (int e = 0; e < EST_N; e++) {
+		uint64_t bits = 0;
+
+		if (!(want & (1u << e)))
+			continue;
+		for (unsigned k = 0; k < es; k++)
+			bits += plane_bits(c[e][k], m, n);
+		est[codec_of[e]] = (size_t)(bits / 8) + es * CK_PLANE_DIRENT + len % es;
+	}
 }

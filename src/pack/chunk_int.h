@@ -4,8 +4,36 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include <zstd.h>
 #include "ckptfs/chunk.h"
+
+/* Elements are little-endian integers: ck_le_load<W> and ck_le_store<W>
+ * for W-byte elements.  On little-endian machines they are memcpy, which
+ * vectorizes; elsewhere byte by byte, so that the format is the same
+ * everywhere. */
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+#define CK_LE_IO(W, T)                                                         \
+static inline T ck_le_load##W(const uint8_t *p) { T v; memcpy(&v, p, sizeof(v)); return v; } \
+static inline void ck_le_store##W(uint8_t *p, T v) { memcpy(p, &v, sizeof(v)); }
+#else
+#define CK_LE_IO(W, T)                                                         \
+static inline T ck_le_load##W(const uint8_t *p)                                \
+{                                                                              \
+	T v = 0;                                                               \
+	for (unsigned b = 0; b < W; b++)                                       \
+		v |= (T)((T)p[b] << (8 * b));                                  \
+	return v;                                                              \
+}                                                                              \
+static inline void ck_le_store##W(uint8_t *p, T v)                             \
+{                                                                              \
+	for (unsigned b = 0; b < W; b++)                                       \
+		p[b] = (uint8_t)(v >> (8 * b));                                \
+}
+#endif
+
+CK_LE_IO(1, uint8_t) CK_LE_IO(2, uint16_t) CK_LE_IO(4, uint32_t) CK_LE_IO(8, uint64_t)
+#undef CK_LE_IO
 
 /* A PLANES/XOR/SUB/ROT payload: one directory entry per plane (mode byte,
  * u32 little-endian length), the planes' bytes in order, then the raw_len
@@ -74,9 +102,11 @@ enum ck_planes_op {
 void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum ck_planes_op op,
 		     const uint8_t *ref, uint8_t *out);
 
-/* Estimated payload bytes of a PLANES/XOR/SUB/ROT encoding from the order-0
- * entropy of sampled byte planes (ref is needed for XOR and SUB). */
-size_t ck_chunk_estimate(enum ck_codec codec, const uint8_t *raw, const uint8_t *ref, size_t len,
-			 unsigned es);
+/* Estimated payload bytes of the PLANES/XOR/SUB/ROT encodings named in
+ * codecs (CK_CODEC_BIT()s; ref is needed for XOR and SUB) from the order-0
+ * entropy of sampled byte planes, into est[codec]; one pass over the
+ * samples for all of them. */
+void ck_chunk_estimate(unsigned codecs, const uint8_t *raw, const uint8_t *ref, size_t len, unsigned es,
+		       size_t est[CK_CODEC__COUNT]);
 
 #endif

@@ -16,14 +16,14 @@
 
 #include <string.h>
 
-#define SPLIT(W)                                                              \
+#define SPLIT(W)                                                               \
 static void split##W(const uint8_t *restrict s, size_t n, uint8_t *restrict p) \
-{                                                                             \
-	for (unsigned k = 0; k < W; k++) {                                    \
-		uint8_t *restrict d = p + k * n;                              \
-		for (size_t i = 0; i < n; i++)                                \
-			d[i] = s[i * W + k];                                  \
-	}                                                                     \
+{                                                                              \
+	for (unsigned k = 0; k < W; k++) {                                     \
+		uint8_t *restrict d = p + k * n;                               \
+		for (size_t i = 0; i < n; i++)                                 \
+			d[i] = s[i * W + k];                                   \
+	}                                                                      \
 }
 
 static void join2_pair(const uint8_t *restrict p0, const uint8_t *restrict p1, size_t n,
@@ -103,31 +103,6 @@ void ck_xor_bytes(const uint8_t *a, const uint8_t *b, size_t len, uint8_t *out)
 }
 
 
-/* Elements are little-endian integers.  On little-endian machines they are
- * loaded and stored with memcpy, which vectorizes; elsewhere byte by byte,
- * so that the format is the same everywhere. */
-#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-#define LE_IO(W, T)                                                            \
-static inline T load##W(const uint8_t *p) { T v; memcpy(&v, p, sizeof(v)); return v; } \
-static inline void store##W(uint8_t *p, T v) { memcpy(p, &v, sizeof(v)); }
-#else
-#define LE_IO(W, T)                                                            \
-static inline T load##W(const uint8_t *p)                                      \
-{                                                                              \
-	T v = 0;                                                               \
-	for (unsigned b = 0; b < W; b++)                                       \
-		v |= (T)((T)p[b] << (8 * b));                                  \
-	return v;                                                              \
-}                                                                              \
-static inline void store##W(uint8_t *p, T v)                                   \
-{                                                                              \
-	for (unsigned b = 0; b < W; b++)                                       \
-		p[b] = (uint8_t)(v >> (8 * b));                                \
-}
-#endif
-
-LE_IO(1, uint8_t) LE_IO(2, uint16_t) LE_IO(4, uint32_t) LE_IO(8, uint64_t)
-
 /* SUB: d = cur - ref (mod 2^bits), zigzag coded so that -1 is 1, not all
  * ones: zz = (d << 1) ^ (sign of d repeated). */
 #define SUB(W, T)                                                              \
@@ -135,8 +110,8 @@ static void sub##W(const uint8_t *restrict cur, const uint8_t *restrict ref,   \
 		   size_t n, uint8_t *restrict out)                            \
 {                                                                              \
 	for (size_t i = 0; i < n; i++) {                                       \
-		T d = (T)(load##W(cur + i * W) - load##W(ref + i * W));        \
-		store##W(out + i * W, (T)((T)(d << 1) ^ (T)(0 - (d >> (8 * W - 1))))); \
+		T d = (T)(ck_le_load##W(cur + i * W) - ck_le_load##W(ref + i * W)); \
+		ck_le_store##W(out + i * W, (T)((T)(d << 1) ^ (T)(0 - (d >> (8 * W - 1))))); \
 	}                                                                      \
 }
 
@@ -146,9 +121,9 @@ static void add##W(const uint8_t *restrict zzs, const uint8_t *ref,            \
 		   size_t n, uint8_t *out)                                     \
 {                                                                              \
 	for (size_t i = 0; i < n; i++) {                                       \
-		T zz = load##W(zzs + i * W);                                   \
+		T zz = ck_le_load##W(zzs + i * W);                             \
 		T d = (T)((T)(zz >> 1) ^ (T)(0 - (zz & 1)));                   \
-		store##W(out + i * W, (T)(load##W(ref + i * W) + d));         \
+		ck_le_store##W(out + i * W, (T)(ck_le_load##W(ref + i * W) + d)); \
 	}                                                                      \
 }
 
@@ -157,15 +132,15 @@ static void add##W(const uint8_t *restrict zzs, const uint8_t *ref,            \
 static void rotl##W(const uint8_t *restrict src, size_t n, uint8_t *restrict out) \
 {                                                                              \
 	for (size_t i = 0; i < n; i++) {                                       \
-		T x = load##W(src + i * W);                                    \
-		store##W(out + i * W, (T)((T)(x << 1) | (T)(x >> (8 * W - 1)))); \
+		T x = ck_le_load##W(src + i * W);                              \
+		ck_le_store##W(out + i * W, (T)((T)(x << 1) | (T)(x >> (8 * W - 1)))); \
 	}                                                                      \
 }                                                                              \
 static void rotr##W(const uint8_t *restrict src, size_t n, uint8_t *restrict out) \
 {                                                                              \
 	for (size_t i = 0; i < n; i++) {                                       \
-		T x = load##W(src + i * W);                                    \
-		store##W(out + i * W, (T)((T)(x >> 1) | (T)(x << (8 * W - 1)))); \
+		T x = ck_le_load##W(src + i * W);                              \
+		ck_le_store##W(out + i * W, (T)((T)(x >> 1) | (T)(x << (8 * W - 1)))); \
 	}                                                                      \
 }
 
