@@ -15,15 +15,37 @@
 
 #include <string.h>
 
+/* Eight bytes at a time: the top bit of each byte of t is set when that
+ * byte of w is nonzero ((w & 0x7f..) + 0x7f.. carries into it, or w has
+ * it), and one multiply gathers those eight bits into a bitmap byte (byte
+ * k to bit k).  Values are copied per set bit, so a sparse plane costs
+ * about its nonzero bytes, not its length. */
+#define LOW7 0x7f7f7f7f7f7f7f7full
+#define HIGH 0x8080808080808080ull
+#define GATHER 0x0102040810204080ull
+
 size_t ck_sparse_split(const uint8_t *plane, size_t n, uint8_t *bitmap, uint8_t *vals)
 {
-	size_t m = 0;
+	size_t m = 0, i = 0;
 
-	for (size_t i = 0; i < n; i += 8) {
-		size_t end = n - i < 8 ? n - i : 8;
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w = ck_le_load8(plane + i), t;
+		unsigned bits;
+
+		if (!w) {
+			bitmap[i / 8] = 0;
+			continue;
+		}
+		t = (((w & LOW7) + LOW7) | w) & HIGH;
+		bits = (unsigned)(((t >> 7) * GATHER) >> 56);
+		bitmap[i / 8] = (uint8_t)bits;
+		for (unsigned b = bits; b; b &= b - 1)
+			vals[m++] = plane[i + (unsigned)__builtin_ctz(b)];
+	}
+	if (i < n) {
 		unsigned bits = 0;
 
-		for (size_t k = 0; k < end; k++) {
+		for (size_t k = 0; i + k < n; k++) {
 			unsigned nz = plane[i + k] != 0;
 
 			vals[m] = plane[i + k];
