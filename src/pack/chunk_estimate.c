@@ -30,16 +30,23 @@ static uint64_t log2_q16(uint32_t x)
 	return y;
 }
 
-/* log2_q16 of every count a histogram can hold (at most SAMPLES + 1
- * samples), computed once: an estimate takes the log of up to 256 counts
- * per plane and candidate, which took as long as the sampling itself. */
-static uint32_t log2_table[SAMPLES + 2];
+/* log2_q16 of the counts a histogram usually holds, computed once: an
+ * estimate takes the log of up to 256 counts per plane and candidate,
+ * which took as long as the sampling itself.  A plane of n elements gives
+ * n / (n / SAMPLES) samples, under 2 * SAMPLES; larger counts are computed. */
+#define LOG2_TABLE (2 * SAMPLES)
+static uint32_t log2_table[LOG2_TABLE];
 static pthread_once_t log2_once = PTHREAD_ONCE_INIT;
 
 static void log2_table_fill(void)
 {
-	for (uint32_t x = 1; x < SAMPLES + 2; x++)
+	for (uint32_t x = 1; x < LOG2_TABLE; x++)
 		log2_table[x] = (uint32_t)log2_q16(x);
+}
+
+static uint64_t log2_of(uint32_t x)
+{
+	return x < LOG2_TABLE ? log2_table[x] : log2_q16(x);
 }
 
 /* Bits of the order-0 entropy of m samples with these counts, times n / m:
@@ -50,9 +57,9 @@ static uint64_t plane_bits(const uint32_t *count, uint32_t m, size_t n)
 
 	for (int b = 0; b < 256; b++)
 		if (count[b] > 1)
-			sum += (uint64_t)count[b] * log2_table[count[b]];
+			sum += (uint64_t)count[b] * log2_of(count[b]);
 	/* H * m = m log2 m - sum c log2 c */
-	return ((uint64_t)m * log2_table[m] - sum) / m * n >> 16;
+	return ((uint64_t)m * log2_of(m) - sum) / m * n >> 16;
 }
 
 /* The candidates estimated, as histogram slots. */

@@ -106,6 +106,31 @@ static size_t size_as(enum ck_codec c, const uint8_t *raw, size_t len, unsigned 
 	return ck_chunk_encode_as(ctx, c, raw, len, es, ref, ref ? len : 0, &d, &p) ? len : d.enc_len;
 }
 
+/* The estimate samples every element of a chunk under 2 x 16384 elements,
+ * and every (n / 16384)-th of a larger one: either way its counts reach
+ * past 16385 (a table sized for that was read out of bounds).  A small
+ * update is still found to be a delta at such sizes. */
+static void test_estimate_sizes(void)
+{
+	static const size_t elems[] = { 16386, 32767, 114714, 262143 };
+	uint8_t *cur = malloc(CK_CHUNK_MAX), *ref = malloc(CK_CHUNK_MAX);
+	struct ck_chunk_desc d;
+	const uint8_t *p;
+
+	SETUP(cur && ref);
+	for (size_t e = 0; e < sizeof(elems) / sizeof(elems[0]); e++) {
+		size_t n = elems[e] * 4;
+
+		fill_weights(cur, ref, n);
+		SETUP(ck_chunk_encode(ctx, cur, n, 4, ref, n, &d, &p) == 0);
+		CHECK(ck_codec_needs_ref(d.codec), "%zu elements, small update: a delta, got %s", elems[e],
+		      ck_codec_name(d.codec));
+		roundtrip("estimate sizes", d.codec, cur, n, 4, ref);
+	}
+	free(cur);
+	free(ref);
+}
+
 static void test_choice(void)
 {
 	size_t n = 256 * 1024;
@@ -619,6 +644,7 @@ int main(void)
 	SETUP(out && ck_chunk_ctx_new(NULL, &ctx) == 0);
 	test_roundtrips();
 	test_choice();
+	test_estimate_sizes();
 	test_codec_mask();
 	test_planes();
 	test_plane_tuning();
