@@ -363,7 +363,7 @@ static int map_chunk(struct compact *c, MDB_txn *txn, int fd, struct fver *v, si
 	}
 	h = ck_chunk_hash(c->raw, lc->len);
 	map->chunks[i] = (struct ck_fmap_chunk){ .hash = h, .len = lc->len, .elem = lc->elem };
-	if (lc->key)
+	if (lc->ident)
 		ck_chunk_cache_insert(c->recent, h, c->raw, lc->len);
 	rc = ck_chunk_lookup(txn, c->st, h, &loc);
 	if (rc < 0 && rc != -ENOENT)

@@ -37,9 +37,8 @@ static unsigned elem_of(const char *key, const struct ck_tensor_info *t, size_t 
 }
 
 static int add_chunks(struct ck_layout *l, uint64_t off, uint64_t len, const char *key, const char *ident,
-		      unsigned elem)
+		      unsigned elem, uint32_t index)
 {
-	uint32_t index = 0;
 
 	while (len) {
 		uint32_t n = len > CK_CHUNK_MAX ? CK_CHUNK_MAX : (uint32_t)len;
@@ -86,13 +85,13 @@ int ck_layout_build(struct ck_layout *l, uint64_t size, const struct ck_storage_
 		if (x->offset < pos || x->length == 0 || x->offset > size || x->length > size - x->offset)
 			continue;
 		elem = elem_of(x->key, t, nt, &ident);
-		rc = add_chunks(l, pos, x->offset - pos, NULL, NULL, 1);
+		rc = add_chunks(l, pos, x->offset - pos, NULL, ident, 1, CK_LAYOUT_GAP);
 		if (rc == 0)
-			rc = add_chunks(l, x->offset, x->length, x->key, ident, elem);
+			rc = add_chunks(l, x->offset, x->length, x->key, ident, elem, 0);
 		pos = x->offset + x->length;
 	}
 	if (rc == 0)
-		rc = add_chunks(l, pos, size - pos, NULL, NULL, 1);
+		rc = add_chunks(l, pos, size - pos, NULL, CK_LAYOUT_END, 1, CK_LAYOUT_GAP);
 	free(by_off);
 	if (rc < 0)
 		ck_layout_clear(l);

@@ -15,9 +15,16 @@ struct ck_layout_chunk {
 	const char *ident;    /* what the storage holds, the same version after version:
 			       * the name of its first tensor (torch storage keys are
 			       * numbers in pickle order, which partial saves shift), else
-			       * the key; NULL between storages (borrowed) */
-	uint32_t index;       /* chunk number inside its storage */
+			       * the key; between storages, the ident of the storage that
+			       * follows (CK_LAYOUT_END after the last), so that the zip
+			       * header before a tensor's bytes finds its previous
+			       * version as a reference too (borrowed) */
+	uint32_t index;       /* chunk number inside its storage; CK_LAYOUT_GAP + n
+			       * for chunk n of the bytes before it */
 };
+
+#define CK_LAYOUT_GAP 0x80000000u
+#define CK_LAYOUT_END "\x01end of file"
 
 struct ck_layout_ref {
 	const char *ident;
