@@ -70,9 +70,9 @@ typedef uint32_t est_hist[EST_N][8][256];
 
 /* One pass over the sampled elements (every step-th of n) for every
  * candidate in want (EST_ bits): the elements are loaded once, and each
- * width has a loop of its own with the element in one register.  The
- * samples and transforms are those the encoder applies (chunk_planes.c).
- * Returns the number of samples. */
+ * width has a loop of its own with the element in one register, and the
+ * transforms are the encoder's own (chunk_int.h).  Returns the number of
+ * samples. */
 #define SAMPLE(W, T)                                                           \
 static inline void count##W(uint32_t (*c)[256], T x)                           \
 {                                                                              \
@@ -91,14 +91,14 @@ static uint32_t sample##W(const uint8_t *raw, const uint8_t *ref, size_t n,    \
 		if (want & (1u << EST_PLANES))                                 \
 			count##W(c[EST_PLANES], x);                            \
 		if (want & (1u << EST_ROT))                                    \
-			count##W(c[EST_ROT], (T)((T)(x << 1) | (T)(x >> (8 * W - 1)))); \
+			count##W(c[EST_ROT], ck_rotl##W(x));                   \
 		if (want & ((1u << EST_XOR) | (1u << EST_SUB))) {              \
-			T r = ck_le_load##W(ref + i * W), d = (T)(x - r);      \
+			T r = ck_le_load##W(ref + i * W);                      \
                                                                                \
 			if (want & (1u << EST_XOR))                            \
 				count##W(c[EST_XOR], (T)(x ^ r));              \
 			if (want & (1u << EST_SUB))                            \
-				count##W(c[EST_SUB], (T)((T)(d << 1) ^ (T)(0 - (d >> (8 * W - 1))))); \
+				count##W(c[EST_SUB], ck_zigzag_sub##W(x, r));  \
 		}                                                              \
 	}                                                                      \
 	return m;                                                              \

@@ -35,6 +35,23 @@ static inline void ck_le_store##W(uint8_t *p, T v)                             \
 CK_LE_IO(1, uint8_t) CK_LE_IO(2, uint16_t) CK_LE_IO(4, uint32_t) CK_LE_IO(8, uint64_t)
 #undef CK_LE_IO
 
+/* The element-wise transforms, one W-byte element at a time, shared by the
+ * codec's loops (chunk_planes.c) and the estimator, which must see what
+ * the encoder would code.  SUB: d = cur - ref (mod 2^bits), zigzag coded
+ * so that -1 is 1, not all ones: (d << 1) ^ (sign of d repeated); ROT: x
+ * rotated left by one bit. */
+#define CK_ELEM_OPS(W, T)                                                      \
+static inline T ck_zigzag_sub##W(T cur, T ref)                                 \
+{                                                                              \
+	T d = (T)(cur - ref);                                                  \
+                                                                               \
+	return (T)((T)(d << 1) ^ (T)(0 - (d >> (8 * W - 1))));                 \
+}                                                                              \
+static inline T ck_rotl##W(T x) { return (T)((T)(x << 1) | (T)(x >> (8 * W - 1))); }
+
+CK_ELEM_OPS(1, uint8_t) CK_ELEM_OPS(2, uint16_t) CK_ELEM_OPS(4, uint32_t) CK_ELEM_OPS(8, uint64_t)
+#undef CK_ELEM_OPS
+
 /* A PLANES/XOR/SUB/ROT payload: one directory entry per plane (mode byte,
  * u32 little-endian length), the planes' bytes in order, then the raw_len
  * % elem_size tail bytes (XORed with the reference's for deltas).  A

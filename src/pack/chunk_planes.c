@@ -103,16 +103,14 @@ void ck_xor_bytes(const uint8_t *a, const uint8_t *b, size_t len, uint8_t *out)
 }
 
 
-/* SUB: d = cur - ref (mod 2^bits), zigzag coded so that -1 is 1, not all
- * ones: zz = (d << 1) ^ (sign of d repeated). */
+/* SUB (ck_zigzag_sub, chunk_int.h) over n elements. */
 #define SUB(W, T)                                                              \
 static void sub##W(const uint8_t *restrict cur, const uint8_t *restrict ref,   \
 		   size_t n, uint8_t *restrict out)                            \
 {                                                                              \
-	for (size_t i = 0; i < n; i++) {                                       \
-		T d = (T)(ck_le_load##W(cur + i * W) - ck_le_load##W(ref + i * W)); \
-		ck_le_store##W(out + i * W, (T)((T)(d << 1) ^ (T)(0 - (d >> (8 * W - 1))))); \
-	}                                                                      \
+	for (size_t i = 0; i < n; i++)                                         \
+		ck_le_store##W(out + i * W, ck_zigzag_sub##W(ck_le_load##W(cur + i * W), \
+							     ck_le_load##W(ref + i * W))); \
 }
 
 /* out may be ref (a delta decoded over its reference). */
@@ -131,10 +129,8 @@ static void add##W(const uint8_t *restrict zzs, const uint8_t *ref,            \
 #define ROT(W, T)                                                              \
 static void rotl##W(const uint8_t *restrict src, size_t n, uint8_t *restrict out) \
 {                                                                              \
-	for (size_t i = 0; i < n; i++) {                                       \
-		T x = ck_le_load##W(src + i * W);                              \
-		ck_le_store##W(out + i * W, (T)((T)(x << 1) | (T)(x >> (8 * W - 1)))); \
-	}                                                                      \
+	for (size_t i = 0; i < n; i++)                                         \
+		ck_le_store##W(out + i * W, ck_rotl##W(ck_le_load##W(src + i * W))); \
 }                                                                              \
 static void rotr##W(const uint8_t *restrict src, size_t n, uint8_t *restrict out) \
 {                                                                              \

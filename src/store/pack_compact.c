@@ -363,8 +363,9 @@ static int map_chunk(struct compact *c, MDB_txn *txn, int fd, struct fver *v, si
 	}
 	h = ck_chunk_hash(c->raw, lc->len);
 	map->chunks[i] = (struct ck_fmap_chunk){ .hash = h, .len = lc->len, .elem = lc->elem };
-	if (lc->ident)
-		ck_chunk_cache_insert(c->recent, h, c->raw, lc->len);
+	/* Every chunk, headers included (each has an ident): the next older
+	 * version's references. */
+	ck_chunk_cache_insert(c->recent, h, c->raw, lc->len);
 	rc = ck_chunk_lookup(txn, c->st, h, &loc);
 	if (rc < 0 && rc != -ENOENT)
 		return ck_fail(c->err, -rc, "index: chunk table: %s", strerror(-rc));

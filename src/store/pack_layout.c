@@ -39,7 +39,6 @@ static unsigned elem_of(const char *key, const struct ck_tensor_info *t, size_t 
 static int add_chunks(struct ck_layout *l, uint64_t off, uint64_t len, const char *key, const char *ident,
 		      unsigned elem, uint32_t index)
 {
-
 	while (len) {
 		uint32_t n = len > CK_CHUNK_MAX ? CK_CHUNK_MAX : (uint32_t)len;
 
