@@ -17,10 +17,10 @@
 #include <unistd.h>
 
 #include "ckptfs/pickle.h"
+#include "ingest.h"
 #include "staging.h"
 
 #define METADATA ".metadata"
-#define DATA_SUFFIX ".distcp"
 #define MAX_METADATA (256u << 20)
 #define MAX_VISITS 10000000u   /* nodes walked in one .metadata (the memo can share subtrees) */
 
@@ -76,7 +76,7 @@ static int visit(struct names *nm, const struct pk_node *node, size_t depth)
 		return 0;
 	if (++nm->visits > MAX_VISITS || depth > 2000)
 		return -E2BIG;
-	if (node->kind == PK_STR && ends_with(node->v.str.s, DATA_SUFFIX) && !nm->missing) {
+	if (node->kind == PK_STR && ends_with(node->v.str.s, CK_DCP_DATA_SUFFIX) && !nm->missing) {
 		if (strchr(node->v.str.s, '/') || !listed(nm->rel, nm->n, nm->meta_rel, nm->dlen, node->v.str.s)) {
 			nm->missing = 1;
 			rc = ck_buf_printf(nm->reasons, "%s: names data file %.200s, which is not there\n",
@@ -191,7 +191,7 @@ int ck_dcp_check(const char *root, char *const *rel, size_t n, struct ck_buf *re
 
 		if (strcmp(base, METADATA) == 0)
 			rc = check_metadata(root, rel, n, rel[i], reasons);
-		else if (ends_with(base, DATA_SUFFIX) && !listed(rel, n, rel[i], dlen, METADATA))
+		else if (ends_with(base, CK_DCP_DATA_SUFFIX) && !listed(rel, n, rel[i], dlen, METADATA))
 			rc = ck_buf_printf(reasons, "%s: DCP data file without a .metadata beside it (save not finished)\n",
 					   rel[i]);
 	}

@@ -274,6 +274,14 @@ static int classify_and_parse(struct ck_ingest_io *io, struct ck_ingest *in)
 	rc = read_head(io, head, &n);
 	if (rc < 0)
 		return ck_ingest_bad(in, "read error: %s", strerror(-rc));
+	/* A DCP data file is many torch.save (or safetensors) blobs end to
+	 * end, each found only through the .metadata beside it (FORMATS.md
+	 * §4): it starts like a zip but is not one, and torch reads it by
+	 * offset, so it is served as it is.  Its completeness is dcp_check's. */
+	if (ends_with(io->name, CK_DCP_DATA_SUFFIX)) {
+		in->info.kind = CK_FILE_OTHER;
+		return 0;
+	}
 	if (tz_is_zip(head, n)) {
 		in->info.kind = CK_FILE_TORCH;
 		return ck_ingest_torch(io, in);

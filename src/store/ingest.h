@@ -14,6 +14,8 @@
 /* Largest data.pkl / index.json read into memory. */
 #define CK_INGEST_MAX_PICKLE (1ULL << 30)
 #define CK_INGEST_MAX_JSON (64ULL << 20)
+/* Torch DCP data files: blobs addressed by the .metadata beside them. */
+#define CK_DCP_DATA_SUFFIX ".distcp"
 
 struct ck_ingest {
 	struct ck_file_info info;     /* id and ckpt_id are set at commit */

@@ -1,0 +1,285 @@
+"""The loaders people actually call, pointed at a ckptfs mount.
+
+Runs with whatever the interpreter has: torch always; the safetensors and
+transformers packages, torch.load(mmap=True), torch >= 2 distributed
+checkpoint (DCP) and a CUDA device each where present.  Every part that
+runs compares what it loaded with the offline merge of the plain files;
+every part that cannot run says so on stdout ("absent: ..."), so a log
+shows exactly what a machine checked.
+
+  clients_check.py save RUN
+      tinyllama checkpoints in RUN: checkpoint-10 full, -20 blocks {1, 3},
+      -30 block {0}.  With CUDA, -30's model.pt and optimizer.pt are saved
+      from cuda:0 tensors (their pickles name the device, as a GPU trainer's
+      do).
+  clients_check.py check MNT_RUN PLAIN_RUN SCRATCH
+      each checkpoint through the mount against the offline merge.
+  clients_check.py dcp-save DIR    a DCP save of a trained model into DIR
+  clients_check.py dcp-load DIR    DCP load from DIR equals that model
+      (where torch's DCP does not import, as 1.13's under Python 3.11, both
+      write and read its torch 2.x layout by hand)
+"""
+
+import inspect
+import os
+import sys
+
+import torch
+
+import deepcompare
+import offline_merge
+import safetensors_ref
+import tinyllama
+
+STEPS = (10, 20, 30)
+BLOCKS = {10: None, 20: {1, 3}, 30: {0}}
+
+
+def absent(what, why):
+    print("absent: %s (%s)" % (what, why))
+
+
+def cuda():
+    return torch.cuda.is_available()
+
+
+def to_device(obj, dev):
+    if isinstance(obj, torch.Tensor):
+        return obj.to(dev)
+    if isinstance(obj, dict):
+        out = type(obj)((k, to_device(v, dev)) for k, v in obj.items())
+        if hasattr(obj, "__dict__"):
+            out.__dict__.update(obj.__dict__)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(to_device(v, dev) for v in obj)
+    return obj
+
+
+def devices(obj, path=""):
+    """(path, device) of every tensor in a tree, in walk order."""
+    if isinstance(obj, torch.Tensor):
+        return [(path, str(obj.device))]
+    if isinstance(obj, dict):
+        return [d for k, v in obj.items() for d in devices(v, "%s/%s" % (path, k))]
+    if isinstance(obj, (list, tuple)):
+        return [d for i, v in enumerate(obj) for d in devices(v, "%s/%d" % (path, i))]
+    return []
+
+
+def save(run):
+    t = tinyllama.Trainer()
+    for step in STEPS:
+        t.train(step - t.step)
+        ckpt = os.path.join(run, "checkpoint-%d" % step)
+        t.save(ckpt, blocks=BLOCKS[step])
+    if not cuda():
+        absent("a checkpoint saved from cuda:0", "torch.cuda.is_available() is False")
+        return
+    for name in ("model.pt", "optimizer.pt"):
+        p = os.path.join(ckpt, name)
+        torch.save(to_device(torch.load(p, weights_only=False), "cuda:0"), p)
+    print("checkpoint-30: model.pt and optimizer.pt saved from cuda:0")
+
+
+def check_torch(served, merged, what):
+    """torch.load's ways of reading a file, each against the merge: with
+    weights_only=True wherever the merged file itself loads that way (torch
+    1.13's restricted unpickler knows no floats, so its scheduler.pt does not)."""
+    import pickle
+    wo = True
+    try:
+        want = torch.load(merged, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        wo = False
+        want = torch.load(merged, map_location="cpu", weights_only=False)
+        absent("%s with weights_only=True" % what, "the plain merge does not load so either")
+    what = "%s (weights_only=%s)" % (what, wo)
+
+    def load(path, **kw):
+        return torch.load(path, weights_only=wo, **kw)
+    deepcompare.assert_same(load(served, map_location="cpu"), want, what)
+    if "mmap" in inspect.signature(torch.load).parameters:
+        deepcompare.assert_same(load(served, map_location="cpu", mmap=True), want, what + " mmap=True")
+    if not cuda():
+        return
+    got = load(served, map_location="cuda:0")
+    bad = [p for p, d in devices(got) if d != "cuda:0"]
+    assert not bad, "%s map_location=cuda:0 left %s elsewhere" % (what, bad[:3])
+    deepcompare.assert_same(to_device(got, "cpu"), want, what + " map_location=cuda:0")
+    # No map_location: each tensor goes where its pickle says, as from the plain files.
+    if os.path.exists(merged + ".devices"):
+        got, ref = load(served), load(merged + ".devices")
+        assert devices(got) == devices(ref), "%s: devices %s != %s" % (what, devices(got)[:4], devices(ref)[:4])
+
+
+def tensor_bytes(t):
+    return safetensors_ref.tensor_bytes(t.cpu())
+
+
+def check_safetensors(served, merged, what):
+    _, want = safetensors_ref.load(merged)
+    try:
+        from safetensors import safe_open
+        from safetensors.torch import load_file
+    except ImportError as e:
+        absent("the safetensors package", e)
+        return
+    got = load_file(served)
+    assert set(got) == set(want), what + ": tensor names differ"
+    for name, t in want.items():
+        assert tensor_bytes(got[name]) == tensor_bytes(t), "%s: %s differs" % (what, name)
+    dev = "cuda:0" if cuda() else "cpu"
+    with safe_open(served, framework="pt", device=dev) as f:
+        assert f.metadata() == {"format": "pt"}, "%s metadata %s" % (what, f.metadata())
+        for name in f.keys():
+            t = f.get_tensor(name)
+            assert str(t.device) == dev and tensor_bytes(t) == tensor_bytes(want[name]), name
+            rows = f.get_slice(name)[:1]
+            assert torch.equal(rows.cpu(), t[:1].cpu()), name + " get_slice"
+    print("%s: safetensors load_file and safe_open(device=%s) equal the merge" % (what, dev))
+
+
+def check_transformers(served_dir, merged, what):
+    try:
+        from transformers import LlamaForCausalLM
+    except ImportError as e:
+        absent("the transformers package", e)
+        return
+    kw = {"device_map": "cuda:0"} if cuda() else {}
+    model, info = LlamaForCausalLM.from_pretrained(served_dir, output_loading_info=True, **kw)
+    lost = {k: v for k, v in info.items() if v}
+    assert not lost, "%s: from_pretrained %s" % (what, lost)
+    _, want = safetensors_ref.load(merged)
+    sd = model.state_dict()
+    for name, t in want.items():
+        assert tensor_bytes(sd[name]) == tensor_bytes(t), "%s: %s differs" % (what, name)
+    ids = torch.arange(8, device=model.device).unsqueeze(0)
+    with torch.no_grad():
+        logits = model(ids).logits
+    assert torch.isfinite(logits).all(), what + ": non-finite logits"
+    print("%s: transformers LlamaForCausalLM.from_pretrained on %s equals the merge" % (what, model.device))
+
+
+def check(mnt_run, plain_run, scratch):
+    for step in STEPS:
+        name = "checkpoint-%d" % step
+        merged = os.path.join(scratch, name)
+        offline_merge.merge_checkpoints(
+            [os.path.join(plain_run, "checkpoint-%d" % s) for s in STEPS if s <= step], merged)
+        served = os.path.join(mnt_run, name)
+        if cuda():   # the merge, keeping each tensor's device, for the default-location check
+            for f in ("model.pt", "optimizer.pt"):
+                tree = None
+                for s in (s for s in STEPS if s <= step):
+                    obj = torch.load(os.path.join(plain_run, "checkpoint-%d" % s, f), weights_only=False)
+                    tree = obj if tree is None else offline_merge.merge_trees(tree, obj)
+                torch.save(tree, os.path.join(merged, f + ".devices"))
+        for f in ("model.pt", "optimizer.pt", "scheduler.pt"):
+            check_torch(os.path.join(served, f), os.path.join(merged, f), "%s/%s" % (name, f))
+        print("%s: torch.load (%s%s) equals the merge" % (
+            name, "mmap, " if "mmap" in inspect.signature(torch.load).parameters else "",
+            "map_location=cuda:0, devices" if cuda() else "map_location=cpu"))
+        check_safetensors(os.path.join(served, "model.safetensors"),
+                          os.path.join(merged, "model.safetensors"), name + "/model.safetensors")
+        check_transformers(served, os.path.join(merged, "model.safetensors"), name)
+    if not cuda():
+        absent("CUDA", "torch.cuda.is_available() is False: map_location=cuda not checked")
+
+
+def dcp_state():
+    t = tinyllama.Trainer(seed=7)
+    t.train(3)
+    return {"model": t.model.state_dict(), "step": torch.tensor(t.step)}
+
+
+def dcp_module():
+    """torch's DCP, or None where it does not import (torch 1.13's prototype,
+    torch.distributed._shard.checkpoint, fails on Python >= 3.11)."""
+    try:
+        import torch.distributed.checkpoint as dcp
+        return dcp
+    except ImportError:
+        pass
+    try:
+        import torch.distributed._shard.checkpoint as dcp
+        return dcp
+    except Exception as e:
+        absent("torch's DCP module", "%s: %s; writing its 2.x layout by hand instead" % (type(e).__name__, e))
+        return None
+
+
+def flat_state(state):
+    return dict([("model." + k, v) for k, v in state["model"].items()] + [("step", state["step"])])
+
+
+def dcp_save_by_hand(path, state):
+    """What torch 2.x's FileSystemWriter (single_file_per_rank) writes: every
+    item a whole torch.save zip appended to __0_0.distcp, then the pickled
+    index in .metadata.tmp renamed to .metadata (FORMATS.md section 3)."""
+    import io
+    import pickle
+    os.makedirs(path)
+    storage, offset = {}, 0
+    with open(os.path.join(path, "__0_0.distcp"), "wb") as data:
+        for fqn, t in flat_state(state).items():
+            blob = io.BytesIO()
+            torch.save(t.clone(), blob)
+            data.write(blob.getvalue())
+            storage[fqn] = {"relative_path": "__0_0.distcp", "offset": offset, "length": blob.tell()}
+            offset += blob.tell()
+    with open(os.path.join(path, ".metadata.tmp"), "wb") as f:
+        pickle.dump({"storage_data": storage}, f, protocol=4)
+    os.rename(os.path.join(path, ".metadata.tmp"), os.path.join(path, ".metadata"))
+
+
+def dcp_load_by_hand(path):
+    import io
+    import pickle
+    with open(os.path.join(path, ".metadata"), "rb") as f:
+        storage = pickle.load(f)["storage_data"]
+    flat = {}
+    for fqn, where in storage.items():
+        with open(os.path.join(path, where["relative_path"]), "rb") as f:
+            f.seek(where["offset"])
+            flat[fqn] = torch.load(io.BytesIO(f.read(where["length"])), weights_only=True)
+    return {"model": {k[6:]: v for k, v in flat.items() if k.startswith("model.")}, "step": flat["step"]}
+
+
+def dcp_save(path):
+    dcp = dcp_module()
+    if dcp is None:
+        dcp_save_by_hand(path, dcp_state())
+        how = "by hand, torch 2.x layout"
+    elif hasattr(dcp, "save"):
+        dcp.save(dcp_state(), checkpoint_id=path)
+        how = "dcp.save"
+    else:   # torch 1.13's prototype API
+        dcp.save_state_dict(dcp_state(), dcp.FileSystemWriter(path), no_dist=True)
+        how = "save_state_dict"
+    print("DCP save (%s) into %s" % (how, path))
+
+
+def dcp_load(path):
+    dcp = dcp_module()
+    want = dcp_state()
+    got = {"model": {k: torch.zeros_like(v) for k, v in want["model"].items()}, "step": torch.tensor(0)}
+    if dcp is None:
+        got = dcp_load_by_hand(path)
+    elif hasattr(dcp, "load"):
+        dcp.load(got, checkpoint_id=path)
+    else:
+        dcp.load_state_dict(got, dcp.FileSystemReader(path), no_dist=True)
+    deepcompare.assert_same(flat_state(got), flat_state(want), "DCP load of " + path)
+    print("DCP load from %s equals the saved state" % path)
+
+
+def main(argv):
+    cmds = {"save": (save, 1), "check": (check, 3), "dcp-save": (dcp_save, 1), "dcp-load": (dcp_load, 1)}
+    if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
+        sys.exit(__doc__)
+    cmds[argv[1]][0](*argv[2:])
+
+
+if __name__ == "__main__":
+    main(sys.argv)
