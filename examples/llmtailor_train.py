@@ -274,7 +274,7 @@ def load_checkpoint(ckpt_dir, t):
     t.model.load_state_dict(torch.load(os.path.join(ckpt_dir, "pytorch_model.bin")), strict=True)
     t.opt.load_state_dict(torch.load(os.path.join(ckpt_dir, "optimizer.pt")))
     t.sched.load_state_dict(torch.load(os.path.join(ckpt_dir, "scheduler.pt")))
-    rng = torch.load(os.path.join(ckpt_dir, "rng_state.pth"))
+    rng = torch.load(os.path.join(ckpt_dir, "rng_state.pth"), weights_only=False)   # numpy state: own, trusted file
     random.setstate(rng["python"])
     np.random.set_state(rng["numpy"])
     torch.set_rng_state(rng["cpu"])

@@ -36,7 +36,7 @@ random() {
 starts=0
 start() {
 	starts=$((starts + 1))
-	ck_mount "$store" "$mnt" -o pidfile="$tmp/ckptfs.$starts.pid"
+	ck_mount "$store" "$mnt" -o compact=0,pidfile="$tmp/ckptfs.$starts.pid"   # compact=0: raw bytes are diffed below
 	pid=$(cat "$tmp/ckptfs.$starts.pid") || fail "no pidfile"
 }
 

@@ -43,7 +43,9 @@ killed_run() {
 all_saves() { seq $EVERY $EVERY $STEPS | tr '\n' ' '; }
 
 "$CKPTCTL" init "$tmp/store"
-ck_mount "$tmp/store" "$tmp/mnt"
+# compact=0: the checks below read the raw saves under STORE/data, which
+# the daemon's compactor (every 60 s) packs and drops on a slow run.
+ck_mount "$tmp/store" "$tmp/mnt" -o compact=0
 mkdir "$tmp/mnt/run" "$tmp/mnt/full"
 
 # (a) Full save at step 4, then only halves (--full-every 8): killed after

@@ -52,7 +52,8 @@ ck_mount "$tmp/store" "$tmp/mnt" -o ro
 PYTHONPATH="$tmp/py" "$TORCH_PYTHON" - "$tmp/run/checkpoint-1/optim_states.pt" \
 	"$tmp/mnt/run/checkpoint-1/optim_states.pt" <<'PY'
 import sys, torch, zenum
-a, b = torch.load(sys.argv[1]), torch.load(sys.argv[2])
+# DeepSpeed loads its own files with the full unpickler (torch >= 2.6 defaults to weights_only)
+a, b = (torch.load(p, weights_only=False) for p in sys.argv[1:3])
 assert b["zero_stage"] is zenum.ZeroStageEnum.gradients, b
 assert torch.equal(a["w"], b["w"])
 print("Enum-member checkpoint served through the mount: equal")

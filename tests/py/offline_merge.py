@@ -53,7 +53,7 @@ def merge_file(paths):
     if paths[-1].endswith(TORCH_SUFFIXES):
         tree = None
         for p in paths:
-            obj = torch.load(p, map_location="cpu")
+            obj = torch.load(p, map_location="cpu", weights_only=False)   # trusted originals
             tree = obj if tree is None else merge_trees(tree, obj)
         return lambda dst: torch.save(tree, dst)
     if paths[-1].endswith(".safetensors"):
