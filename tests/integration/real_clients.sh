@@ -50,4 +50,18 @@ ck_umount "$tmp/wm"
 ck_mount "$tmp/w" "$tmp/wm" -o ro
 ck_py clients_check.py dcp-load "$tmp/wm/dcp/step-3" || fail "DCP load through a read-only mount"
 ck_umount "$tmp/wm"
+
+# The transformers Trainer saving through the writable mount (committed by
+# its trainer_state.json marker, rotated by save_total_limit), stopped at
+# step 10 and resumed from the mount: the same weights as a run that never
+# stopped.  Says "absent" where there is no transformers.
+ck_mount "$tmp/w" "$tmp/wm" -o compact=0
+mkdir "$tmp/wm/hf"
+ck_py clients_check.py hf-trainer "$tmp/straight" 20 || fail "Trainer into a plain directory"
+ck_py clients_check.py hf-trainer "$tmp/wm/hf" 10 || fail "Trainer through the mount"
+ck_py clients_check.py hf-trainer "$tmp/wm/hf" 20 || fail "Trainer resumed through the mount"
+if [ -d "$tmp/straight" ]; then
+	ck_py clients_check.py hf-same "$tmp/straight" "$tmp/wm/hf" || fail "resumed Trainer differs"
+fi
+ck_umount "$tmp/wm"
 echo "PASS: torch.load, safetensors, transformers and DCP read what the offline merge holds"

@@ -18,6 +18,12 @@ shows exactly what a machine checked.
   clients_check.py dcp-load DIR    DCP load from DIR equals that model
       (where torch's DCP does not import, as 1.13's under Python 3.11, both
       write and read its torch 2.x layout by hand)
+  clients_check.py hf-trainer OUT_DIR STOP
+      the transformers Trainer (tiny Llama, deterministic, 20 steps) up to
+      step STOP, saving every 5 steps, resuming from OUT_DIR's newest
+      checkpoint
+  clients_check.py hf-same DIR_A DIR_B
+      both runs kept the last two checkpoints and end with the same weights
 """
 
 import inspect
@@ -274,8 +280,69 @@ def dcp_load(path):
     print("DCP load from %s equals the saved state" % path)
 
 
+HF_STEPS, HF_SAVE = 20, 5
+
+
+def hf_trainer(out_dir, stop_at):
+    """The transformers Trainer, fully deterministic, a run of HF_STEPS
+    steps that stops after step stop_at, saving every HF_SAVE steps into
+    out_dir (keeping two: its rotation deletes the others) and resuming
+    from the newest checkpoint there when it has one."""
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
+        from transformers.trainer_utils import get_last_checkpoint
+    except ImportError as e:
+        absent("the transformers Trainer", e)
+        return
+    stop_at = int(stop_at)
+    want = {"output_dir": out_dir, "max_steps": HF_STEPS, "save_steps": HF_SAVE,
+            "save_total_limit": 2, "per_device_train_batch_size": 4, "logging_steps": HF_SAVE,
+            "report_to": "none", "seed": 0, "data_seed": 0, "full_determinism": True,
+            "use_cpu": not cuda(), "save_safetensors": True, "dataloader_num_workers": 0}
+    known = inspect.signature(TrainingArguments.__init__).parameters
+    args = TrainingArguments(**{k: v for k, v in want.items() if k in known})
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(vocab_size=64, hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=2, num_attention_heads=4,
+                                         max_position_embeddings=32))
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self):
+            return 64
+
+        def __getitem__(self, i):
+            ids = torch.randint(64, (16,), generator=torch.Generator().manual_seed(i))
+            return {"input_ids": ids, "labels": ids}
+    class Stop(TrainerCallback):   # as a preempted job stops: after a save
+        def on_step_end(self, args, state, control, **kw):
+            if state.global_step >= stop_at:
+                control.should_training_stop = True
+    last = get_last_checkpoint(out_dir) if os.path.isdir(out_dir) else None
+    Trainer(model=model, args=args, train_dataset=Data(), callbacks=[Stop()]).train(resume_from_checkpoint=last)
+    print("transformers Trainer: to step %d in %s%s" % (stop_at, out_dir, ", resumed from " + last if last else ""))
+
+
+def hf_same(a_dir, b_dir):
+    """The two runs' newest checkpoints hold the same weights, and each keeps two."""
+    try:
+        from safetensors.torch import load_file
+    except ImportError as e:
+        absent("the transformers Trainer", e)
+        return
+    for d in (a_dir, b_dir):
+        kept = sorted(n for n in os.listdir(d) if n.startswith("checkpoint-"))
+        assert kept == ["checkpoint-%d" % (HF_STEPS - HF_SAVE), "checkpoint-%d" % HF_STEPS], (d, kept)
+    name = "checkpoint-%d/model.safetensors" % HF_STEPS
+    a, b = load_file(os.path.join(a_dir, name)), load_file(os.path.join(b_dir, name))
+    deepcompare.assert_same(a, b, "Trainer weights, stopped and resumed through the mount")
+    print("transformers Trainer: stopped at %d and resumed through the mount = never stopped"
+          " (%d tensors bit-identical; rotation kept two checkpoints)" % (HF_STEPS // 2, len(a)))
+
+
 def main(argv):
-    cmds = {"save": (save, 1), "check": (check, 3), "dcp-save": (dcp_save, 1), "dcp-load": (dcp_load, 1)}
+    cmds = {"save": (save, 1), "check": (check, 3), "dcp-save": (dcp_save, 1), "dcp-load": (dcp_load, 1),
+            "hf-trainer": (hf_trainer, 2), "hf-same": (hf_same, 2)}
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
         sys.exit(__doc__)
     cmds[argv[1]][0](*argv[2:])
