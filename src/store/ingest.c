@@ -66,6 +66,15 @@ static void drop_contents(struct ck_ingest *in)
 	in->info.ntensors = 0;
 }
 
+void ck_ingest_as_bytes(struct ck_ingest *in)
+{
+	drop_contents(in);
+	free(in->info.error);
+	in->info.error = NULL;
+	in->hostile = 0;
+	in->info.kind = CK_FILE_OTHER;
+}
+
 int ck_ingest_bad(struct ck_ingest *in, const char *fmt, ...)
 {
 	va_list ap;
@@ -189,7 +198,7 @@ int ck_ingest_read(struct ck_ingest_io *io, uint64_t off, uint64_t len, uint64_t
 	}
 	while (done < len) {
 		size_t want = len - done < io->bufsize ? (size_t)(len - done) : io->bufsize;
-		ssize_t got = pread(io->fd, io->buf, want, (off_t)(off + done));
+		ssize_t got = pread(io->fd, io->buf, want, (off_t)(io->base + off + done));
 
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -220,6 +229,22 @@ int ck_ingest_read(struct ck_ingest_io *io, uint64_t off, uint64_t len, uint64_t
 	return rc;
 }
 
+int ck_ingest_pread(const struct ck_ingest_io *io, void *buf, size_t len, uint64_t off)
+{
+	size_t done = 0;
+
+	while (done < len) {
+		ssize_t got = pread(io->fd, (char *)buf + done, len - done, (off_t)(io->base + off + done));
+
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return got < 0 ? -errno : -EIO;
+		done += (size_t)got;
+	}
+	return 0;
+}
+
 int ck_ingest_slurp(struct ck_ingest_io *io, uint64_t off, uint64_t len, uint8_t **out)
 {
 	uint8_t *p;
@@ -231,7 +256,7 @@ int ck_ingest_slurp(struct ck_ingest_io *io, uint64_t off, uint64_t len, uint8_t
 	if (!p)
 		return -ENOMEM;
 	while (done < len) {
-		ssize_t got = pread(io->fd, p + done, (size_t)(len - done), (off_t)(off + done));
+		ssize_t got = pread(io->fd, p + done, (size_t)(len - done), (off_t)(io->base + off + done));
 
 		if (got < 0 && errno == EINTR)
 			continue;
@@ -274,14 +299,12 @@ static int classify_and_parse(struct ck_ingest_io *io, struct ck_ingest *in)
 	rc = read_head(io, head, &n);
 	if (rc < 0)
 		return ck_ingest_bad(in, "read error: %s", strerror(-rc));
-	/* A DCP data file is many torch.save (or safetensors) blobs end to
-	 * end, each found only through the .metadata beside it (FORMATS.md
-	 * §4): it starts like a zip but is not one, and torch reads it by
-	 * offset, so it is served as it is.  Its completeness is dcp_check's. */
-	if (ends_with(io->name, CK_DCP_DATA_SUFFIX)) {
-		in->info.kind = CK_FILE_OTHER;
-		return 0;
-	}
+	/* A DCP data file is many torch.save blobs end to end, each found
+	 * only through the .metadata beside it (FORMATS.md §3): it starts
+	 * like a zip but is not one, and torch reads it by offset, so it is
+	 * served as it is (ingest_dcp.c).  Its completeness is dcp_check's. */
+	if (ends_with(io->name, CK_DCP_DATA_SUFFIX))
+		return ck_ingest_distcp(io, in);
 	if (tz_is_zip(head, n)) {
 		in->info.kind = CK_FILE_TORCH;
 		return ck_ingest_torch(io, in);

@@ -19,6 +19,7 @@
 
 struct ck_ingest {
 	struct ck_file_info info;     /* id and ckpt_id are set at commit */
+	int hostile;                  /* refused for a pickle naming a dangerous global */
 	struct ck_storage_info *st;
 	size_t nst, capst;
 	struct ck_tensor_info *t;
@@ -33,10 +34,14 @@ struct ck_ingest_prev {
 	size_t nst;
 };
 
-/* State shared by the per-format ingesters for one file. */
+/* State shared by the per-format ingesters for one file.  An ingester
+ * sees the window [base, base + size) of the file as a file of its own:
+ * reads are relative to base; the offsets it records are absolute. */
 struct ck_ingest_io {
 	int fd;
+	uint64_t base;                /* 0, or where a DCP blob starts */
 	uint64_t size;
+	const char *prefix;           /* NULL, or put before storage keys and tensor names ("3/") */
 	const char *name;             /* basename, for classification */
 	const struct ck_layer_rules *rules;
 	const struct ck_ingest_prev *prev;   /* NULL unless the file is unchanged */
@@ -59,6 +64,9 @@ const struct ck_ingest_prev *ck_preparsed_prev(const struct ck_preparsed *p);
 
 /* Per format; same return convention as ck_ingest_file. */
 int ck_ingest_torch(struct ck_ingest_io *io, struct ck_ingest *in);
+/* A DCP data file (*.distcp): kind other, served as it is, with the tensors
+ * of the torch.save blobs it is made of indexed when they all parse. */
+int ck_ingest_distcp(struct ck_ingest_io *io, struct ck_ingest *in);
 int ck_ingest_safetensors(struct ck_ingest_io *io, struct ck_ingest *in);
 int ck_ingest_safetensors_index(struct ck_ingest_io *io, struct ck_ingest *in);
 
@@ -66,12 +74,16 @@ int ck_ingest_safetensors_index(struct ck_ingest_io *io, struct ck_ingest *in);
 /* Marks the file BAD with a reason (drops storages and tensors); returns 0,
  * or -ENOMEM if even the message cannot be kept. */
 int ck_ingest_bad(struct ck_ingest *in, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* Forgets what was parsed: the file is kind other, served as its bytes. */
+void ck_ingest_as_bytes(struct ck_ingest *in);
 int ck_ingest_add_storage(struct ck_ingest *in, const char *key, uint64_t offset, uint64_t length);
 int ck_ingest_add_tensor(struct ck_ingest *in, const char *name, const char *layer, enum ck_dtype dtype,
 			 int ndim, const uint64_t *shape, const char *storage_key, uint64_t storage_offset);
 /* Copies the previous import's hash of each storage (same key, offset and
  * length).  1 if every storage got one, 0 if the file must be hashed. */
 int ck_ingest_reuse_hashes(const struct ck_ingest_io *io, struct ck_ingest *in);
+/* Reads len bytes at off (window-relative) into buf.  0 or -errno (-EIO at the end). */
+int ck_ingest_pread(const struct ck_ingest_io *io, void *buf, size_t len, uint64_t off);
 /* Reads [off, off+len) once: CRC-32 of all of it into *crc (if crc is
  * non-NULL) and XXH3-128 of its first hash_len bytes into *lo and *hi (if lo is
  * non-NULL).  0 or -errno (-EIO for a short file). */

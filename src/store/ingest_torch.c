@@ -3,6 +3,7 @@
  * that every storage's record exists and holds its bytes and that every
  * tensor view lies inside its storage, then read each record once to check
  * its CRC-32 against the central directory while hashing the storages. */
+#define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
@@ -26,19 +27,21 @@ struct torch_ctx {
 
 static int zip_pread(void *ctx, void *buf, size_t len, uint64_t off)
 {
-	int fd = *(const int *)ctx;
-	size_t done = 0;
+	return ck_ingest_pread(ctx, buf, len, off);
+}
 
-	while (done < len) {
-		ssize_t got = pread(fd, (char *)buf + done, len - done, (off_t)(off + done));
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return got < 0 ? -errno : -EIO;
-		done += (size_t)got;
+/* name with the window's prefix ("3/" in a DCP file), or name itself;
+ * *tmp (freed by the caller) holds the joined string. */
+static const char *prefixed(const struct ck_ingest_io *io, const char *name, char **tmp)
+{
+	*tmp = NULL;
+	if (!io->prefix)
+		return name;
+	if (asprintf(tmp, "%s%s", io->prefix, name) < 0) {
+		*tmp = NULL;
+		return NULL;
 	}
-	return 0;
+	return *tmp;
 }
 
 static const struct tz_entry *storage_record(const struct tz_archive *ar, const char *key)
@@ -107,7 +110,18 @@ static int on_tensor(void *ctx, const char *path, const struct pk_node *node, co
 	}
 	if (ck_layer_of(tc->io->rules, param ? param : path, layer, sizeof(layer)) < 0)
 		snprintf(layer, sizeof(layer), "other");
-	rc = ck_ingest_add_tensor(tc->in, path, layer, t->dtype, t->ndim, t->shape, t->storage->key, t->offset);
+	if (!tc->io->prefix)
+		return ck_ingest_add_tensor(tc->in, path, layer, t->dtype, t->ndim, t->shape, t->storage->key,
+					    t->offset);
+	{
+		char *name_tmp, *key_tmp;
+		const char *name = prefixed(tc->io, path, &name_tmp), *key = prefixed(tc->io, t->storage->key, &key_tmp);
+
+		rc = name && key ? ck_ingest_add_tensor(tc->in, name, layer, t->dtype, t->ndim, t->shape, key, t->offset)
+				 : -ENOMEM;
+		free(name_tmp);
+		free(key_tmp);
+	}
 	return rc;
 }
 
@@ -141,7 +155,13 @@ static int add_storages(struct torch_ctx *tc, const struct pk_doc *doc, int *ref
 			return ck_ingest_bad(tc->in, "data/%s: storage needs %" PRIu64 " bytes, record holds %" PRIu64,
 					     s->key, nbytes, e->size);
 		*refused = 0;
-		rc = ck_ingest_add_storage(tc->in, s->key, e->data_offset, nbytes);
+		{
+			char *tmp;
+			const char *key = prefixed(tc->io, s->key, &tmp);
+
+			rc = key ? ck_ingest_add_storage(tc->in, key, tc->io->base + e->data_offset, nbytes) : -ENOMEM;
+			free(tmp);
+		}
 		if (rc < 0)
 			return rc;
 	}
@@ -195,9 +215,10 @@ static int verify_and_hash(struct torch_ctx *tc)
 		struct ck_storage_info *s = NULL;
 		uint32_t crc;
 
-		while (j < nst && st[j]->offset < e->data_offset)
+		/* Storages of earlier windows (DCP blobs) lie before this one. */
+		while (j < nst && st[j]->offset < tc->io->base + e->data_offset)
 			j++;
-		if (j < nst && st[j]->offset == e->data_offset)
+		if (j < nst && st[j]->offset == tc->io->base + e->data_offset)
 			s = st[j];
 		rc = ck_ingest_read(tc->io, e->data_offset, e->size, s ? s->length : 0, &crc,
 				    s ? &s->hash_lo : NULL, s ? &s->hash_hi : NULL);
@@ -226,6 +247,7 @@ static int check_globals(struct ck_ingest *in, const struct pk_doc *doc, int *re
 
 	if (pk_doc_dangerous_global(doc, &g)) {
 		*refused = 1;
+		in->hostile = 1;
 		return ck_ingest_bad(in, "data.pkl: refers to dangerous global %s.%s (never executed)",
 				     g->v.global.module, g->v.global.name);
 	}
@@ -266,7 +288,7 @@ int ck_ingest_torch(struct ck_ingest_io *io, struct ck_ingest *in)
 	int refused = 0, rc;
 	size_t i;
 
-	rc = tz_read(zip_pread, &io->fd, io->size, &ar, &err);
+	rc = tz_read(zip_pread, io, io->size, &ar, &err);
 	if (rc < 0)
 		return rc == -ENOMEM ? rc : ck_ingest_bad(in, "not a readable zip: %s", err.msg);
 	tc.ar = &ar;

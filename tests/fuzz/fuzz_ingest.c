@@ -1,6 +1,7 @@
 /* Fuzz target: bytes as a file being imported into a store.  Each input is
- * ingested under three names (model.pt, model.safetensors and
- * model.safetensors.index.json) through the same classification, zip,
+ * ingested under four names (model.pt, model.safetensors,
+ * model.safetensors.index.json and model.distcp, a DCP data file of
+ * torch.save blobs end to end) through the same classification, zip,
  * pickle, tensor walk, layer and hashing code as `ckptctl import`, and must
  * end indexed with self-consistent records or refused with a reason. */
 #include "config.h"
@@ -17,7 +18,7 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-static const char *const suffixes[] = { ".pt", ".safetensors", ".safetensors.index.json" };
+static const char *const suffixes[] = { ".pt", ".safetensors", ".safetensors.index.json", ".distcp" };
 #define NFILES (sizeof(suffixes) / sizeof(suffixes[0]))
 
 static char dir[64];

@@ -35,20 +35,31 @@ for opts in ro ro,always_synthesize packed; do
 	ck_umount "$tmp/mnt"
 done
 
-# DCP: saved through a writable mount, committed by rename, loaded back
-# through that mount and through a fresh read-only one.  torch 2.x's writer
-# appends every item's torch.save zip to one __0_0.distcp: a file that
-# starts like a zip but is not one, which must not send the save to the
-# quarantine.
+# DCP: saved through a writable mount at steps 3 and 6, each committed by
+# rename and loaded back through that mount; then compacted (step 3 becomes
+# a delta against step 6, its raw files removed) and loaded again through
+# a read-only mount.  torch 2.x's writer appends every item's torch.save
+# zip to one __0_0.distcp: a file that starts like a zip but is not one,
+# which must neither send the save to the quarantine nor stay unindexed.
 "$CKPTCTL" init "$tmp/w" >/dev/null
 ck_mount "$tmp/w" "$tmp/wm" -o compact=0
 mkdir "$tmp/wm/dcp"
-ck_py clients_check.py dcp-save "$tmp/wm/dcp/tmp-step-3" || fail "DCP save through the mount"
-mv "$tmp/wm/dcp/tmp-step-3" "$tmp/wm/dcp/step-3" || fail "commit of the DCP save (quarantined? $(cat "$tmp"/w/quarantine/dcp/*/REASON 2>/dev/null))"
-ck_py clients_check.py dcp-load "$tmp/wm/dcp/step-3" || fail "DCP load through the writable mount"
+for s in 3 6; do
+	ck_py clients_check.py dcp-save "$tmp/wm/dcp/tmp-step-$s" $s || fail "DCP save through the mount"
+	mv "$tmp/wm/dcp/tmp-step-$s" "$tmp/wm/dcp/step-$s" ||
+		fail "commit of the DCP save (quarantined? $(cat "$tmp"/w/quarantine/dcp/*/REASON 2>/dev/null))"
+	ck_py clients_check.py dcp-load "$tmp/wm/dcp/step-$s" $s || fail "DCP load through the writable mount"
+done
 ck_umount "$tmp/wm"
+"$CKPTCTL" ls "$tmp/w" dcp/step-3 >"$tmp/dcp.ls"
+cat "$tmp/dcp.ls"
+grep -Eq "^other +[0-9]+ +[1-9][0-9]* +__0_0.distcp$" "$tmp/dcp.ls" || fail "the DCP data file's tensors are not indexed"
+"$CKPTCTL" compact "$tmp/w" --keep-raw 1 || fail "ckptctl compact of the DCP series"
+[ ! -e "$tmp/w/data/dcp/step-3/__0_0.distcp" ] || fail "step-3's raw data file was not packed and removed"
 ck_mount "$tmp/w" "$tmp/wm" -o ro
-ck_py clients_check.py dcp-load "$tmp/wm/dcp/step-3" || fail "DCP load through a read-only mount"
+for s in 3 6; do
+	ck_py clients_check.py dcp-load "$tmp/wm/dcp/step-$s" $s || fail "DCP load of step-$s through a read-only mount"
+done
 ck_umount "$tmp/wm"
 
 # The transformers Trainer saving through the writable mount (committed by

@@ -12,7 +12,8 @@ KIND is one of:
                a stale CRC; an invalid opcode with a correct CRC), wrong magic,
                empty, huge lengths in the pickle and in the zip directory
   pickle       hostile pickles (os.system, posix.system, eval,
-               subprocess.getoutput, each would touch a marker file) and deep
+               subprocess.getoutput, each would touch a marker file; one
+               also as the second item of a DCP data file) and deep
                nesting (lists, dicts, MARKs a million deep)
   safetensors  short, truncated, garbled header, huge header length, holes,
                trailing bytes, unknown dtype, size/shape mismatch
@@ -154,6 +155,15 @@ def make_pickle(d, good, markers):
         pkl = pkl.replace(b"cposix\nsystem\n", spelled)
         assert spelled in pkl, name
         write_torch_zip(os.path.join(d, name), [(n, pkl if n == "data.pkl" else v) for n, v in recs])
+
+    # A DCP data file (torch.save blobs end to end, FORMATS.md section 3)
+    # whose second item is the os.system attack: refused like a .pt.
+    blob = io.BytesIO()
+    torch.save(state["weight"], blob)
+    with open(os.path.join(d, "hostile_os_system.pt"), "rb") as f:
+        attack = f.read()
+    with open(os.path.join(d, "hostile_dcp.distcp"), "wb") as f:
+        f.write(blob.getvalue() + attack)
 
     depth = 1_000_000
     # Lists nested a million deep: ] ] ] ... a a a.

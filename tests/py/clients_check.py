@@ -14,8 +14,8 @@ shows exactly what a machine checked.
       do).
   clients_check.py check MNT_RUN PLAIN_RUN SCRATCH
       each checkpoint through the mount against the offline merge.
-  clients_check.py dcp-save DIR    a DCP save of a trained model into DIR
-  clients_check.py dcp-load DIR    DCP load from DIR equals that model
+  clients_check.py dcp-save DIR STEPS   a DCP save of a model trained STEPS steps
+  clients_check.py dcp-load DIR STEPS   DCP load from DIR equals that model
       (where torch's DCP does not import, as 1.13's under Python 3.11, both
       write and read its torch 2.x layout by hand)
   clients_check.py hf-trainer OUT_DIR STOP
@@ -193,9 +193,9 @@ def check(mnt_run, plain_run, scratch):
         absent("CUDA", "torch.cuda.is_available() is False: map_location=cuda not checked")
 
 
-def dcp_state():
+def dcp_state(steps):
     t = tinyllama.Trainer(seed=7)
-    t.train(3)
+    t.train(int(steps))
     return {"model": t.model.state_dict(), "step": torch.tensor(t.step)}
 
 
@@ -252,23 +252,23 @@ def dcp_load_by_hand(path):
     return {"model": {k[6:]: v for k, v in flat.items() if k.startswith("model.")}, "step": flat["step"]}
 
 
-def dcp_save(path):
+def dcp_save(path, steps):
     dcp = dcp_module()
     if dcp is None:
-        dcp_save_by_hand(path, dcp_state())
+        dcp_save_by_hand(path, dcp_state(steps))
         how = "by hand, torch 2.x layout"
     elif hasattr(dcp, "save"):
-        dcp.save(dcp_state(), checkpoint_id=path)
+        dcp.save(dcp_state(steps), checkpoint_id=path)
         how = "dcp.save"
     else:   # torch 1.13's prototype API
-        dcp.save_state_dict(dcp_state(), dcp.FileSystemWriter(path), no_dist=True)
+        dcp.save_state_dict(dcp_state(steps), dcp.FileSystemWriter(path), no_dist=True)
         how = "save_state_dict"
     print("DCP save (%s) into %s" % (how, path))
 
 
-def dcp_load(path):
+def dcp_load(path, steps):
     dcp = dcp_module()
-    want = dcp_state()
+    want = dcp_state(steps)
     got = {"model": {k: torch.zeros_like(v) for k, v in want["model"].items()}, "step": torch.tensor(0)}
     if dcp is None:
         got = dcp_load_by_hand(path)
@@ -341,7 +341,7 @@ def hf_same(a_dir, b_dir):
 
 
 def main(argv):
-    cmds = {"save": (save, 1), "check": (check, 3), "dcp-save": (dcp_save, 1), "dcp-load": (dcp_load, 1),
+    cmds = {"save": (save, 1), "check": (check, 3), "dcp-save": (dcp_save, 2), "dcp-load": (dcp_load, 2),
             "hf-trainer": (hf_trainer, 2), "hf-same": (hf_same, 2)}
     if len(argv) < 2 or argv[1] not in cmds or len(argv) - 2 != cmds[argv[1]][1]:
         sys.exit(__doc__)

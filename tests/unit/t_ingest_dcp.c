@@ -1,0 +1,160 @@
+/* A torch DCP data file (*.distcp) at import: torch.save blobs end to end
+ * (real torch 2.x files from $CKPT_SHARED/fixtures) are served as they are
+ * (kind other) with every blob's tensors indexed at their absolute offsets,
+ * keyed "N/<key>" by item, hashed as in the standalone files; a file that
+ * is not made of blobs all the way (trailing bytes, a blob cut short) is
+ * bytes only, neither indexed nor refused. */
+#include "config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "ckptfs/layers.h"
+#include "../../src/store/ingest.h"
+#include "testutil.h"
+
+#define NBLOBS 3
+static const char *const blobs[NBLOBS] = {
+	"torch2x/candle_test.pt", "torch2x/burn_reader_parameter.pt", "torch2x/burn_reader_checkpoint.pt",
+};
+
+static struct ck_layer_rules *rules;
+
+static void ingest(const char *path, struct ck_ingest *in)
+{
+	int rc = ck_ingest_file(path, "x", rules, NULL, in);
+
+	SETUP(rc == 0);
+}
+
+static const struct ck_storage_info *storage(const struct ck_ingest *in, const char *key)
+{
+	for (size_t i = 0; i < in->nst; i++)
+		if (!strcmp(in->st[i].key, key))
+			return &in->st[i];
+	return NULL;
+}
+
+/* Every storage and tensor of blob k (ingested alone as `one`) is in the
+ * DCP file's index, keyed "k/...", shifted by base, with the same hash. */
+static void same_as_alone(const struct ck_ingest *in, const struct ck_ingest *one, size_t k, uint64_t base)
+{
+	char key[512];
+
+	for (size_t i = 0; i < one->nst; i++) {
+		const struct ck_storage_info *s;
+
+		snprintf(key, sizeof(key), "%zu/%s", k, one->st[i].key);
+		s = storage(in, key);
+		CHECK(s != NULL, "blob %zu: storage %s not indexed", k, key);
+		if (!s)
+			continue;
+		CHECK(s->offset == base + one->st[i].offset && s->length == one->st[i].length,
+		      "%s at %llu+%llu, alone at %llu+%llu", key, (unsigned long long)s->offset,
+		      (unsigned long long)s->length, (unsigned long long)one->st[i].offset,
+		      (unsigned long long)one->st[i].length);
+		CHECK(s->hash_lo == one->st[i].hash_lo && s->hash_hi == one->st[i].hash_hi, "%s: hash differs", key);
+	}
+	for (size_t i = 0; i < one->nt; i++) {
+		int found = 0;
+
+		snprintf(key, sizeof(key), "%zu/%s", k, one->t[i].name);
+		for (size_t j = 0; j < in->nt && !found; j++)
+			found = !strcmp(in->t[j].name, key) && in->t[j].dtype == one->t[i].dtype &&
+				!strncmp(in->t[j].storage_key, key, strlen(key) - strlen(one->t[i].name));
+		CHECK(found, "blob %zu: tensor %s not indexed", k, key);
+	}
+}
+
+int main(void)
+{
+	const char *shared = getenv("CKPT_SHARED");
+	struct ck_ingest alone[NBLOBS], in;
+	char tmp[256], p[512], dcp[512];
+	uint8_t *all = NULL;
+	size_t total = 0, nt = 0, nst = 0;
+	uint64_t base[NBLOBS];
+	struct ck_error err;
+	struct stat sb;
+
+	if (!shared || stat(pathf(p, sizeof(p), "%s/fixtures/%s", shared, blobs[0]), &sb) < 0) {
+		printf("SKIP: no fixtures under $CKPT_SHARED\n");
+		return 77;
+	}
+	SETUP(ck_layer_rules_default(&rules, &err) == 0);
+	snprintf(tmp, sizeof(tmp), "%s/t_ingest_dcp.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
+	SETUP(mkdtemp(tmp));
+
+	for (size_t k = 0; k < NBLOBS; k++) {
+		size_t n;
+		uint8_t *b = read_file(pathf(p, sizeof(p), "%s/fixtures/%s", shared, blobs[k]), &n);
+
+		SETUP(b && (all = realloc(all, total + n)));
+		memcpy(all + total, b, n);
+		base[k] = total;
+		total += n;
+		free(b);
+		ingest(p, &alone[k]);
+		SETUP(alone[k].info.kind == CK_FILE_TORCH && alone[k].nt > 0);
+		nt += alone[k].nt;
+		nst += alone[k].nst;
+	}
+
+	/* The blobs end to end. */
+	pathf(dcp, sizeof(dcp), "%s/__0_0.distcp", tmp);
+	write_bytes(dcp, all, total);
+	ingest(dcp, &in);
+	CHECK(in.info.kind == CK_FILE_OTHER, "kind %d, error %s", in.info.kind, in.info.error ? in.info.error : "-");
+	CHECK(in.nt == nt && in.info.ntensors == nt && in.nst == nst, "%zu tensors / %zu storages, want %zu / %zu",
+	      in.nt, in.nst, nt, nst);
+	for (size_t k = 0; k < NBLOBS; k++)
+		same_as_alone(&in, &alone[k], k, base[k]);
+	ck_ingest_clear(&in);
+
+	/* The same bytes under another name are one zip's worth of garbage:
+	 * the ordinary torch.save path refuses them. */
+	write_bytes(pathf(p, sizeof(p), "%s/model.pt", tmp), all, total);
+	ingest(p, &in);
+	CHECK(in.info.kind == CK_FILE_BAD, "the blobs as a .pt: kind %d", in.info.kind);
+	ck_ingest_clear(&in);
+	unlink(p);
+
+	/* Trailing bytes: the walk from the end finds no zip, bytes only. */
+	all = realloc(all, total + 5);
+	SETUP(all);
+	memcpy(all + total, "tail!", 5);
+	write_bytes(dcp, all, total + 5);
+	ingest(dcp, &in);
+	CHECK(in.info.kind == CK_FILE_OTHER && in.nt == 0 && in.nst == 0 && !in.info.error,
+	      "trailing bytes: kind %d, %zu tensors", in.info.kind, in.nt);
+	ck_ingest_clear(&in);
+
+	/* The middle blob cut short (its end records kept): the walk finds the
+	 * last blob, then no zip before it ends where the cut one started. */
+	{
+		size_t cut = 100, n = total - cut;
+		uint8_t *b = malloc(n);
+
+		SETUP(b);
+		memcpy(b, all, base[1] + 40);
+		memcpy(b + base[1] + 40, all + base[1] + 40 + cut, total - base[1] - 40 - cut);
+		write_bytes(dcp, b, n);
+		free(b);
+		ingest(dcp, &in);
+		CHECK(in.info.kind == CK_FILE_OTHER && in.nt == 0 && in.nst == 0,
+		      "a blob cut short: kind %d, %zu tensors, error %s", in.info.kind, in.nt,
+		      in.info.error ? in.info.error : "-");
+		ck_ingest_clear(&in);
+	}
+
+	for (size_t k = 0; k < NBLOBS; k++)
+		ck_ingest_clear(&alone[k]);
+	free(all);
+	unlink(dcp);
+	rmdir(tmp);
+	ck_layer_rules_free(rules);
+	return test_result();
+}
