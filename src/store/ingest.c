@@ -248,46 +248,30 @@ int ck_ingest_pread(const struct ck_ingest_io *io, void *buf, size_t len, uint64
 int ck_ingest_slurp(struct ck_ingest_io *io, uint64_t off, uint64_t len, uint8_t **out)
 {
 	uint8_t *p;
-	uint64_t done = 0;
+	int rc;
 
 	if (len > SIZE_MAX - 1)
 		return -EFBIG;
 	p = malloc(len ? (size_t)len : 1);
 	if (!p)
 		return -ENOMEM;
-	while (done < len) {
-		ssize_t got = pread(io->fd, p + done, (size_t)(len - done), (off_t)(io->base + off + done));
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0) {
-			int e = got < 0 ? errno : EIO;
-
-			free(p);
-			return -e;
-		}
-		done += (uint64_t)got;
+	rc = ck_ingest_pread(io, p, (size_t)len, off);
+	if (rc < 0) {
+		free(p);
+		return rc;
 	}
 	*out = p;
 	return 0;
 }
 
+/* The first bytes of the whole file (io->base is 0 here). */
 static int read_head(struct ck_ingest_io *io, uint8_t *head, size_t *n)
 {
 	size_t want = io->size < HEAD_LEN ? (size_t)io->size : HEAD_LEN;
-	size_t done = 0;
+	int rc = ck_ingest_pread(io, head, want, 0);
 
-	while (done < want) {
-		ssize_t got = pread(io->fd, head + done, want - done, (off_t)done);
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return got < 0 ? -errno : -EIO;
-		done += (size_t)got;
-	}
-	*n = done;
-	return 0;
+	*n = rc < 0 ? 0 : want;
+	return rc;
 }
 
 static int classify_and_parse(struct ck_ingest_io *io, struct ck_ingest *in)
