@@ -164,7 +164,7 @@ int ck_ingest_reuse_hashes(const struct ck_ingest_io *io, struct ck_ingest *in)
 
 	if (!p)
 		return 0;
-	for (i = 0; i < in->nst; i++) {
+	for (i = io->st_from; i < in->nst; i++) {
 		struct ck_storage_info *s = &in->st[i];
 
 		/* An unchanged file lists its storages in the same order as before. */

@@ -42,6 +42,7 @@ struct ck_ingest_io {
 	uint64_t base;                /* 0, or where a DCP blob starts */
 	uint64_t size;
 	const char *prefix;           /* NULL, or put before storage keys and tensor names ("3/") */
+	size_t st_from;               /* storages recorded before this window (in->st[0..st_from)) */
 	const char *name;             /* basename, for classification */
 	const struct ck_layer_rules *rules;
 	const struct ck_ingest_prev *prev;   /* NULL unless the file is unchanged */
@@ -79,8 +80,8 @@ void ck_ingest_as_bytes(struct ck_ingest *in);
 int ck_ingest_add_storage(struct ck_ingest *in, const char *key, uint64_t offset, uint64_t length);
 int ck_ingest_add_tensor(struct ck_ingest *in, const char *name, const char *layer, enum ck_dtype dtype,
 			 int ndim, const uint64_t *shape, const char *storage_key, uint64_t storage_offset);
-/* Copies the previous import's hash of each storage (same key, offset and
- * length).  1 if every storage got one, 0 if the file must be hashed. */
+/* Copies the previous import's hash of each storage of the window (same
+ * key, offset and length).  1 if every one got one, 0 if it must be hashed. */
 int ck_ingest_reuse_hashes(const struct ck_ingest_io *io, struct ck_ingest *in);
 /* Reads len bytes at off (window-relative) into buf.  0 or -errno (-EIO at the end). */
 int ck_ingest_pread(const struct ck_ingest_io *io, void *buf, size_t len, uint64_t off);

@@ -130,11 +130,13 @@ int ck_ingest_distcp(struct ck_ingest_io *io, struct ck_ingest *in)
 		io->base = b[i].start;
 		io->size = b[i].end - b[i].start;
 		io->prefix = prefix;
+		io->st_from = in->nst;
 		in->info.kind = CK_FILE_TORCH;
 		rc = ck_ingest_torch(io, in);
 		io->base = 0;
 		io->size = size;
 		io->prefix = NULL;
+		io->st_from = 0;
 		if (rc < 0 || in->info.kind != CK_FILE_TORCH)
 			break;
 	}

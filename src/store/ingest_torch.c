@@ -101,7 +101,8 @@ static int on_tensor(void *ctx, const char *path, const struct pk_node *node, co
 {
 	struct torch_ctx *tc = ctx;
 	const char *param = ck_optim_names_lookup(tc->optim, path);
-	char layer[256];
+	char layer[256], *name_tmp, *key_tmp;
+	const char *name, *key;
 	int rc;
 
 	if (view_in_storage(t) < 0) {
@@ -110,18 +111,12 @@ static int on_tensor(void *ctx, const char *path, const struct pk_node *node, co
 	}
 	if (ck_layer_of(tc->io->rules, param ? param : path, layer, sizeof(layer)) < 0)
 		snprintf(layer, sizeof(layer), "other");
-	if (!tc->io->prefix)
-		return ck_ingest_add_tensor(tc->in, path, layer, t->dtype, t->ndim, t->shape, t->storage->key,
-					    t->offset);
-	{
-		char *name_tmp, *key_tmp;
-		const char *name = prefixed(tc->io, path, &name_tmp), *key = prefixed(tc->io, t->storage->key, &key_tmp);
-
-		rc = name && key ? ck_ingest_add_tensor(tc->in, name, layer, t->dtype, t->ndim, t->shape, key, t->offset)
-				 : -ENOMEM;
-		free(name_tmp);
-		free(key_tmp);
-	}
+	name = prefixed(tc->io, path, &name_tmp);
+	key = prefixed(tc->io, t->storage->key, &key_tmp);
+	rc = name && key ? ck_ingest_add_tensor(tc->in, name, layer, t->dtype, t->ndim, t->shape, key, t->offset)
+			 : -ENOMEM;
+	free(name_tmp);
+	free(key_tmp);
 	return rc;
 }
 
@@ -192,7 +187,9 @@ static int verify_and_hash(struct torch_ctx *tc)
 	const struct tz_archive *ar = tc->ar;
 	const struct tz_entry **order;
 	struct ck_storage_info **st;
-	size_t i, j = 0, nst = tc->in->nst;
+	/* Only this window's storages: earlier DCP blobs are hashed already. */
+	struct ck_storage_info *mine = tc->in->st + tc->io->st_from;
+	size_t i, j = 0, nst = tc->in->nst - tc->io->st_from;
 	int rc = 0;
 
 	order = malloc((ar->n ? ar->n : 1) * sizeof(*order));
@@ -205,7 +202,7 @@ static int verify_and_hash(struct torch_ctx *tc)
 	for (i = 0; i < ar->n; i++)
 		order[i] = &ar->entries[i];
 	for (i = 0; i < nst; i++)
-		st[i] = &tc->in->st[i];
+		st[i] = &mine[i];
 	if (ar->n > 1)
 		qsort(order, ar->n, sizeof(*order), cmp_entry_offset);
 	if (nst > 1)
@@ -215,7 +212,6 @@ static int verify_and_hash(struct torch_ctx *tc)
 		struct ck_storage_info *s = NULL;
 		uint32_t crc;
 
-		/* Storages of earlier windows (DCP blobs) lie before this one. */
 		while (j < nst && st[j]->offset < tc->io->base + e->data_offset)
 			j++;
 		if (j < nst && st[j]->offset == tc->io->base + e->data_offset)
