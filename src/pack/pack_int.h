@@ -4,11 +4,10 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "ckptfs/fileio.h"
 #include "ckptfs/pack.h"
 
 /* The file header of a new pack: magic, version, CRC-32 of both. */
 void ck_pack_file_header(uint8_t out[CK_PACK_HEADER]);
-/* pread of exactly len bytes: 0, -EIO when the file ends first, or -errno. */
-int ck_pread_full(int fd, void *buf, size_t len, uint64_t off);
 
 #endif

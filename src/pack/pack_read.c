@@ -23,27 +23,6 @@ void ck_pack_file_header(uint8_t out[CK_PACK_HEADER])
 		out[12 + i] = (uint8_t)(crc >> (8 * i));
 }
 
-int ck_pread_full(int fd, void *buf, size_t len, uint64_t off)
-{
-	uint8_t *p = buf;
-
-	while (len) {
-		ssize_t got = pread(fd, p, len, (off_t)off);
-
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (got == 0)
-			return -EIO;
-		p += got;
-		off += (uint64_t)got;
-		len -= (size_t)got;
-	}
-	return 0;
-}
-
 int ck_pack_check_header(int fd, uint32_t *version, struct ck_error *err)
 {
 	uint8_t h[CK_PACK_HEADER];

@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/torchzip.h"
 #include "index.h"
 #include "ingest.h"
@@ -231,18 +232,7 @@ int ck_ingest_read(struct ck_ingest_io *io, uint64_t off, uint64_t len, uint64_t
 
 int ck_ingest_pread(const struct ck_ingest_io *io, void *buf, size_t len, uint64_t off)
 {
-	size_t done = 0;
-
-	while (done < len) {
-		ssize_t got = pread(io->fd, (char *)buf + done, len - done, (off_t)(io->base + off + done));
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return got < 0 ? -errno : -EIO;
-		done += (size_t)got;
-	}
-	return 0;
+	return ck_pread_full(io->fd, buf, len, io->base + off);
 }
 
 int ck_ingest_slurp(struct ck_ingest_io *io, uint64_t off, uint64_t len, uint8_t **out)

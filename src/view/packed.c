@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "ckptfs/packstore.h"
 #include "load_order.h"
@@ -231,25 +232,13 @@ void packed_free(struct ck_vpacked *p)
 
 int ck_extent_read(const struct ck_extent *e, void *buf)
 {
-	uint8_t *out = buf;
-	uint64_t done = 0;
-
 	if (e->mem) {
 		memcpy(buf, e->mem, e->len);
 		return 0;
 	}
 	if (e->packed)
 		return packed_read(e->packed, buf, e->len, e->fd_off, 1);
-	while (done < e->len) {
-		ssize_t got = pread(e->fd, out + done, e->len - done, (off_t)(e->fd_off + done));
-
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return got < 0 ? -errno : -EIO;
-		done += (uint64_t)got;
-	}
-	return 0;
+	return ck_pread_full(e->fd, buf, (size_t)e->len, e->fd_off);
 }
 
 uint64_t ck_view_generation(struct ck_view *v)

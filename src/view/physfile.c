@@ -9,6 +9,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "view_internal.h"
 
@@ -111,25 +112,10 @@ struct phys_range *phys_find_range(struct phys_file *pf, const char *key)
 int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off)
 {
 	struct ck_vpacked *packed = atomic_load(&pf->packed);
-	uint8_t *p = buf;
 
 	if (packed)
 		return packed_read(packed, buf, len, off, 0);
-	while (len) {
-		ssize_t got = pread(pf->fd, p, len, (off_t)off);
-
-		if (got < 0) {
-			if (errno == EINTR)
-				continue;
-			return -errno;
-		}
-		if (got == 0)
-			return -EIO;
-		p += got;
-		len -= (size_t)got;
-		off += (uint64_t)got;
-	}
-	return 0;
+	return ck_pread_full(pf->fd, buf, len, off);
 }
 
 static int tz_pread_phys(void *ctx, void *buf, size_t len, uint64_t off)

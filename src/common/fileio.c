@@ -1,0 +1,28 @@
+/* See include/ckptfs/fileio.h. */
+#include "config.h"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include "ckptfs/fileio.h"
+
+int ck_pread_full(int fd, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+
+	while (len) {
+		ssize_t got = pread(fd, p, len, (off_t)off);
+
+		if (got < 0) {
+			if (errno == EINTR)
+				continue;
+			return -errno;
+		}
+		if (got == 0)
+			return -EIO;
+		p += got;
+		off += (uint64_t)got;
+		len -= (size_t)got;
+	}
+	return 0;
+}
