@@ -13,12 +13,13 @@ working DCP under Python 3.11, so the layout is written by hand.  Then:
 
 and compare the packs with those of the torch.save series (docs/bench.md).
 """
-import io
 import os
-import pickle
 import sys
 
 import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "py"))
+from clients_check import dcp_write_layout  # noqa: E402  (the tests' writer of the layout)
 
 
 def flatten(prefix, obj, out):
@@ -36,17 +37,7 @@ def convert(src_dir, dst_dir):
 	items = {}
 	flatten("model", torch.load(os.path.join(src_dir, "model.pt")), items)
 	flatten("optim", torch.load(os.path.join(src_dir, "optimizer.pt")), items)
-	os.makedirs(dst_dir)
-	storage, off = {}, 0
-	with open(os.path.join(dst_dir, "__0_0.distcp"), "wb") as f:
-		for fqn, v in items.items():
-			blob = io.BytesIO()
-			torch.save(v.clone() if isinstance(v, torch.Tensor) else v, blob)
-			f.write(blob.getvalue())
-			storage[fqn] = {"relative_path": "__0_0.distcp", "offset": off, "length": blob.tell()}
-			off += blob.tell()
-	with open(os.path.join(dst_dir, ".metadata"), "wb") as f:
-		pickle.dump({"storage_data": storage}, f, protocol=4)
+	dcp_write_layout(dst_dir, items)
 
 
 def main():

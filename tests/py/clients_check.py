@@ -219,18 +219,19 @@ def flat_state(state):
     return dict([("model." + k, v) for k, v in state["model"].items()] + [("step", state["step"])])
 
 
-def dcp_save_by_hand(path, state):
-    """What torch 2.x's FileSystemWriter (single_file_per_rank) writes: every
-    item a whole torch.save zip appended to __0_0.distcp, then the pickled
-    index in .metadata.tmp renamed to .metadata (FORMATS.md section 3)."""
+def dcp_write_layout(path, items):
+    """What torch 2.x's FileSystemWriter (single_file_per_rank) writes for
+    items (FQN -> tensor or object): every item a whole torch.save zip
+    appended to __0_0.distcp, then the pickled index in .metadata.tmp
+    renamed to .metadata (FORMATS.md section 3).  Also bench/dcp_layout.py's."""
     import io
     import pickle
     os.makedirs(path)
     storage, offset = {}, 0
     with open(os.path.join(path, "__0_0.distcp"), "wb") as data:
-        for fqn, t in flat_state(state).items():
+        for fqn, t in items.items():
             blob = io.BytesIO()
-            torch.save(t.clone(), blob)
+            torch.save(t.clone() if isinstance(t, torch.Tensor) else t, blob)
             data.write(blob.getvalue())
             storage[fqn] = {"relative_path": "__0_0.distcp", "offset": offset, "length": blob.tell()}
             offset += blob.tell()
@@ -255,7 +256,7 @@ def dcp_load_by_hand(path):
 def dcp_save(path, steps):
     dcp = dcp_module()
     if dcp is None:
-        dcp_save_by_hand(path, dcp_state(steps))
+        dcp_write_layout(path, flat_state(dcp_state(steps)))
         how = "by hand, torch 2.x layout"
     elif hasattr(dcp, "save"):
         dcp.save(dcp_state(steps), checkpoint_id=path)
