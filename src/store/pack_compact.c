@@ -355,10 +355,9 @@ static int map_chunk(struct compact *c, MDB_txn *txn, int fd, struct fver *v, si
 		if (i + 1 == v->lay.n || v->lay.c[i + 1].index == 0 || v->lay.c[i + 1].key != lc->key) {
 			XXH128_hash_t d = XXH3_128bits_digest(xs);
 
-			for (size_t s = 0; s < v->ns; s++)
-				if (v->s[s].key == lc->key && (d.low64 != v->s[s].hash_lo || d.high64 != v->s[s].hash_hi))
-					return ck_fail(c->err, EIO, "%s: storage %s does not hash as recorded (damaged)",
-						       v->f->src_path, lc->key);
+			if (d.low64 != lc->storage->hash_lo || d.high64 != lc->storage->hash_hi)
+				return ck_fail(c->err, EIO, "%s: storage %s does not hash as recorded (damaged)",
+					       v->f->src_path, lc->key);
 		}
 	}
 	h = ck_chunk_hash(c->raw, lc->len);

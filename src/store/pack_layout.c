@@ -20,24 +20,43 @@ static int cmp_storage_off(const void *a, const void *b)
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
 }
 
-/* The element size of the storage key, and the name of its first tensor. */
-static unsigned elem_of(const char *key, const struct ck_tensor_info *t, size_t nt, const char **name)
+/* Tensors that name a storage, ordered by its key, the first of each key (in the file's
+ * order) leftmost: a storage's tensors are found by bsearch, not by a
+ * walk over all of them (a DCP file holds tens of thousands). */
+static int cmp_tensor_key(const void *a, const void *b)
 {
-	*name = key;
-	for (size_t i = 0; i < nt; i++) {
-		if (t[i].storage_key && strcmp(t[i].storage_key, key) == 0) {
-			size_t sz = ck_dtype_size(t[i].dtype);
+	const struct ck_tensor_info *x = *(const struct ck_tensor_info *const *)a;
+	const struct ck_tensor_info *y = *(const struct ck_tensor_info *const *)b;
+	int c = strcmp(x->storage_key, y->storage_key);
 
-			if (t[i].name)
-				*name = t[i].name;
-			return sz == 2 || sz == 4 || sz == 8 ? (unsigned)sz : 1;
-		}
+	return c ? c : (x > y) - (x < y);
+}
+
+/* The element size of the storage key, and the name of its first tensor. */
+static unsigned elem_of(const char *key, const struct ck_tensor_info *const *by_key, size_t nt, const char **name)
+{
+	size_t lo = 0, hi = nt;
+
+	*name = key;
+	while (lo < hi) {   /* the leftmost tensor whose key is not below key */
+		size_t mid = lo + (hi - lo) / 2;
+		if (strcmp(by_key[mid]->storage_key, key) < 0)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < nt && strcmp(by_key[lo]->storage_key, key) == 0) {
+		size_t sz = ck_dtype_size(by_key[lo]->dtype);
+
+		if (by_key[lo]->name)
+			*name = by_key[lo]->name;
+		return sz == 2 || sz == 4 || sz == 8 ? (unsigned)sz : 1;
 	}
 	return 1;
 }
 
-static int add_chunks(struct ck_layout *l, uint64_t off, uint64_t len, const char *key, const char *ident,
-		      unsigned elem, uint32_t index)
+static int add_chunks(struct ck_layout *l, uint64_t off, uint64_t len, const struct ck_storage_info *storage,
+		      const char *ident, unsigned elem, uint32_t index)
 {
 	while (len) {
 		uint32_t n = len > CK_CHUNK_MAX ? CK_CHUNK_MAX : (uint32_t)len;
@@ -51,7 +70,8 @@ static int add_chunks(struct ck_layout *l, uint64_t off, uint64_t len, const cha
 			l->c = v;
 			l->cap = cap;
 		}
-		l->c[l->n++] = (struct ck_layout_chunk){ .off = off, .len = n, .elem = elem, .key = key,
+		l->c[l->n++] = (struct ck_layout_chunk){ .off = off, .len = n, .elem = elem,
+							 .key = storage ? storage->key : NULL, .storage = storage,
 							 .ident = ident, .index = index++ };
 		off += n;
 		len -= n;
@@ -63,18 +83,26 @@ int ck_layout_build(struct ck_layout *l, uint64_t size, const struct ck_storage_
 		    const struct ck_tensor_info *t, size_t nt)
 {
 	const struct ck_storage_info **by_off = NULL;
+	const struct ck_tensor_info **by_key = NULL;
+	size_t nkeyed = 0;
 	uint64_t pos = 0;
 	int rc = 0;
 
 	memset(l, 0, sizeof(*l));
-	if (ns) {
-		by_off = malloc(ns * sizeof(*by_off));
-		if (!by_off)
-			return -ENOMEM;
-		for (size_t i = 0; i < ns; i++)
-			by_off[i] = &s[i];
-		qsort(by_off, ns, sizeof(*by_off), cmp_storage_off);
+	by_off = malloc((ns ? ns : 1) * sizeof(*by_off));
+	by_key = malloc((nt ? nt : 1) * sizeof(*by_key));
+	if (!by_off || !by_key) {
+		free(by_off);
+		free(by_key);
+		return -ENOMEM;
 	}
+	for (size_t i = 0; i < ns; i++)
+		by_off[i] = &s[i];
+	qsort(by_off, ns, sizeof(*by_off), cmp_storage_off);
+	for (size_t i = 0; i < nt; i++)
+		if (t[i].storage_key)
+			by_key[nkeyed++] = &t[i];
+	qsort(by_key, nkeyed, sizeof(*by_key), cmp_tensor_key);
 	for (size_t i = 0; i < ns && rc == 0; i++) {
 		const struct ck_storage_info *x = by_off[i];
 		const char *ident;
@@ -83,15 +111,16 @@ int ck_layout_build(struct ck_layout *l, uint64_t size, const struct ck_storage_
 		/* Overlapping or out-of-file ranges stay in the byte stream. */
 		if (x->offset < pos || x->length == 0 || x->offset > size || x->length > size - x->offset)
 			continue;
-		elem = elem_of(x->key, t, nt, &ident);
+		elem = elem_of(x->key, by_key, nkeyed, &ident);
 		rc = add_chunks(l, pos, x->offset - pos, NULL, ident, 1, CK_LAYOUT_GAP);
 		if (rc == 0)
-			rc = add_chunks(l, x->offset, x->length, x->key, ident, elem, 0);
+			rc = add_chunks(l, x->offset, x->length, x, ident, elem, 0);
 		pos = x->offset + x->length;
 	}
 	if (rc == 0)
 		rc = add_chunks(l, pos, size - pos, NULL, CK_LAYOUT_END, 1, CK_LAYOUT_GAP);
 	free(by_off);
+	free(by_key);
 	if (rc < 0)
 		ck_layout_clear(l);
 	return rc;

@@ -12,6 +12,7 @@ struct ck_layout_chunk {
 	uint32_t len;
 	unsigned elem;        /* element size: the storage's dtype, 1 between storages */
 	const char *key;      /* the storage's key (borrowed), NULL between storages */
+	const struct ck_storage_info *storage;   /* that storage (borrowed), or NULL */
 	const char *ident;    /* what the storage holds, the same version after version:
 			       * the name of its first tensor (torch storage keys are
 			       * numbers in pickle order, which partial saves shift), else
