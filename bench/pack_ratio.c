@@ -75,7 +75,7 @@ struct stats {
 	uint64_t logical, tensor, nontensor_z;
 	uint64_t chunks, unique_chunks, unique_raw;
 	uint64_t alone;                 /* unique chunks encoded without references */
-	uint64_t payload, records;      /* what the pack holds */
+	uint64_t payload, records, headers;   /* what the pack holds */
 	uint64_t n[CK_CODEC__COUNT], raw[CK_CODEC__COUNT], enc[CK_CODEC__COUNT];
 	double cpu;
 	size_t versions;
@@ -469,6 +469,7 @@ static void pack_version(struct ck_chunk_ctx *ctx, struct ck_chunk_ctx *alone_ct
 			st->unique_raw += len;
 			st->records++;
 			st->payload += d.enc_len;
+			st->headers += ck_pack_rec_header_len(&d);
 			st->n[d.codec]++;
 			st->raw[d.codec] += len;
 			st->enc[d.codec] += d.enc_len;
@@ -550,7 +551,7 @@ static void ratio_run(const char *series, char **names, size_t n, const char *ba
 		st.versions++;
 		free_version(&cur);
 	}
-	tensor_phys = st.payload + st.records * CK_PACK_REC_HEADER;
+	tensor_phys = st.payload + st.headers;
 	physical = tensor_phys + st.nontensor_z;
 	printf("pack_ratio series=%s anchor=%u versions=%zu logical=%llu physical=%llu ratio=%.3f"
 	       " tensor=%llu unique=%llu alone=%llu payload=%llu nontensor_z=%llu"

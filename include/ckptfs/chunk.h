@@ -103,6 +103,10 @@ struct ck_chunk_desc {
 	uint32_t enc_len;           /* payload bytes; never more than raw_len */
 	struct ck_hash128 raw_hash;
 	struct ck_hash128 ref_hash; /* deltas: the reference's hash; else zero */
+	int compact;                /* payload layout: 1 compact (what the encoder
+	                             * writes, pack version 3: narrow plane
+	                             * directory, zstd frames without magic or
+	                             * content size), 0 framed (versions 1 and 2) */
 };
 
 struct ck_chunk_ctx;

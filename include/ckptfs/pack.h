@@ -1,10 +1,10 @@
 /* Pack files: append-only files of encoded chunks (docs/format.md, "Pack
  * files").
  *
- * A pack is a 16-byte file header followed by records, each a fixed
- * CK_PACK_REC_HEADER-byte header (codec, element size, lengths, the
- * XXH3-128 of the raw bytes and of a delta's reference, CRC-32 of header
- * and payload) and the chunk's payload.  Records are only ever appended;
+ * A pack is a 16-byte file header followed by records, each a header
+ * (codec, element size, lengths, the XXH3-128 of the raw bytes and of a
+ * delta's reference, CRC-32 of header and payload) and the chunk's
+ * payload.  Records are only ever appended;
  * what identifies one is its offset.  After a crash the file may end in a
  * torn record: reopening for append finds the end of the last complete one
  * and cuts the rest away.
@@ -23,29 +23,39 @@
 #include "ckptfs/error.h"
 
 #define CK_PACK_MAGIC "ckptpack"        /* 8 bytes, no NUL */
-/* Version 2 added the rot codec and sparse planes; readers read version 1
- * packs as they are, writers never append to one (compaction starts a new
- * pack), so a version 1 pack holds only what version 1 readers know. */
-#define CK_PACK_VERSION 2
+/* Version 2 added the rot codec and sparse planes, version 3 compact
+ * record headers and payloads.  Readers read every version; writers write
+ * only the newest and never append to an older pack (compaction starts a
+ * new one), so a pack holds only what readers of its version know. */
+#define CK_PACK_VERSION 3
 #define CK_PACK_VERSION_MIN 1
 #define CK_PACK_HEADER 16               /* file header bytes */
+/* Record headers.  Versions 1 and 2: 52 bytes starting "CKCH".  Version 3:
+ * 22 to 46 bytes starting CK_PACK_REC_MAGIC3 (docs/format.md). */
 #define CK_PACK_REC_MAGIC "CKCH"        /* 4 bytes, no NUL */
-#define CK_PACK_REC_HEADER 52           /* record header bytes */
+#define CK_PACK_REC_HEADER_V2 52
+#define CK_PACK_REC_MAGIC3 0xC3
+#define CK_PACK_REC_HEADER_MAX 52       /* the larger of the two forms */
 /* Largest record: header and a payload of at most CK_CHUNK_MAX bytes. */
-#define CK_PACK_REC_MAX (CK_PACK_REC_HEADER + CK_CHUNK_MAX)
+#define CK_PACK_REC_MAX (CK_PACK_REC_HEADER_MAX + CK_CHUNK_MAX)
 
-/* Header of a record: fills out[CK_PACK_REC_HEADER] for desc and payload
- * (the CRC covers both).  Returns 0 or -EINVAL for a descriptor the
- * format cannot hold. */
+/* Header of a record in the compact form (version 3): fills out for desc
+ * and payload (the CRC covers both).  Returns its length in bytes, or
+ * -EINVAL for a descriptor the format cannot hold. */
 int ck_pack_rec_header(const struct ck_chunk_desc *desc, const uint8_t *payload,
-		       uint8_t out[CK_PACK_REC_HEADER]);
-/* Parses and checks a record header (magic, codec, element size, lengths,
- * reserved bytes) into desc; the CRC is checked by ck_pack_rec_check once
- * the payload is there.  Returns 0 or -EINVAL with err. */
-int ck_pack_rec_parse(const uint8_t hdr[CK_PACK_REC_HEADER], struct ck_chunk_desc *desc,
+		       uint8_t out[CK_PACK_REC_HEADER_MAX]);
+/* Bytes of the header ck_pack_rec_header writes for desc. */
+size_t ck_pack_rec_header_len(const struct ck_chunk_desc *desc);
+/* Parses and checks a record header of either form at the start of the
+ * avail bytes at hdr (magic, codec, element size, lengths, reserved bits)
+ * into desc; the CRC is checked by ck_pack_rec_check once the payload is
+ * there.  Returns the header's length, -EINVAL with err for a malformed
+ * header, or -EIO with err when avail ends inside it. */
+int ck_pack_rec_parse(const uint8_t *hdr, size_t avail, struct ck_chunk_desc *desc,
 		      struct ck_error *err);
-/* Checks the header's CRC over header and payload: 0 or -EIO with err. */
-int ck_pack_rec_check(const uint8_t hdr[CK_PACK_REC_HEADER], const uint8_t *payload,
+/* Checks the CRC (the header's last 4 bytes) over the hdr_len-byte header
+ * and the enc_len-byte payload: 0 or -EIO with err. */
+int ck_pack_rec_check(const uint8_t *hdr, size_t hdr_len, const uint8_t *payload, uint32_t enc_len,
 		      struct ck_error *err);
 
 /* Writer. */

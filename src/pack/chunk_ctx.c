@@ -57,6 +57,19 @@ static int tune_for_planes(ZSTD_CCtx *c, int level)
 	return 0;
 }
 
+/* The encoder writes compact payloads: zstd frames without the 4-byte
+ * magic number and without the content size (the plane's length is known
+ * to the decoder), 3 to 7 bytes less per plane.  No checksum either (the
+ * chunk's XXH3-128 covers the decoded bytes). */
+static int bare_frames(ZSTD_CCtx *c)
+{
+	if (ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_format, ZSTD_f_zstd1_magicless)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_contentSizeFlag, 0)) ||
+	    ZSTD_isError(ZSTD_CCtx_setParameter(c, ZSTD_c_checksumFlag, 0)))
+		return -EINVAL;
+	return 0;
+}
+
 int ck_chunk_ctx_new(const struct ck_chunk_opts *opts, struct ck_chunk_ctx **out)
 {
 	struct ck_chunk_ctx *ctx;
@@ -75,19 +88,21 @@ int ck_chunk_ctx_new(const struct ck_chunk_opts *opts, struct ck_chunk_ctx **out
 	ctx->cctx = ZSTD_createCCtx();
 	ctx->plane_cctx = ZSTD_createCCtx();
 	ctx->dctx = ZSTD_createDCtx();
+	ctx->dctx_bare = ZSTD_createDCtx();
 	ctx->delta = malloc(CK_CHUNK_MAX);
 	ctx->planes = malloc(CK_CHUNK_MAX);
 	ctx->bitmap = calloc(1, CK_SPARSE_SCRATCH);   /* slack read, masked */
 	ctx->sparse = malloc(CK_CHUNK_MAX);
 	ctx->out[0] = malloc(CK_CHUNK_MAX + CK_PLANES_OVERHEAD);
 	ctx->out[1] = malloc(CK_CHUNK_MAX + CK_PLANES_OVERHEAD);
-	if (!ctx->cctx || !ctx->plane_cctx || !ctx->dctx || !ctx->delta || !ctx->planes || !ctx->bitmap ||
-	    !ctx->sparse || !ctx->out[0] || !ctx->out[1]) {
+	if (!ctx->cctx || !ctx->plane_cctx || !ctx->dctx || !ctx->dctx_bare || !ctx->delta || !ctx->planes ||
+	    !ctx->bitmap || !ctx->sparse || !ctx->out[0] || !ctx->out[1]) {
 		ck_chunk_ctx_free(ctx);
 		return -ENOMEM;
 	}
 	if (ZSTD_isError(ZSTD_CCtx_setParameter(ctx->cctx, ZSTD_c_compressionLevel, level)) ||
-	    tune_for_planes(ctx->plane_cctx, level)) {
+	    tune_for_planes(ctx->plane_cctx, level) || bare_frames(ctx->cctx) || bare_frames(ctx->plane_cctx) ||
+	    ZSTD_isError(ZSTD_DCtx_setParameter(ctx->dctx_bare, ZSTD_d_format, ZSTD_f_zstd1_magicless))) {
 		ck_chunk_ctx_free(ctx);
 		return -EINVAL;
 	}
@@ -102,6 +117,7 @@ void ck_chunk_ctx_free(struct ck_chunk_ctx *ctx)
 	ZSTD_freeCCtx(ctx->cctx);
 	ZSTD_freeCCtx(ctx->plane_cctx);
 	ZSTD_freeDCtx(ctx->dctx);
+	ZSTD_freeDCtx(ctx->dctx_bare);
 	free(ctx->delta);
 	free(ctx->planes);
 	free(ctx->bitmap);

@@ -26,29 +26,50 @@ static int check_desc(const struct ck_chunk_desc *d, struct ck_error *err)
 }
 
 /* A sparse plane's data (len bytes at p) expanded into plane (n bytes). */
-static int expand_sparse(struct ck_chunk_ctx *ctx, unsigned k, const uint8_t *p, uint32_t len, size_t n,
-			 uint8_t *plane, struct ck_error *err)
+static int expand_sparse(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, unsigned k, const uint8_t *p,
+			 uint32_t len, size_t n, uint8_t *plane, struct ck_error *err)
 {
 	uint8_t *bitmap = ctx->bitmap, *vals = ctx->bitmap + CK_SPARSE_BITMAP;
+	ZSTD_DCtx *dctx = d->compact ? ctx->dctx_bare : ctx->dctx;
+	unsigned w = d->compact ? ck_dirent_width(n) : 4;   /* b's bytes */
 	size_t bytes = (n + 7) / 8, m, got;
-	uint32_t b;
+	uint64_t b;
 
-	if (len < 4 || (b = ck_le32(p)) > len - 4)
-		return ck_fail(err, EINVAL, "chunk: sparse plane %u: bitmap of %" PRIu32 " bytes past its end",
-			       k, len < 4 ? 0 : ck_le32(p));
-	got = ZSTD_decompressDCtx(ctx->dctx, bitmap, bytes, p + 4, b);
+	if (len < w)
+		return ck_fail(err, EINVAL, "chunk: sparse plane %u of %" PRIu32 " bytes has no bitmap length", k, len);
+	b = d->compact ? ck_le_get(p, w) : ck_le32(p);
+	if (b > len - w)
+		return ck_fail(err, EINVAL, "chunk: sparse plane %u: bitmap of %" PRIu64 " bytes past its end", k, b);
+	got = ZSTD_decompressDCtx(dctx, bitmap, bytes, p + w, (size_t)b);
 	if (ZSTD_isError(got) || got != bytes)
 		return ck_fail(err, EINVAL, "chunk: sparse plane %u: bitmap %s", k,
 			       ZSTD_isError(got) ? ZSTD_getErrorName(got) : "of the wrong length");
 	if (n % 8 && bitmap[bytes - 1] >> (n % 8))
 		return ck_fail(err, EINVAL, "chunk: sparse plane %u: bitmap bits past its %zu bytes", k, n);
 	m = ck_sparse_count(bitmap, n);
-	got = ZSTD_decompressDCtx(ctx->dctx, vals, m, p + 4 + b, len - 4 - b);
+	got = ZSTD_decompressDCtx(dctx, vals, m, p + w + b, len - w - b);
 	if (ZSTD_isError(got) || got != m)
 		return ck_fail(err, EINVAL, "chunk: sparse plane %u: %s where the bitmap has %zu bytes", k,
 			       ZSTD_isError(got) ? ZSTD_getErrorName(got) : "another number of values", m);
 	ck_sparse_expand(bitmap, vals, n, plane);
 	return 0;
+}
+
+/* Directory entry k of a payload: its mode and length. */
+static void dirent_of(const struct ck_chunk_desc *d, const uint8_t *payload, unsigned w, unsigned k,
+		      unsigned *mode, uint64_t *len)
+{
+	const uint8_t *ent = payload + (size_t)k * w;
+
+	if (d->compact) {
+		uint64_t v = ck_le_get(ent, w);
+
+		*mode = (unsigned)(v & 3);
+		*len = v >> 2;
+	} else {
+		*mode = ent[0];
+		*len = ck_le32(ent + 1);
+	}
 }
 
 /* Points planes[k] at plane k of a PLANES/XOR/SUB/ROT payload: a stored
@@ -59,27 +80,30 @@ static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, co
 {
 	unsigned size = d->elem_size;
 	size_t n = d->raw_len / size, rest = d->raw_len % size;
-	size_t pos = (size_t)size * CK_PLANE_DIRENT;
+	unsigned w = ck_dirent_bytes(d->compact, n);
+	size_t pos = (size_t)size * w;
 
 	if (pos > d->enc_len)
 		return ck_fail(err, EINVAL, "chunk: payload of %" PRIu32 " bytes shorter than its plane directory",
 			       d->enc_len);
 	for (unsigned k = 0; k < size; k++) {
-		const uint8_t *ent = payload + k * CK_PLANE_DIRENT;
-		uint32_t len = ck_le32(ent + 1);
 		uint8_t *plane = ctx->planes + k * n;
+		unsigned mode;
+		uint64_t len;
 		int rc;
 
+		dirent_of(d, payload, w, k, &mode, &len);
 		if (len > d->enc_len - pos)
-			return ck_fail(err, EINVAL, "chunk: plane %u of %" PRIu32 " bytes past the payload's end",
+			return ck_fail(err, EINVAL, "chunk: plane %u of %" PRIu64 " bytes past the payload's end",
 				       k, len);
-		if (ent[0] == CK_PLANE_STORED) {
+		if (mode == CK_PLANE_STORED) {
 			if (len != n)
-				return ck_fail(err, EINVAL, "chunk: stored plane %u has %" PRIu32 " bytes, not %zu",
+				return ck_fail(err, EINVAL, "chunk: stored plane %u has %" PRIu64 " bytes, not %zu",
 					       k, len, n);
 			planes[k] = payload + pos;
-		} else if (ent[0] == CK_PLANE_ZSTD) {
-			size_t got = ZSTD_decompressDCtx(ctx->dctx, plane, n, payload + pos, len);
+		} else if (mode == CK_PLANE_ZSTD) {
+			size_t got = ZSTD_decompressDCtx(d->compact ? ctx->dctx_bare : ctx->dctx, plane, n,
+							 payload + pos, (size_t)len);
 
 			if (ZSTD_isError(got))
 				return ck_fail(err, EINVAL, "chunk: plane %u: zstd: %s", k, ZSTD_getErrorName(got));
@@ -87,13 +111,13 @@ static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, co
 				return ck_fail(err, EINVAL, "chunk: plane %u decompresses to %zu bytes, not %zu",
 					       k, got, n);
 			planes[k] = plane;
-		} else if (ent[0] == CK_PLANE_SPARSE) {
-			rc = expand_sparse(ctx, k, payload + pos, len, n, plane, err);
+		} else if (mode == CK_PLANE_SPARSE) {
+			rc = expand_sparse(ctx, d, k, payload + pos, (uint32_t)len, n, plane, err);
 			if (rc)
 				return rc;
 			planes[k] = plane;
 		} else {
-			return ck_fail(err, EINVAL, "chunk: plane %u has unknown mode %u", k, ent[0]);
+			return ck_fail(err, EINVAL, "chunk: plane %u has unknown mode %u", k, mode);
 		}
 		pos += len;
 	}

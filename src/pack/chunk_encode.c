@@ -5,12 +5,6 @@
 #include <errno.h>
 #include <string.h>
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* Does a plane look like noise that zstd cannot shrink?  The low mantissa
  * bytes of changed floats are: trying zstd on them costs as much as on any
  * other plane and gains nothing.  Judged on up to 16384 sampled bytes by
@@ -49,19 +43,19 @@ static int looks_sparse(const uint8_t *p, size_t n)
 	return 2 * zeros >= m && zeros < m;
 }
 
-/* The sparse form of a plane of n bytes into ctx->sparse: its length, or
- * 0 when it is not smaller than limit. */
+/* The sparse form of a plane of n bytes into ctx->sparse (compact
+ * layout): its length, or 0 when it is not smaller than limit. */
 static size_t encode_sparse(struct ck_chunk_ctx *ctx, const uint8_t *plane, size_t n, size_t limit)
 {
 	uint8_t *bitmap = ctx->bitmap, *vals = ctx->bitmap + CK_SPARSE_BITMAP;
-	size_t m = ck_sparse_split(plane, n, bitmap, vals), pos = 4, b, v;
+	size_t m = ck_sparse_split(plane, n, bitmap, vals), pos = ck_dirent_width(n), b, v;
 
 	if (limit <= pos)
 		return 0;
 	b = ZSTD_compress2(ctx->plane_cctx, ctx->sparse + pos, limit - pos, bitmap, (n + 7) / 8);
 	if (ZSTD_isError(b))
 		return 0;
-	put_le32(ctx->sparse, (uint32_t)b);
+	ck_le_put(ctx->sparse, (unsigned)pos, b);
 	pos += b;
 	v = ZSTD_compress2(ctx->plane_cctx, ctx->sparse + pos, limit - pos, vals, m);
 	if (ZSTD_isError(v))
@@ -70,30 +64,32 @@ static size_t encode_sparse(struct ck_chunk_ctx *ctx, const uint8_t *plane, size
 }
 
 /* One plane of n bytes into dst, as the smallest of stored, zstd and (for
- * mostly-zero planes) sparse; sets its directory entry ent. */
+ * mostly-zero planes) sparse; writes its directory entry at ent (compact
+ * layout). */
 static size_t encode_plane(struct ck_chunk_ctx *ctx, ZSTD_CCtx *cctx, const uint8_t *plane, size_t n,
 			   uint8_t *ent, uint8_t *dst)
 {
+	unsigned mode;
 	int try_zstd = n > 1 && !looks_random(plane, n);
 	size_t z = try_zstd ? ZSTD_compress2(cctx, dst, n - 1, plane, n) : 0, s;
 
 	if (try_zstd && !ZSTD_isError(z)) {
-		ent[0] = CK_PLANE_ZSTD;
+		mode = CK_PLANE_ZSTD;
 	} else {
 		/* incompressible (or did not fit in n - 1 bytes): stored */
 		memcpy(dst, plane, n);
-		ent[0] = CK_PLANE_STORED;
+		mode = CK_PLANE_STORED;
 		z = n;
 	}
 	if (try_zstd && looks_sparse(plane, n)) {
 		s = encode_sparse(ctx, plane, n, z);
 		if (s) {
 			memcpy(dst, ctx->sparse, s);
-			ent[0] = CK_PLANE_SPARSE;
+			mode = CK_PLANE_SPARSE;
 			z = s;
 		}
 	}
-	put_le32(ent + 1, (uint32_t)z);
+	ck_le_put(ent, ck_dirent_width(n), (uint64_t)z << 2 | mode);
 	return z;
 }
 
@@ -104,12 +100,13 @@ static size_t encode_planes(struct ck_chunk_ctx *ctx, const uint8_t *src, size_t
 			    unsigned size, uint8_t *dst)
 {
 	size_t n = len / size, tail = len % size;
-	size_t pos = (size_t)size * CK_PLANE_DIRENT;
+	unsigned w = ck_dirent_width(n);
+	size_t pos = (size_t)size * w;
 	ZSTD_CCtx *cctx = size > 1 ? ctx->plane_cctx : ctx->cctx;
 
 	ck_planes_split(src, len, size, ctx->planes);
 	for (unsigned k = 0; k < size; k++)
-		pos += encode_plane(ctx, cctx, ctx->planes + k * n, n, dst + k * CK_PLANE_DIRENT, dst + pos);
+		pos += encode_plane(ctx, cctx, ctx->planes + k * n, n, dst + k * w, dst + pos);
 	memcpy(dst + pos, src + n * size, tail);
 	pos += tail;
 	return pos < len ? pos : 0;
@@ -152,6 +149,7 @@ static void fill_desc(struct ck_chunk_desc *desc, enum ck_codec codec, size_t le
 	desc->enc_len = (uint32_t)enc_len;
 	desc->raw_hash = raw_hash;
 	desc->ref_hash = ck_codec_needs_ref(codec) ? ck_chunk_hash(ref, len) : (struct ck_hash128){ 0, 0 };
+	desc->compact = 1;
 }
 
 /* The codecs tried, in order; the first of equal sizes wins. */

@@ -139,6 +139,6 @@ void ck_chunk_estimate(unsigned codecs, const uint8_t *raw, const uint8_t *ref, 
 			continue;
 		for (unsigned k = 0; k < es; k++)
 			bits += plane_bits(c[e][k], m, n);
-		est[codec_of[e]] = (size_t)(bits / 8) + es * CK_PLANE_DIRENT + len % es;
+		est[codec_of[e]] = (size_t)(bits / 8) + es * ck_dirent_width(len / es) + len % es;
 	}
 }

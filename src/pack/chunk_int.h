@@ -5,6 +5,9 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
+/* ZSTD_c_format / ZSTD_d_format (magicless frames): in zstd since 1.3.4,
+ * still in its experimental section. */
+#define ZSTD_STATIC_LINKING_ONLY
 #include <zstd.h>
 #include "ckptfs/chunk.h"
 
@@ -52,25 +55,66 @@ static inline T ck_rotl##W(T x) { return (T)((T)(x << 1) | (T)(x >> (8 * W - 1))
 CK_ELEM_OPS(1, uint8_t) CK_ELEM_OPS(2, uint16_t) CK_ELEM_OPS(4, uint32_t) CK_ELEM_OPS(8, uint64_t)
 #undef CK_ELEM_OPS
 
-/* A PLANES/XOR/SUB/ROT payload: one directory entry per plane (mode byte,
- * u32 little-endian length), the planes' bytes in order, then the raw_len
- * % elem_size tail bytes (XORed with the reference's for deltas).  A
- * sparse plane is a u32 length b, b bytes of zstd that give the bitmap of
- * its nonzero bytes (bit i % 8 of byte i / 8 for byte i), then zstd of
- * those bytes in order: zstd's Huffman stage codes a byte in no less than
- * a bit, and most bytes of a delta's top plane are zero. */
+/* A PLANES/XOR/SUB/ROT payload: one directory entry per plane (its mode
+ * and length), the planes' bytes in order, then the raw_len % elem_size
+ * tail bytes (XORed with the reference's for deltas).  A sparse plane is a
+ * length b, b bytes of zstd that give the bitmap of its nonzero bytes (bit
+ * i % 8 of byte i / 8 for byte i), then zstd of those bytes in order:
+ * zstd's Huffman stage codes a byte in no less than a bit, and most bytes
+ * of a delta's top plane are zero.
+ *
+ * Two layouts (struct ck_chunk_desc.compact).  Framed (pack versions 1
+ * and 2): a directory entry is a mode byte and a u32 length, a sparse
+ * plane's b a u32, zstd frames are standard ones.  Compact (version 3,
+ * what the encoder writes): a directory entry is one little-endian integer
+ * (length << 2 | mode) of ck_dirent_width(n) bytes for planes of n bytes,
+ * b is an integer of that width too, and zstd frames have neither magic
+ * number nor content size (the decoder knows both). */
 #define CK_PLANE_STORED 0
 #define CK_PLANE_ZSTD 1
 #define CK_PLANE_SPARSE 2
-#define CK_PLANE_DIRENT 5
+#define CK_PLANE_DIRENT 5       /* framed directory entry */
 #define CK_PLANES_OVERHEAD (8 * CK_PLANE_DIRENT + 8)
+
+/* Bytes of a compact directory entry for planes of n bytes: enough for
+ * (n << 2) | 3, so 3 for the planes of any 1 MiB chunk. */
+static inline unsigned ck_dirent_width(size_t n)
+{
+	unsigned w = 1;
+
+	while (w < 8 && ((uint64_t)n << 2 | 3) >> (8 * w))
+		w++;
+	return w;
+}
+
+/* Width of a directory entry, and of a sparse plane's b, in a layout. */
+static inline unsigned ck_dirent_bytes(int compact, size_t n)
+{
+	return compact ? ck_dirent_width(n) : CK_PLANE_DIRENT;
+}
+
+static inline uint64_t ck_le_get(const uint8_t *p, unsigned w)
+{
+	uint64_t v = 0;
+
+	for (unsigned i = 0; i < w; i++)
+		v |= (uint64_t)p[i] << (8 * i);
+	return v;
+}
+
+static inline void ck_le_put(uint8_t *p, unsigned w, uint64_t v)
+{
+	for (unsigned i = 0; i < w; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
 
 struct ck_chunk_ctx {
 	int level;
 	unsigned codecs;
 	ZSTD_CCtx *cctx;        /* byte streams (element size 1): zstd at level */
 	ZSTD_CCtx *plane_cctx;  /* planes of wider elements: see chunk_ctx.c */
-	ZSTD_DCtx *dctx;
+	ZSTD_DCtx *dctx;        /* framed payloads: standard zstd frames */
+	ZSTD_DCtx *dctx_bare;   /* compact payloads: magicless frames */
 	uint8_t *delta;     /* CK_CHUNK_MAX: XOR or SUB of chunk and reference */
 	uint8_t *planes;    /* CK_CHUNK_MAX: byte planes */
 	uint8_t *bitmap;    /* CK_SPARSE_SCRATCH: a sparse plane's bitmap, then its values */

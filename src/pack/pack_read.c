@@ -80,11 +80,13 @@ static int pread_upto(int fd, uint8_t *buf, size_t len, uint64_t off, size_t *go
 	return 0;
 }
 
+/* Reads the record at off; *rec_len (unless NULL) is set to its length,
+ * header and payload. */
 static int read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t *payload, int check,
-		       struct ck_error *err)
+		       uint64_t *rec_len, struct ck_error *err)
 {
-	uint8_t first[CK_PACK_REC_HEADER + PAYLOAD_AHEAD];
-	size_t got, have;
+	uint8_t first[CK_PACK_REC_HEADER_MAX + PAYLOAD_AHEAD];
+	size_t got, have, hl;
 	int rc;
 
 	if (off < CK_PACK_HEADER)
@@ -92,38 +94,40 @@ static int read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t
 	rc = pread_upto(fd, first, sizeof(first), off, &got);
 	if (rc)
 		return ck_fail(err, -rc, "pack record at %" PRIu64 ": %s", off, strerror(-rc));
-	if (got < CK_PACK_REC_HEADER)
-		return ck_fail(err, EIO, "pack record at %" PRIu64 ": header cut short by the end of the file",
-			       off);
-	rc = ck_pack_rec_parse(first, desc, err);
-	if (rc)
+	rc = ck_pack_rec_parse(first, got, desc, err);
+	if (rc < 0)
 		return at_offset(err, rc, off);
-	have = got - CK_PACK_REC_HEADER;
+	hl = (size_t)rc;
+	have = got - hl;
 	if (have > desc->enc_len)
 		have = desc->enc_len;
-	memcpy(payload, first + CK_PACK_REC_HEADER, have);
+	memcpy(payload, first + hl, have);
 	if (have < desc->enc_len) {
-		rc = ck_pread_full(fd, payload + have, desc->enc_len - have, off + CK_PACK_REC_HEADER + have);
+		rc = ck_pread_full(fd, payload + have, desc->enc_len - have, off + hl + have);
 		if (rc == -EIO)
 			return ck_fail(err, EIO, "pack record at %" PRIu64 ": payload cut short by the end of the file",
 				       off);
 		if (rc)
 			return ck_fail(err, -rc, "pack record at %" PRIu64 ": %s", off, strerror(-rc));
 	}
-	rc = check ? ck_pack_rec_check(first, payload, err) : 0;
-	return rc ? at_offset(err, rc, off) : 0;
+	rc = check ? ck_pack_rec_check(first, hl, payload, desc->enc_len, err) : 0;
+	if (rc)
+		return at_offset(err, rc, off);
+	if (rec_len)
+		*rec_len = hl + (uint64_t)desc->enc_len;
+	return 0;
 }
 
 int ck_pack_read_record(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t *payload,
 			struct ck_error *err)
 {
-	return read_record(fd, off, desc, payload, 1, err);
+	return read_record(fd, off, desc, payload, 1, NULL, err);
 }
 
 int ck_pack_read_record_unchecked(int fd, uint64_t off, struct ck_chunk_desc *desc, uint8_t *payload,
 				  struct ck_error *err)
 {
-	return read_record(fd, off, desc, payload, 0, err);
+	return read_record(fd, off, desc, payload, 0, NULL, err);
 }
 
 int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *buf,
@@ -161,13 +165,14 @@ int ck_pack_scan(int fd, ck_pack_scan_fn fn, void *cb, uint64_t *end, struct ck_
 	*end = off;
 	while (off < size) {
 		struct ck_chunk_desc d;
+		uint64_t len = 0;
 
-		rc = ck_pack_read_record(fd, off, &d, payload, err);
+		rc = read_record(fd, off, &d, payload, 1, &len, err);
 		if (!rc && fn)
 			rc = fn(cb, off, &d, payload);
 		if (rc)
 			break;
-		off += CK_PACK_REC_HEADER + (uint64_t)d.enc_len;
+		off += len;
 		*end = off;
 	}
 	free(payload);

@@ -1,4 +1,7 @@
-/* Pack record headers: the byte layout of docs/format.md ("Pack files"). */
+/* Pack record headers: the byte layouts of docs/format.md ("Pack files").
+ * Version 3 packs hold compact headers, versions 1 and 2 the fixed 52-byte
+ * ones; the first byte tells them apart, so readers need not know which
+ * version of pack a record came from. */
 #include "config.h"
 #include "ckptfs/pack.h"
 #include "ckptfs/buf.h"
@@ -8,7 +11,7 @@
 #include <inttypes.h>
 #include <string.h>
 
-/* Offsets inside a record header. */
+/* Offsets inside a fixed (version 1 and 2) header. */
 #define OFF_CODEC 4
 #define OFF_ELEM 5
 #define OFF_FLAGS 6
@@ -17,6 +20,13 @@
 #define OFF_RAW_HASH 16
 #define OFF_REF_HASH 32
 #define OFF_CRC 48
+
+/* The compact header's second byte. */
+#define C_CODEC_MASK 0x07        /* bits 0-2: codec */
+#define C_ELEM_SHIFT 3           /* bits 3-4: log2 of the element size */
+#define C_FULL 0x20              /* raw_len is CK_CHUNK_MAX, not written */
+#define C_COMPACT 0x40           /* the payload's layout is compact */
+#define C_RESERVED 0x80
 
 static void put_le32(uint8_t *p, uint32_t v)
 {
@@ -44,48 +54,88 @@ static struct ck_hash128 get_hash(const uint8_t *p)
 	return h;
 }
 
-static uint32_t record_crc(const uint8_t *hdr, const uint8_t *payload, uint32_t enc_len)
+/* LEB128 of a value under 2^21 (at most 3 bytes). */
+static size_t put_varint(uint8_t *p, uint32_t v)
 {
-	return ck_crc32(ck_crc32(0, hdr, OFF_CRC), payload, enc_len);
+	size_t n = 0;
+
+	while (v >= 0x80) {
+		p[n++] = (uint8_t)(v | 0x80);
+		v >>= 7;
+	}
+	p[n++] = (uint8_t)v;
+	return n;
+}
+
+/* Reads a varint of at most 3 bytes from p[*pos..avail): 1 read, 0 the
+ * bytes end first, -1 malformed (longer, or not in its shortest form). */
+static int get_varint(const uint8_t *p, size_t avail, size_t *pos, uint32_t *v)
+{
+	*v = 0;
+	for (unsigned i = 0; i < 3; i++) {
+		uint8_t b;
+
+		if (*pos >= avail)
+			return 0;
+		b = p[(*pos)++];
+		*v |= (uint32_t)(b & 0x7f) << (7 * i);
+		if (!(b & 0x80))
+			return b || i == 0 ? 1 : -1;
+	}
+	return -1;
+}
+
+static unsigned log2_elem(unsigned es)
+{
+	return es == 8 ? 3 : es == 4 ? 2 : es == 2 ? 1 : 0;
+}
+
+static int desc_fits(const struct ck_chunk_desc *d)
+{
+	return (unsigned)d->codec < CK_CODEC__COUNT && (d->elem_size == 1 || d->elem_size == 2 ||
+	       d->elem_size == 4 || d->elem_size == 8) && d->raw_len <= CK_CHUNK_MAX &&
+	       (d->codec == CK_CODEC_RAW ? d->enc_len == d->raw_len : d->enc_len < d->raw_len);
+}
+
+size_t ck_pack_rec_header_len(const struct ck_chunk_desc *d)
+{
+	uint8_t scratch[4];
+	size_t len = 2 + 16 + 4;
+
+	if (d->raw_len != CK_CHUNK_MAX)
+		len += put_varint(scratch, d->raw_len);
+	if (d->codec != CK_CODEC_RAW)
+		len += put_varint(scratch, d->enc_len);
+	return len + (ck_codec_needs_ref(d->codec) ? 16 : 0);
 }
 
 int ck_pack_rec_header(const struct ck_chunk_desc *d, const uint8_t *payload,
-		       uint8_t out[CK_PACK_REC_HEADER])
+		       uint8_t out[CK_PACK_REC_HEADER_MAX])
 {
-	if ((unsigned)d->codec >= CK_CODEC__COUNT || d->elem_size > 8 || d->raw_len > CK_CHUNK_MAX ||
-	    d->enc_len > d->raw_len)
+	size_t n = 0;
+
+	if (!desc_fits(d))
 		return -EINVAL;
-	memset(out, 0, CK_PACK_REC_HEADER);
-	memcpy(out, CK_PACK_REC_MAGIC, 4);
-	out[OFF_CODEC] = (uint8_t)d->codec;
-	out[OFF_ELEM] = (uint8_t)d->elem_size;
-	put_le32(out + OFF_RAW_LEN, d->raw_len);
-	put_le32(out + OFF_ENC_LEN, d->enc_len);
-	put_hash(out + OFF_RAW_HASH, d->raw_hash);
-	put_hash(out + OFF_REF_HASH, d->ref_hash);
-	put_le32(out + OFF_CRC, record_crc(out, payload, d->enc_len));
-	return 0;
+	out[n++] = CK_PACK_REC_MAGIC3;
+	out[n++] = (uint8_t)((unsigned)d->codec | log2_elem(d->elem_size) << C_ELEM_SHIFT |
+			     (d->raw_len == CK_CHUNK_MAX ? C_FULL : 0) | (d->compact ? C_COMPACT : 0));
+	if (d->raw_len != CK_CHUNK_MAX)
+		n += put_varint(out + n, d->raw_len);
+	if (d->codec != CK_CODEC_RAW)
+		n += put_varint(out + n, d->enc_len);
+	put_hash(out + n, d->raw_hash);
+	n += 16;
+	if (ck_codec_needs_ref(d->codec)) {
+		put_hash(out + n, d->ref_hash);
+		n += 16;
+	}
+	put_le32(out + n, ck_crc32(ck_crc32(0, out, n), payload, d->enc_len));
+	return (int)(n + 4);
 }
 
-int ck_pack_rec_parse(const uint8_t hdr[CK_PACK_REC_HEADER], struct ck_chunk_desc *d,
-		      struct ck_error *err)
+/* The fields every header has, checked the same way whichever form. */
+static int check_fields(const struct ck_chunk_desc *d, struct ck_error *err)
 {
-	unsigned es = hdr[OFF_ELEM];
-
-	if (memcmp(hdr, CK_PACK_REC_MAGIC, 4) != 0)
-		return ck_fail(err, EINVAL, "pack record: bad magic");
-	if (hdr[OFF_CODEC] >= CK_CODEC__COUNT)
-		return ck_fail(err, EINVAL, "pack record: unknown codec %u", hdr[OFF_CODEC]);
-	if (es != 1 && es != 2 && es != 4 && es != 8)
-		return ck_fail(err, EINVAL, "pack record: element size %u is not 1, 2, 4 or 8", es);
-	if (ck_le16(hdr + OFF_FLAGS) != 0)
-		return ck_fail(err, EINVAL, "pack record: unknown flags 0x%04x", ck_le16(hdr + OFF_FLAGS));
-	d->codec = (enum ck_codec)hdr[OFF_CODEC];
-	d->elem_size = es;
-	d->raw_len = ck_le32(hdr + OFF_RAW_LEN);
-	d->enc_len = ck_le32(hdr + OFF_ENC_LEN);
-	d->raw_hash = get_hash(hdr + OFF_RAW_HASH);
-	d->ref_hash = get_hash(hdr + OFF_REF_HASH);
 	if (d->raw_len > CK_CHUNK_MAX)
 		return ck_fail(err, EINVAL, "pack record: raw length %" PRIu32 " over %u", d->raw_len,
 			       CK_CHUNK_MAX);
@@ -98,11 +148,93 @@ int ck_pack_rec_parse(const uint8_t hdr[CK_PACK_REC_HEADER], struct ck_chunk_des
 	return 0;
 }
 
-int ck_pack_rec_check(const uint8_t hdr[CK_PACK_REC_HEADER], const uint8_t *payload,
+static int cut_short(struct ck_error *err)
+{
+	return ck_fail(err, EIO, "pack record: header cut short by the end of the file");
+}
+
+static int parse_fixed(const uint8_t *hdr, size_t avail, struct ck_chunk_desc *d, struct ck_error *err)
+{
+	unsigned es;
+	int rc;
+
+	if (avail < CK_PACK_REC_HEADER_V2)
+		return cut_short(err);
+	if (memcmp(hdr, CK_PACK_REC_MAGIC, 4) != 0)
+		return ck_fail(err, EINVAL, "pack record: bad magic");
+	es = hdr[OFF_ELEM];
+	if (hdr[OFF_CODEC] >= CK_CODEC__COUNT)
+		return ck_fail(err, EINVAL, "pack record: unknown codec %u", hdr[OFF_CODEC]);
+	if (es != 1 && es != 2 && es != 4 && es != 8)
+		return ck_fail(err, EINVAL, "pack record: element size %u is not 1, 2, 4 or 8", es);
+	if (ck_le16(hdr + OFF_FLAGS) != 0)
+		return ck_fail(err, EINVAL, "pack record: unknown flags 0x%04x", ck_le16(hdr + OFF_FLAGS));
+	d->codec = (enum ck_codec)hdr[OFF_CODEC];
+	d->elem_size = es;
+	d->raw_len = ck_le32(hdr + OFF_RAW_LEN);
+	d->enc_len = ck_le32(hdr + OFF_ENC_LEN);
+	d->raw_hash = get_hash(hdr + OFF_RAW_HASH);
+	d->ref_hash = get_hash(hdr + OFF_REF_HASH);
+	d->compact = 0;
+	rc = check_fields(d, err);
+	return rc ? rc : CK_PACK_REC_HEADER_V2;
+}
+
+static int parse_compact(const uint8_t *hdr, size_t avail, struct ck_chunk_desc *d, struct ck_error *err)
+{
+	size_t n = 2;
+	uint8_t b;
+	int got;
+
+	if (avail < 2)
+		return cut_short(err);
+	b = hdr[1];
+	if (b & C_RESERVED)
+		return ck_fail(err, EINVAL, "pack record: reserved bit set (0x%02x)", b);
+	if ((b & C_CODEC_MASK) >= CK_CODEC__COUNT)
+		return ck_fail(err, EINVAL, "pack record: unknown codec %u", b & C_CODEC_MASK);
+	d->codec = (enum ck_codec)(b & C_CODEC_MASK);
+	d->elem_size = 1u << ((b >> C_ELEM_SHIFT) & 3);
+	d->compact = !!(b & C_COMPACT);
+	d->raw_len = CK_CHUNK_MAX;
+	if (!(b & C_FULL)) {
+		got = get_varint(hdr, avail, &n, &d->raw_len);
+		if (got <= 0)
+			return got ? ck_fail(err, EINVAL, "pack record: malformed raw length") : cut_short(err);
+		if (d->raw_len >= CK_CHUNK_MAX)
+			return ck_fail(err, EINVAL, "pack record: raw length %" PRIu32 " written out", d->raw_len);
+	}
+	d->enc_len = d->raw_len;
+	if (d->codec != CK_CODEC_RAW) {
+		got = get_varint(hdr, avail, &n, &d->enc_len);
+		if (got <= 0)
+			return got ? ck_fail(err, EINVAL, "pack record: malformed payload length") : cut_short(err);
+	}
+	if (avail < n + 16 + (ck_codec_needs_ref(d->codec) ? 16 : 0) + 4)
+		return cut_short(err);
+	d->raw_hash = get_hash(hdr + n);
+	n += 16;
+	d->ref_hash = (struct ck_hash128){ 0, 0 };
+	if (ck_codec_needs_ref(d->codec)) {
+		d->ref_hash = get_hash(hdr + n);
+		n += 16;
+	}
+	got = check_fields(d, err);
+	return got ? got : (int)(n + 4);
+}
+
+int ck_pack_rec_parse(const uint8_t *hdr, size_t avail, struct ck_chunk_desc *d, struct ck_error *err)
+{
+	if (avail < 1)
+		return cut_short(err);
+	return hdr[0] == CK_PACK_REC_MAGIC3 ? parse_compact(hdr, avail, d, err) : parse_fixed(hdr, avail, d, err);
+}
+
+int ck_pack_rec_check(const uint8_t *hdr, size_t hdr_len, const uint8_t *payload, uint32_t enc_len,
 		      struct ck_error *err)
 {
-	uint32_t want = ck_le32(hdr + OFF_CRC);
-	uint32_t got = record_crc(hdr, payload, ck_le32(hdr + OFF_ENC_LEN));
+	uint32_t want = ck_le32(hdr + hdr_len - 4);
+	uint32_t got = ck_crc32(ck_crc32(0, hdr, hdr_len - 4), payload, enc_len);
 
 	if (got != want)
 		return ck_fail(err, EIO, "pack record: CRC-32 %08" PRIx32 " over header and payload, recorded %08"

@@ -302,13 +302,14 @@ static int flush_locked(struct ck_pack_writer *w)
 int ck_pack_append(struct ck_pack_writer *w, const struct ck_chunk_desc *d, const uint8_t *payload,
 		   uint64_t *offset)
 {
-	uint8_t hdr[CK_PACK_REC_HEADER];
-	struct iovec iov[2] = { { hdr, sizeof(hdr) }, { (void *)payload, d->enc_len } };
-	size_t len = sizeof(hdr) + d->enc_len;
+	uint8_t hdr[CK_PACK_REC_HEADER_MAX];
 	int rc = ck_pack_rec_header(d, payload, hdr);
+	size_t hl = rc > 0 ? (size_t)rc : 0, len = hl + d->enc_len;
+	struct iovec iov[2] = { { hdr, hl }, { (void *)payload, d->enc_len } };
 
-	if (rc)
+	if (rc < 0)
 		return rc;
+	rc = 0;
 	pthread_mutex_lock(&w->lock);
 	if (w->end > (uint64_t)INT64_MAX - CK_PACK_REC_MAX) {
 		rc = -EFBIG;
@@ -323,8 +324,8 @@ int ck_pack_append(struct ck_pack_writer *w, const struct ck_chunk_desc *d, cons
 	} else {
 		uint8_t *at = w->buf + (w->end - w->buf_off);
 
-		memcpy(at, hdr, sizeof(hdr));
-		memcpy(at + sizeof(hdr), payload, d->enc_len);
+		memcpy(at, hdr, hl);
+		memcpy(at + hl, payload, d->enc_len);
 	}
 	if (rc == 0) {
 		*offset = w->end;

@@ -325,8 +325,8 @@ static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, cons
 		c->s.plain_bytes += lc->len;
 		map->plain_bytes += lc->len;
 	}
-	c->s.stored_bytes += CK_PACK_REC_HEADER + desc.enc_len;
-	map->stored_bytes += CK_PACK_REC_HEADER + desc.enc_len;
+	c->s.stored_bytes += ck_pack_rec_header_len(&desc) + desc.enc_len;
+	map->stored_bytes += ck_pack_rec_header_len(&desc) + desc.enc_len;
 	return 0;
 }
 

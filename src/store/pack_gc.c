@@ -108,7 +108,8 @@ struct move {
 /* What one pack holds, as the chunk table sees it. */
 struct pack_use {
 	uint64_t size;        /* the file's size; 0: missing or header only */
-	uint64_t live;        /* bytes of records live chunks use */
+	uint64_t live;        /* bytes of records live chunks use (compact headers) */
+	uint64_t live_v2;     /* the same with 52-byte headers (packs before version 3) */
 	int rewrite;          /* below the threshold: rewritten (or emptied) */
 };
 
@@ -315,7 +316,10 @@ static int collect_chunks(struct sweep *s, MDB_txn *txn)
 		} else if (l.where == CK_CHUNK_PACKED) {
 			struct move m = { .h = h, .pack_id = l.pack_id, .offset = l.offset };
 
-			s->packs[l.pack_id].live += CK_PACK_REC_HEADER + (uint64_t)l.enc_len;
+			struct ck_chunk_desc d = { .codec = l.codec, .raw_len = l.raw_len, .enc_len = l.enc_len };
+
+			s->packs[l.pack_id].live += ck_pack_rec_header_len(&d) + (uint64_t)l.enc_len;
+			s->packs[l.pack_id].live_v2 += CK_PACK_REC_HEADER_V2 + (uint64_t)l.enc_len;
 			rc = push((void **)&s->moves, &s->nmoves, &s->capmoves, sizeof(m), &m);
 		}
 		if (live)
@@ -359,6 +363,22 @@ static uint64_t file_size(const char *path)
 	return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) ? (uint64_t)sb.st_size : 0;
 }
 
+/* The version in a pack's file header; 0 when it cannot be read (gc
+ * then sizes its records as the newest version does: a pack that is
+ * missing or damaged is verify's to report). */
+static uint32_t pack_version(const char *path)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	uint32_t version = 0;
+
+	if (fd >= 0) {
+		if (ck_pack_check_header(fd, &version, NULL) < 0)
+			version = 0;
+		close(fd);
+	}
+	return version;
+}
+
 /* Reads the gathered state in one read transaction. */
 static int gather(struct sweep *s)
 {
@@ -394,11 +414,15 @@ static int plan(struct sweep *s)
 	for (uint32_t id = 0; id < s->npacks; id++) {
 		struct pack_use *p = &s->packs[id];
 		char *path = ck_pack_path(s->st->path, id);
+		uint32_t version;
 		uint64_t body;
 
 		if (!path)
 			return ck_fail(s->err, ENOMEM, "out of memory");
 		p->size = file_size(path);
+		version = p->size > CK_PACK_HEADER ? pack_version(path) : 0;
+		if (version && version < 3)
+			p->live = p->live_v2;   /* records with 52-byte headers */
 		free(path);
 		s->stats->packs++;
 		s->stats->pack_bytes_before += p->size;

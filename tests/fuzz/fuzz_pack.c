@@ -1,7 +1,7 @@
 /* Fuzz target: pack records and the chunk decoder.
  *
- * Input: one record (CK_PACK_REC_HEADER bytes of header, then the payload)
- * followed by the reference chunk of a delta (the bytes after the payload).
+ * Input: one record (a header of either form, then the payload) followed
+ * by the reference chunk of a delta (the bytes after the payload).
  * The header is parsed; the payload is decoded whether or not its CRC
  * matches, so that crafted payloads reach the decoder.  Whatever decodes
  * must hash as recorded and survive a re-encode round trip.  Then the same
@@ -35,23 +35,29 @@ static void decode_record(const uint8_t *data, size_t size)
 	struct ck_chunk_desc d, d2;
 	struct ck_error err = { "" };
 	const uint8_t *payload, *ref, *p2;
-	size_t ref_len;
+	size_t ref_len, hl;
 	int rc;
 
-	if (size < CK_PACK_REC_HEADER)
-		return;
-	rc = ck_pack_rec_parse(data, &d, &err);
-	if (rc) {
-		need(rc == -EINVAL && err.msg[0]);
+	rc = ck_pack_rec_parse(data, size, &d, &err);
+	if (rc < 0) {
+		need((rc == -EINVAL || rc == -EIO) && err.msg[0]);
 		return;
 	}
-	if (d.enc_len > size - CK_PACK_REC_HEADER)
+	hl = (size_t)rc;
+	need(hl <= size && hl <= CK_PACK_REC_HEADER_MAX);
+	if (d.enc_len > size - hl)
 		return;
-	payload = data + CK_PACK_REC_HEADER;
-	rc = ck_pack_rec_check(data, payload, &err);
+	payload = data + hl;
+	rc = ck_pack_rec_check(data, hl, payload, d.enc_len, &err);
 	need(rc == 0 || (rc == -EIO && err.msg[0]));
+	if (data[0] == CK_PACK_REC_MAGIC3 && rc == 0) {
+		/* a compact header that checks is the one the writer makes */
+		uint8_t again_hdr[CK_PACK_REC_HEADER_MAX];
+
+		need(ck_pack_rec_header(&d, payload, again_hdr) == (int)hl && memcmp(again_hdr, data, hl) == 0);
+	}
 	ref = payload + d.enc_len;
-	ref_len = size - CK_PACK_REC_HEADER - d.enc_len;
+	ref_len = size - hl - d.enc_len;
 	err.msg[0] = 0;
 	rc = ck_chunk_decode(ctx, &d, payload, ref_len ? ref : NULL, ref_len, out, &err);
 	if (rc) {

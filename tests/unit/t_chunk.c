@@ -582,8 +582,10 @@ static void test_sparse(void)
 				raw[4 * i + 3] = 0;   /* and runs of zeros */
 		}
 		SETUP(ck_chunk_encode_as(ctx, CK_CODEC_PLANES, raw, len, 4, NULL, 0, &d, &p) == 0);
-		CHECK(p[3 * 5] == 2, "%zu elements: plane 3 mode %u, not sparse", elems[e], p[3 * 5]);
-		z = (uint32_t)p[16] | (uint32_t)p[17] << 8 | (uint32_t)p[18] << 16 | (uint32_t)p[19] << 24;
+		/* compact directory: 3-byte entries (length << 2 | mode) for these planes */
+		z = (uint32_t)p[9] | (uint32_t)p[10] << 8 | (uint32_t)p[11] << 16;
+		CHECK(d.compact && (z & 3) == 2, "%zu elements: plane 3 mode %u, not sparse", elems[e], z & 3);
+		z >>= 2;
 		CHECK(z < ZSTD_compressBound(elems[e]) && z < elems[e] / 4, "sparse plane of %u bytes", z);
 		roundtrip("sparse", CK_CODEC_PLANES, raw, len, 4, NULL);
 	}
@@ -591,51 +593,81 @@ static void test_sparse(void)
 }
 
 /* A one-plane payload (element size 1) of n bytes whose plane is sparse:
- * bitmap and values as given, each one zstd frame. */
-static size_t sparse_payload(uint8_t *pay, size_t n, const uint8_t *bitmap, size_t bitmap_len,
+ * bitmap and values as given, each one zstd frame; in the framed layout
+ * (5-byte directory entry, u32 bitmap length, standard frames) or the
+ * compact one (w-byte entry and length, frames without their magic). */
+static size_t sparse_payload(uint8_t *pay, size_t n, int compact, const uint8_t *bitmap, size_t bitmap_len,
 			     const uint8_t *vals, size_t nvals, uint32_t b_override)
 {
-	size_t b = ZSTD_compress(pay + 9, 256, bitmap, bitmap_len, 1);
-	size_t v = ZSTD_compress(pay + 9 + b, 256, vals, nvals, 1);
-	uint32_t len = (uint32_t)(4 + b + v), bl = b_override ? b_override : (uint32_t)b;
+	uint8_t fb[300], fv[300];
+	size_t b = ZSTD_compress(fb, sizeof(fb), bitmap, bitmap_len, 1);
+	size_t v = ZSTD_compress(fv, sizeof(fv), vals, nvals, 1);
+	size_t skip = compact ? 4 : 0, w = compact ? 2 : 4, head = compact ? 2 : 5, pos;
+	uint32_t len, bl;
 
-	SETUP(!ZSTD_isError(b) && !ZSTD_isError(v) && 9 + b + v < n);
-	pay[0] = 2;
-	for (int i = 0; i < 4; i++) {
-		pay[1 + i] = (uint8_t)(len >> (8 * i));
-		pay[5 + i] = (uint8_t)(bl >> (8 * i));
+	SETUP(!ZSTD_isError(b) && !ZSTD_isError(v) && head + w + b + v < n);
+	b -= skip;
+	v -= skip;
+	len = (uint32_t)(w + b + v);
+	bl = b_override ? b_override : (uint32_t)b;
+	if (compact) {
+		pay[0] = (uint8_t)(len << 2 | 2);
+		pay[1] = (uint8_t)(len >> 6);
+	} else {
+		pay[0] = 2;
+		for (int i = 0; i < 4; i++)
+			pay[1 + i] = (uint8_t)(len >> (8 * i));
 	}
-	return 9 + b + v;
+	for (size_t i = 0; i < w; i++)
+		pay[head + i] = (uint8_t)(bl >> (8 * i));
+	pos = head + w;
+	memcpy(pay + pos, fb + skip, b);
+	memcpy(pay + pos + b, fv + skip, v);
+	return pos + b + v;
 }
 
-/* Malformed sparse planes are refused, never expanded. */
+/* Malformed sparse planes are refused, never expanded, in both layouts. */
 static void test_sparse_damage(void)
 {
 	const size_t n = 1000;   /* 125 bitmap bytes; 1000 % 8 == 0, so n - 3 for an odd end */
 	uint8_t bitmap[125] = { 0 }, vals[64], pay[1000], got[1000];
-	struct ck_chunk_desc d = { .codec = CK_CODEC_PLANES, .elem_size = 1, .raw_len = (uint32_t)n };
 	struct ck_error err = { "" };
 
 	memset(vals, 7, sizeof(vals));
 	bitmap[3] = 0x81;
 	bitmap[100] = 0xff;
-	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap), vals, 10, 0);
-	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == 0 && got[24] == 7 && got[31] == 7 &&
-	      got[25] == 0 && got[800] == 7 && got[808] == 0, "well-formed sparse plane: %s", err.msg);
-	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap), vals, 9, 0);
-	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL, "too few values expanded");
-	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap), vals, 11, 0);
-	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL, "too many values expanded");
-	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap) - 1, vals, 10, 0);
-	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL, "short bitmap expanded");
-	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap), vals, 10, 5000);
-	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL, "bitmap length past the plane");
-	/* n - 3 bytes: the last bitmap byte's top three bits lie past the plane */
-	d.raw_len = (uint32_t)(n - 3);
-	bitmap[124] = 0x80;
-	d.enc_len = (uint32_t)sparse_payload(pay, n, bitmap, sizeof(bitmap), vals, 11, 0);
-	CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL && strstr(err.msg, "past"),
-	      "bitmap bits past the plane: %s", err.msg);
+	for (int compact = 0; compact < 2; compact++) {
+		struct ck_chunk_desc d = { .codec = CK_CODEC_PLANES, .elem_size = 1, .raw_len = (uint32_t)n,
+					   .compact = compact };
+
+		bitmap[124] = 0;
+		d.enc_len = (uint32_t)sparse_payload(pay, n, compact, bitmap, sizeof(bitmap), vals, 10, 0);
+		CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == 0 && got[24] == 7 &&
+		      got[31] == 7 && got[25] == 0 && got[800] == 7 && got[808] == 0,
+		      "layout %d: well-formed sparse plane: %s", compact, err.msg);
+		d.compact = !compact;
+		CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL,
+		      "layout %d: read as the other layout", compact);
+		d.compact = compact;
+		d.enc_len = (uint32_t)sparse_payload(pay, n, compact, bitmap, sizeof(bitmap), vals, 9, 0);
+		CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL,
+		      "layout %d: too few values expanded", compact);
+		d.enc_len = (uint32_t)sparse_payload(pay, n, compact, bitmap, sizeof(bitmap), vals, 11, 0);
+		CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL,
+		      "layout %d: too many values expanded", compact);
+		d.enc_len = (uint32_t)sparse_payload(pay, n, compact, bitmap, sizeof(bitmap) - 1, vals, 10, 0);
+		CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL,
+		      "layout %d: short bitmap expanded", compact);
+		d.enc_len = (uint32_t)sparse_payload(pay, n, compact, bitmap, sizeof(bitmap), vals, 10, 5000);
+		CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL,
+		      "layout %d: bitmap length past the plane", compact);
+		/* n - 3 bytes: the last bitmap byte's top three bits lie past the plane */
+		d.raw_len = (uint32_t)(n - 3);
+		bitmap[124] = 0x80;
+		d.enc_len = (uint32_t)sparse_payload(pay, n, compact, bitmap, sizeof(bitmap), vals, 11, 0);
+		CHECK(ck_chunk_decode_unchecked(ctx, &d, pay, NULL, got, &err) == -EINVAL && strstr(err.msg, "past"),
+		      "layout %d: bitmap bits past the plane: %s", compact, err.msg);
+	}
 }
 
 int main(void)

@@ -32,6 +32,7 @@ struct rec {
 	unsigned es;
 	int ref;               /* index of the reference record, or -1 */
 	uint64_t off;
+	size_t hl;             /* header bytes */
 	enum ck_codec codec;
 };
 
@@ -80,6 +81,7 @@ static void write_all(struct ck_pack_writer *w)
 
 		SETUP(ck_chunk_encode(ctx, r->raw, r->len, r->es, ref, ref ? r->len : 0, &d, &p) == 0);
 		r->codec = d.codec;
+		r->hl = ck_pack_rec_header_len(&d);
 		SETUP(ck_pack_append(w, &d, p, &r->off) == 0);
 	}
 }
@@ -188,11 +190,10 @@ static int pwrite_all(const uint8_t *bytes, size_t len)
 /* Cuts at several points inside the last record, and garbage after it. */
 static void test_torn_tail(void)
 {
-	uint64_t size = file_size(), last = recs[NREC - 1].off;
+	uint64_t size = file_size(), last = recs[NREC - 1].off, hl = recs[NREC - 1].hl;
 	uint8_t *copy;
 	size_t len;
-	uint64_t cuts[] = { last + 1, last + CK_PACK_REC_HEADER - 1, last + CK_PACK_REC_HEADER,
-			    last + CK_PACK_REC_HEADER + 1, size - 1 };
+	uint64_t cuts[] = { last + 1, last + hl - 1, last + hl, last + hl + 1, size - 1 };
 	struct ck_error err;
 
 	copy = read_file(path, &len);
@@ -259,8 +260,8 @@ static void test_bit_flips(void)
 	SETUP(orig);
 	for (int t = 0; t < 400; t++) {
 		/* half in record headers, half anywhere */
-		size_t pos = t % 2 ? (size_t)(recs[next() % NREC].off + next() % CK_PACK_REC_HEADER)
-				   : (size_t)(next() % len);
+		struct rec *r = &recs[next() % NREC];
+		size_t pos = t % 2 ? (size_t)(r->off + next() % r->hl) : (size_t)(next() % len);
 		uint8_t bit = (uint8_t)(1u << (next() % 8));
 		int fd = open(path, O_RDWR);
 
@@ -452,6 +453,139 @@ static void test_blocks(void)
 	unlink(p2);
 }
 
+/* A pack written by version 2 of the format (tests/unit/data/pack-v2.ckpack,
+ * written with the encoder of 2026-11 before version 3: every codec, every
+ * element size, a tail byte, stored, zstd and sparse planes): every
+ * record reads and decodes (hashes checked), and copied into a new pack as
+ * gc copies records, each keeps its payload and reads back the same. */
+struct v2_state {
+	int fd, n, bad, codecs;
+	struct ck_pack_writer *w;
+	uint8_t *raw[16];
+	struct ck_hash128 hash[16];
+	uint32_t len[16];
+	uint64_t off[16], new_off[16];
+	struct ck_chunk_desc desc[16];
+};
+
+static const uint8_t *v2_ref(struct v2_state *v, struct ck_hash128 h)
+{
+	for (int i = 0; i < v->n; i++)
+		if (ck_hash128_eq(v->hash[i], h))
+			return v->raw[i];
+	return NULL;
+}
+
+static int on_v2_record(void *cb, uint64_t off, const struct ck_chunk_desc *d, const uint8_t *payload)
+{
+	struct v2_state *v = cb;
+	const uint8_t *ref = ck_codec_needs_ref(d->codec) ? v2_ref(v, d->ref_hash) : NULL;
+	struct ck_error err = { "" };
+	int i = v->n;
+
+	if (i >= 16 || d->compact || (ck_codec_needs_ref(d->codec) && !ref)) {
+		v->bad++;
+		return 0;
+	}
+	v->raw[i] = malloc(d->raw_len + 1);
+	SETUP(v->raw[i]);
+	if (ck_chunk_decode(ctx, d, payload, ref, ref ? d->raw_len : 0, v->raw[i], &err) != 0) {
+		fprintf(stderr, "v2 record %d: %s\n", i, err.msg);
+		v->bad++;
+	}
+	v->hash[i] = d->raw_hash;
+	v->len[i] = d->raw_len;
+	v->desc[i] = *d;
+	v->off[i] = off;
+	v->codecs |= 1 << d->codec;
+	if (ck_pack_append(v->w, d, payload, &v->new_off[i]) != 0)
+		v->bad++;
+	v->n++;
+	return 0;
+}
+
+static void test_version2_pack(void)
+{
+	const char *src = getenv("CKPT_SRCDIR");
+	char v2[1024], copy[96];
+	struct v2_state v = { .fd = -1 };
+	struct ck_error err = { "" };
+	uint32_t version = 0;
+	uint64_t end, v2_size, v3_size;
+	struct stat sb;
+	int fd, sparse = 0;
+
+	snprintf(v2, sizeof(v2), "%s/tests/unit/data/pack-v2.ckpack", src ? src : ".");
+	snprintf(copy, sizeof(copy), "%s/v3.pack", dir);
+	fd = open(v2, O_RDONLY);
+	SETUP(fd >= 0 && fstat(fd, &sb) == 0);
+	v2_size = (uint64_t)sb.st_size;
+	CHECK(ck_pack_check_header(fd, &version, &err) == 0 && version == 2, "v2 header: %s", err.msg);
+	SETUP(ck_pack_writer_open(copy, 0, &v.w, NULL, &err) == 0);
+	CHECK(ck_pack_scan(fd, on_v2_record, &v, &end, &err) == 0 && end == v2_size, "v2 scan: %s", err.msg);
+	CHECK(v.n == 11 && v.bad == 0, "v2 pack: %d records, %d bad", v.n, v.bad);
+	CHECK(v.codecs == (1 << CK_CODEC__COUNT) - 1, "v2 pack: codecs 0x%x", v.codecs);
+	/* the sparse record: every plane sparse (mode 2) in its framed directory */
+	for (int i = 0; i < v.n; i++) {
+		uint8_t ent[5];
+
+		if (v.desc[i].raw_len != 80000)
+			continue;
+		SETUP(pread(fd, ent, 5, (off_t)(v.off[i] + CK_PACK_REC_HEADER_V2)) == 5);
+		sparse = ent[0] == 2;
+	}
+	CHECK(sparse, "v2 pack: no sparse record");
+	CHECK(ck_pack_writer_close(v.w) == 0, "close the copy");
+	close(fd);
+
+	fd = open(copy, O_RDONLY);
+	SETUP(fd >= 0 && fstat(fd, &sb) == 0);
+	v3_size = (uint64_t)sb.st_size;
+	CHECK(ck_pack_check_header(fd, &version, &err) == 0 && version == CK_PACK_VERSION, "copy's header");
+	for (int i = 0; i < v.n; i++) {
+		struct ck_chunk_desc d;
+		const uint8_t *ref = ck_codec_needs_ref(v.desc[i].codec) ? v2_ref(&v, v.desc[i].ref_hash) : NULL;
+		int rc = ck_pack_read_chunk(fd, v.new_off[i], ctx, buf, ref, ref ? v.len[i] : 0, NULL, out, &d, &err);
+
+		CHECK(rc == 0 && !d.compact && d.codec == v.desc[i].codec && d.enc_len == v.desc[i].enc_len &&
+		      memcmp(out, v.raw[i], v.len[i]) == 0, "copied v2 record %d: %s", i, err.msg);
+	}
+	/* same payloads, headers of 52 bytes now 22 to 46 */
+	CHECK(v3_size < v2_size - (uint64_t)v.n * 6, "copy %llu bytes, v2 %llu", (unsigned long long)v3_size,
+	      (unsigned long long)v2_size);
+	close(fd);
+	unlink(copy);
+	for (int i = 0; i < v.n; i++)
+		free(v.raw[i]);
+}
+
+/* Compact headers are as long as docs/format.md says. */
+static void test_header_lengths(void)
+{
+	struct ck_chunk_desc d = { .codec = CK_CODEC_ROT, .elem_size = 4, .raw_len = CK_CHUNK_MAX, .enc_len = 900000 };
+	uint8_t hdr[CK_PACK_REC_HEADER_MAX], payload[1] = { 0 };
+	struct ck_chunk_desc back;
+	struct ck_error err = { "" };
+
+	CHECK(ck_pack_rec_header_len(&d) == 2 + 3 + 16 + 4, "full anchor: %zu", ck_pack_rec_header_len(&d));
+	d.codec = CK_CODEC_SUB;
+	d.ref_hash.lo = 7;
+	CHECK(ck_pack_rec_header_len(&d) == 2 + 3 + 32 + 4, "full delta: %zu", ck_pack_rec_header_len(&d));
+	d = (struct ck_chunk_desc){ .codec = CK_CODEC_RAW, .elem_size = 1, .raw_len = 100, .enc_len = 100 };
+	CHECK(ck_pack_rec_header_len(&d) == 2 + 1 + 16 + 4, "small raw: %zu", ck_pack_rec_header_len(&d));
+	d = (struct ck_chunk_desc){ .codec = CK_CODEC_PLANES, .elem_size = 8, .raw_len = 200, .enc_len = 1,
+				    .compact = 1 };
+	d.raw_hash.hi = 0x0123456789abcdefull;
+	CHECK(ck_pack_rec_header(&d, payload, hdr) == 2 + 2 + 1 + 16 + 4, "written length");
+	CHECK(ck_pack_rec_parse(hdr, sizeof(hdr), &back, &err) == 25 && back.codec == d.codec &&
+	      back.elem_size == 8 && back.raw_len == 200 && back.enc_len == 1 && back.compact &&
+	      ck_hash128_eq(back.raw_hash, d.raw_hash), "parsed back: %s", err.msg);
+	CHECK(ck_pack_rec_parse(hdr, 24, &back, &err) == -EIO, "cut short");
+	hdr[3] = 0x81;   /* raw length 200 as an overlong varint: 0xc8 0x81 0x00 */
+	hdr[4] = 0x00;
+	CHECK(ck_pack_rec_parse(hdr, sizeof(hdr), &back, &err) == -EINVAL, "varint: %s", err.msg);
+}
+
 int main(void)
 {
 	SETUP(mkdtemp(dir));
@@ -467,6 +601,8 @@ int main(void)
 	test_empty_file();
 	test_threads();
 	test_blocks();
+	test_version2_pack();
+	test_header_lengths();
 	unlink(path);
 	rmdir(dir);
 	for (int i = 0; i < NREC; i++)

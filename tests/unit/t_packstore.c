@@ -188,18 +188,22 @@ static void damage_pack(struct ck_store *st)
 	struct ck_error err = { { 0 } };
 	struct ck_chunk_loc loc;
 	char pack[600];
+	uint64_t mid;
 	int rc;
 
 	first_packed_chunk(st, f->id, &loc);
 	pathf(pack, sizeof(pack), "%s/packs/pack-%08u.ckpack", store, loc.pack_id);
-	flip(pack, loc.offset + CK_PACK_REC_HEADER + loc.enc_len / 2);
+	/* the middle of the record's payload, past its header */
+	mid = loc.offset + ck_pack_rec_header_len(&(struct ck_chunk_desc){ .codec = loc.codec,
+		.raw_len = loc.raw_len, .enc_len = loc.enc_len }) + loc.enc_len / 2;
+	flip(pack, mid);
 	rc = read_packed(st, f->id, &err);
 	CHECK(rc == -EIO, "a bit flip in a record: %d (%s)", rc, err.msg);
 	CHECK(strstr(err.msg, "pack-00000000.ckpack") && strstr(err.msg, "chunk "),
 	      "the error names the chunk and the pack: %s", err.msg);
 	printf("bit flip: %s\n", err.msg);
 	CHECK(verify_bad(st) > 0, "verify finds the flipped record");
-	flip(pack, loc.offset + CK_PACK_REC_HEADER + loc.enc_len / 2);
+	flip(pack, mid);
 	CHECK(read_packed(st, f->id, &err) == 0, "flipped back: %s", err.msg);
 	CHECK(verify_bad(st) == 0, "flipped back: verify is clean");
 
