@@ -9,9 +9,10 @@
  *
  *   RAW     the bytes as they are;
  *   PLANES  byte planes (byte k of every element together), each plane
- *           zstd-compressed, stored, or split into a bitmap of its
- *           nonzero bytes and those bytes (both zstd), whichever is
- *           smaller;
+ *           zstd-compressed, stored, or (mostly zeros) split into a
+ *           bitmap of its nonzero bytes and those bytes (both zstd),
+ *           whichever is smaller (a sparse form that fits is kept
+ *           without trying zstd unless it is under 1 % of the plane);
  *   ROT     the same over every element rotated left by one bit: a
  *           float's sign moves to the bottom, so its exponent fills the
  *           top byte whole and the next byte is mantissa only (two

@@ -130,7 +130,8 @@ struct ck_chunk_ctx {
 #define CK_SPARSE_SCRATCH (CK_SPARSE_BITMAP + CK_CHUNK_MAX + 16)
 
 /* Bitmap of the n bytes of plane into bitmap (n / 8 rounded up bytes, the
- * bits past n clear) and its nonzero bytes into vals; returns their count. */
+ * bits past n clear) and its nonzero bytes into vals (which may be written
+ * up to 7 bytes past the last one); returns their count. */
 size_t ck_sparse_split(const uint8_t *plane, size_t n, uint8_t *bitmap, uint8_t *vals);
 /* The inverse: n bytes into out from bitmap and the nonzero bytes vals
  * (which may be read up to 8 bytes past the last one). */
