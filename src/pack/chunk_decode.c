@@ -111,6 +111,11 @@ static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, co
 				return ck_fail(err, EINVAL, "chunk: plane %u decompresses to %zu bytes, not %zu",
 					       k, got, n);
 			planes[k] = plane;
+		} else if (mode == CK_PLANE_RUNS && d->compact) {
+			if (ck_runs_decode(payload + pos, (size_t)len, plane, n))
+				return ck_fail(err, EINVAL, "chunk: plane %u: runs malformed or past its %zu bytes",
+					       k, n);
+			planes[k] = plane;
 		} else if (mode == CK_PLANE_SPARSE) {
 			rc = expand_sparse(ctx, d, k, payload + pos, (uint32_t)len, n, plane, err);
 			if (rc)

@@ -72,8 +72,8 @@ static size_t encode_zstd(ZSTD_CCtx *cctx, const uint8_t *plane, size_t n, size_
 	return ZSTD_isError(z) ? 0 : z;
 }
 
-/* One plane of n bytes into dst, as the smallest of stored, zstd and (for
- * mostly-zero planes) sparse; writes its directory entry at ent (compact
+/* One plane of n bytes into dst, as the smallest of stored, zstd, (for
+ * mostly-zero planes) sparse and (for small planes) runs; writes its directory entry at ent (compact
  * layout).
  *
  * A plane that looks sparse tries the sparse form first: it wins 9 times
@@ -85,6 +85,11 @@ static size_t encode_zstd(ZSTD_CCtx *cctx, const uint8_t *plane, size_t n, size_
  * runs win by a few dozen bytes and cost little): trying zstd after the
  * sparse form only there cost 0.002 % more bytes on those runs and saved
  * 12-20 % of compaction CPU (docs/bench.md, session 14). */
+/* Planes under this many bytes also try the runs form (chunk_runs.c):
+ * those of zip headers and pickles; a larger plane with few changed bytes
+ * is sparse-coded about as well. */
+#define RUNS_MAX 16384
+
 static size_t encode_plane(struct ck_chunk_ctx *ctx, ZSTD_CCtx *cctx, const uint8_t *plane, size_t n,
 			   uint8_t *ent, uint8_t *dst)
 {
@@ -109,6 +114,11 @@ static size_t encode_plane(struct ck_chunk_ctx *ctx, ZSTD_CCtx *cctx, const uint
 				best = got;
 			}
 		}
+	}
+	if (n < RUNS_MAX && n > 1 && ck_runs_encode(plane, n, ctx->sparse, best, &got) == 0) {
+		memcpy(dst, ctx->sparse, got);
+		mode = CK_PLANE_RUNS;
+		best = got;
 	}
 	if (mode == CK_PLANE_STORED)
 		memcpy(dst, plane, n);   /* incompressible, or nothing fit in n - 1 bytes */

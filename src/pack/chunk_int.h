@@ -73,6 +73,7 @@ CK_ELEM_OPS(1, uint8_t) CK_ELEM_OPS(2, uint16_t) CK_ELEM_OPS(4, uint32_t) CK_ELE
 #define CK_PLANE_STORED 0
 #define CK_PLANE_ZSTD 1
 #define CK_PLANE_SPARSE 2
+#define CK_PLANE_RUNS 3         /* compact payloads only (chunk_runs.c) */
 #define CK_PLANE_DIRENT 5       /* framed directory entry */
 #define CK_PLANES_OVERHEAD (8 * CK_PLANE_DIRENT + 8)
 
@@ -138,6 +139,13 @@ size_t ck_sparse_split(const uint8_t *plane, size_t n, uint8_t *bitmap, uint8_t 
 void ck_sparse_expand(const uint8_t *bitmap, const uint8_t *vals, size_t n, uint8_t *out);
 /* Bits set in the n / 8 rounded up bytes of bitmap. */
 size_t ck_sparse_count(const uint8_t *bitmap, size_t n);
+
+/* Runs form of the n bytes of plane into out, its length in *len (0 for
+ * a plane of zeros): 0, or -1 when it would not be shorter than limit. */
+int ck_runs_encode(const uint8_t *plane, size_t n, uint8_t *out, size_t limit, size_t *len);
+/* The inverse, len bytes of runs into plane (n bytes): 0, or -1 when they
+ * are malformed or do not fit in n bytes. */
+int ck_runs_decode(const uint8_t *p, size_t len, uint8_t *plane, size_t n);
 
 void ck_xor_bytes(const uint8_t *a, const uint8_t *b, size_t len, uint8_t *out);
 /* SUB transform and its inverse over len bytes of size-byte elements; the

@@ -670,6 +670,72 @@ static void test_sparse_damage(void)
 	}
 }
 
+/* A zip local header that changed only in the CRC of the bytes behind it
+ * (as torch.save writes them version after version): its SUB delta is a
+ * plane of zeros but for 4 bytes, coded as runs (mode 3: a 2-byte
+ * directory entry for a 64-byte plane, counts 14 and 4, the 4 bytes) in
+ * 8 bytes. */
+static void test_runs(void)
+{
+	uint8_t ref[64], cur[64];
+	struct ck_chunk_desc d;
+	const uint8_t *p;
+
+	for (size_t i = 0; i < sizeof(ref); i++)
+		ref[i] = (uint8_t)(i < 30 ? "PK\3\4\0\0\10\10\0\0\0\0\0\0\x11\x22\x33\x44 archive/data/0"[i] : 'F');
+	memcpy(cur, ref, sizeof(cur));
+	cur[14] = 0x99, cur[15] = 0x88, cur[16] = 0x77, cur[17] = 0x66;
+	SETUP(ck_chunk_encode(ctx, cur, sizeof(cur), 1, ref, sizeof(ref), &d, &p) == 0);
+	CHECK(d.codec == CK_CODEC_SUB || d.codec == CK_CODEC_XOR, "header delta: codec %s", ck_codec_name(d.codec));
+	CHECK(d.enc_len == 8 && p[0] == (6 << 2 | 3) && p[1] == 0 && p[2] == 14 && p[3] == 4,
+	      "header delta: %u bytes, entry 0x%02x", d.enc_len, p[0]);
+	roundtrip("runs", CK_CODEC_SUB, cur, sizeof(cur), 1, ref);
+	roundtrip("runs", CK_CODEC_XOR, cur, sizeof(cur), 1, ref);
+	/* a plane equal to its reference but for two places, and one of zeros */
+	cur[40] = 1;
+	cur[41] = 0;
+	cur[63] ^= 0x40;
+	roundtrip("runs, three places", CK_CODEC_XOR, cur, sizeof(cur), 1, ref);
+	SETUP(ck_chunk_encode_as(ctx, CK_CODEC_XOR, ref, sizeof(ref), 1, ref, sizeof(ref), &d, &p) == 0);
+	CHECK(d.enc_len == 2 && p[0] == 3 && p[1] == 0, "a delta of zeros: %u bytes", d.enc_len);
+	roundtrip("runs, zeros", CK_CODEC_XOR, ref, sizeof(ref), 1, ref);
+}
+
+/* Runs decode into a 10-byte plane (1-byte directory entries), and
+ * malformed ones are refused: counts past the plane, a literal run of
+ * length 0, literals past the data, a count cut short, a 4-byte count;
+ * and mode 3 means nothing in a framed payload. */
+static void test_runs_damage(void)
+{
+	static const struct {
+		uint8_t pay[8];
+		size_t len;
+		int seven_at;          /* where the byte 7 lands; -1: refused */
+	} cases[] = {
+		{ { 3 << 2 | 3, 2, 1, 7 }, 4, 2 },                 /* two zeros, then 7 */
+		{ { 3 << 2 | 3, 9, 1, 7 }, 4, 9 },                 /* nine zeros, then 7 */
+		{ { 3 << 2 | 3, 10, 1, 7 }, 4, -1 },               /* ten zeros, then past the plane */
+		{ { 2 << 2 | 3, 2, 0 }, 3, -1 },                   /* a literal run of 0 bytes */
+		{ { 3 << 2 | 3, 2, 2, 7 }, 4, -1 },                /* 2 literals, 1 there */
+		{ { 2 << 2 | 3, 0x80, 0x80 }, 3, -1 },             /* a count cut short */
+		{ { 5 << 2 | 3, 0x80, 0x80, 0x80, 0, 1 }, 6, -1 }, /* a 4-byte count */
+	};
+	uint8_t got[16];
+	struct ck_error err = { "" };
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ck_chunk_desc d = { .codec = CK_CODEC_PLANES, .elem_size = 1, .raw_len = 10,
+					   .enc_len = (uint32_t)cases[i].len, .compact = 1 };
+		int at = cases[i].seven_at, rc = ck_chunk_decode_unchecked(ctx, &d, cases[i].pay, NULL, got, &err);
+
+		CHECK(at < 0 ? rc == -EINVAL : rc == 0 && got[at] == 7 && got[at ? 0 : 1] == 0,
+		      "runs case %zu: %d (%s)", i, rc, err.msg);
+		d.compact = 0;
+		CHECK(ck_chunk_decode_unchecked(ctx, &d, cases[i].pay, NULL, got, &err) == -EINVAL,
+		      "runs case %zu in a framed payload", i);
+	}
+}
+
 int main(void)
 {
 	out = malloc(CK_CHUNK_MAX);
@@ -687,6 +753,8 @@ int main(void)
 	test_rot();
 	test_sparse();
 	test_sparse_damage();
+	test_runs();
+	test_runs_damage();
 	{
 		static const enum ck_codec xors[] = { CK_CODEC_XOR, CK_CODEC_XOR, CK_CODEC_XOR, CK_CODEC_XOR };
 		static const enum ck_codec subs[] = { CK_CODEC_SUB, CK_CODEC_SUB, CK_CODEC_SUB, CK_CODEC_SUB };
