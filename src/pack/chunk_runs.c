@@ -8,23 +8,12 @@
  * LLMTailor run, 2,778 of the 5,957 records are such deltas.
  *
  * The plane's data is a sequence of (z, m, m bytes): z zero bytes, then m
- * literal bytes, both counts LEB128 (at most 3 bytes each); the plane is
- * zero after the last literal.
+ * literal bytes, both counts LEB128 (ckptfs/leb128.h); the plane is zero
+ * after the last literal.
  */
 #include "config.h"
 #include "chunk_int.h"
-
-static size_t put_count(uint8_t *p, size_t v)
-{
-	size_t k = 0;
-
-	while (v >= 0x80) {
-		p[k++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[k++] = (uint8_t)v;
-	return k;
-}
+#include "ckptfs/leb128.h"
 
 int ck_runs_encode(const uint8_t *plane, size_t n, uint8_t *out, size_t limit, size_t *len)
 {
@@ -46,30 +35,13 @@ int ck_runs_encode(const uint8_t *plane, size_t n, uint8_t *out, size_t limit, s
 		lit = i - lit;
 		if (pos + 6 + lit >= limit)
 			return -1;
-		pos += put_count(out + pos, z);
-		pos += put_count(out + pos, lit);
+		pos += ck_leb128_put(out + pos, (uint32_t)z);
+		pos += ck_leb128_put(out + pos, (uint32_t)lit);
 		memcpy(out + pos, plane + i - lit, lit);
 		pos += lit;
 	}
 	*len = pos;
 	return pos < limit ? 0 : -1;
-}
-
-/* A count of at most 3 bytes from p[*pos..len): 0, or -1. */
-static int get_count(const uint8_t *p, size_t len, size_t *pos, size_t *v)
-{
-	*v = 0;
-	for (unsigned k = 0; k < 3; k++) {
-		uint8_t b;
-
-		if (*pos >= len)
-			return -1;
-		b = p[(*pos)++];
-		*v |= (size_t)(b & 0x7f) << (7 * k);
-		if (!(b & 0x80))
-			return 0;
-	}
-	return -1;
 }
 
 int ck_runs_decode(const uint8_t *p, size_t len, uint8_t *plane, size_t n)
@@ -78,9 +50,9 @@ int ck_runs_decode(const uint8_t *p, size_t len, uint8_t *plane, size_t n)
 
 	memset(plane, 0, n);
 	while (pos < len) {
-		size_t z, m;
+		uint32_t z, m;
 
-		if (get_count(p, len, &pos, &z) || get_count(p, len, &pos, &m) || m == 0 ||
+		if (ck_leb128_get(p, len, &pos, &z) != 1 || ck_leb128_get(p, len, &pos, &m) != 1 || m == 0 ||
 		    z > n - at || m > n - at - z || m > len - pos)
 			return -1;
 		at += z;

@@ -5,6 +5,7 @@
 #include "config.h"
 #include "ckptfs/pack.h"
 #include "ckptfs/buf.h"
+#include "ckptfs/leb128.h"
 #include "ckptfs/torchzip.h"
 
 #include <errno.h>
@@ -54,37 +55,6 @@ static struct ck_hash128 get_hash(const uint8_t *p)
 	return h;
 }
 
-/* LEB128 of a value under 2^21 (at most 3 bytes). */
-static size_t put_varint(uint8_t *p, uint32_t v)
-{
-	size_t n = 0;
-
-	while (v >= 0x80) {
-		p[n++] = (uint8_t)(v | 0x80);
-		v >>= 7;
-	}
-	p[n++] = (uint8_t)v;
-	return n;
-}
-
-/* Reads a varint of at most 3 bytes from p[*pos..avail): 1 read, 0 the
- * bytes end first, -1 malformed (longer, or not in its shortest form). */
-static int get_varint(const uint8_t *p, size_t avail, size_t *pos, uint32_t *v)
-{
-	*v = 0;
-	for (unsigned i = 0; i < 3; i++) {
-		uint8_t b;
-
-		if (*pos >= avail)
-			return 0;
-		b = p[(*pos)++];
-		*v |= (uint32_t)(b & 0x7f) << (7 * i);
-		if (!(b & 0x80))
-			return b || i == 0 ? 1 : -1;
-	}
-	return -1;
-}
-
 static unsigned log2_elem(unsigned es)
 {
 	return es == 8 ? 3 : es == 4 ? 2 : es == 2 ? 1 : 0;
@@ -103,9 +73,9 @@ size_t ck_pack_rec_header_len(const struct ck_chunk_desc *d)
 	size_t len = 2 + 16 + 4;
 
 	if (d->raw_len != CK_CHUNK_MAX)
-		len += put_varint(scratch, d->raw_len);
+		len += ck_leb128_put(scratch, d->raw_len);
 	if (d->codec != CK_CODEC_RAW)
-		len += put_varint(scratch, d->enc_len);
+		len += ck_leb128_put(scratch, d->enc_len);
 	return len + (ck_codec_needs_ref(d->codec) ? 16 : 0);
 }
 
@@ -120,9 +90,9 @@ int ck_pack_rec_header(const struct ck_chunk_desc *d, const uint8_t *payload,
 	out[n++] = (uint8_t)((unsigned)d->codec | log2_elem(d->elem_size) << C_ELEM_SHIFT |
 			     (d->raw_len == CK_CHUNK_MAX ? C_FULL : 0) | (d->compact ? C_COMPACT : 0));
 	if (d->raw_len != CK_CHUNK_MAX)
-		n += put_varint(out + n, d->raw_len);
+		n += ck_leb128_put(out + n, d->raw_len);
 	if (d->codec != CK_CODEC_RAW)
-		n += put_varint(out + n, d->enc_len);
+		n += ck_leb128_put(out + n, d->enc_len);
 	put_hash(out + n, d->raw_hash);
 	n += 16;
 	if (ck_codec_needs_ref(d->codec)) {
@@ -198,7 +168,7 @@ static int parse_compact(const uint8_t *hdr, size_t avail, struct ck_chunk_desc 
 	d->compact = !!(b & C_COMPACT);
 	d->raw_len = CK_CHUNK_MAX;
 	if (!(b & C_FULL)) {
-		got = get_varint(hdr, avail, &n, &d->raw_len);
+		got = ck_leb128_get(hdr, avail, &n, &d->raw_len);
 		if (got <= 0)
 			return got ? ck_fail(err, EINVAL, "pack record: malformed raw length") : cut_short(err);
 		if (d->raw_len >= CK_CHUNK_MAX)
@@ -206,7 +176,7 @@ static int parse_compact(const uint8_t *hdr, size_t avail, struct ck_chunk_desc 
 	}
 	d->enc_len = d->raw_len;
 	if (d->codec != CK_CODEC_RAW) {
-		got = get_varint(hdr, avail, &n, &d->enc_len);
+		got = ck_leb128_get(hdr, avail, &n, &d->enc_len);
 		if (got <= 0)
 			return got ? ck_fail(err, EINVAL, "pack record: malformed payload length") : cut_short(err);
 	}
