@@ -119,6 +119,11 @@ int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_fil
  * process is enough.  0 or -ENOMEM. */
 struct ck_chunk_cache;
 int ck_chunk_cache_new(uint64_t max_bytes, struct ck_chunk_cache **out);
+/* For one thread that inserts chunks in order and looks up each one a
+ * while later (compaction's recent versions): one list under one lock,
+ * first in, first out (a hit does not make an entry recent), so its bound
+ * holds exactly what was inserted last.  0 or -ENOMEM. */
+int ck_chunk_cache_new_fifo(uint64_t max_bytes, struct ck_chunk_cache **out);
 void ck_chunk_cache_free(struct ck_chunk_cache *c);
 /* Hits, misses and bytes held, for stats and tests. */
 void ck_chunk_cache_counters(const struct ck_chunk_cache *c, uint64_t *hits, uint64_t *misses,

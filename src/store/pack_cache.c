@@ -37,12 +37,14 @@ struct shard {
 };
 
 struct ck_chunk_cache {
+	unsigned nshards;            /* SHARDS, or 1 (ck_chunk_cache_new_fifo) */
+	int bump;                    /* a hit makes the entry the most recent */
 	struct shard s[SHARDS];
 };
 
 static struct shard *shard_of(struct ck_chunk_cache *c, struct ck_hash128 h)
 {
-	return &c->s[h.lo % SHARDS];
+	return &c->s[h.lo % c->nshards];
 }
 
 static struct entry **slot_of(struct shard *s, struct ck_hash128 h)
@@ -68,21 +70,33 @@ static void lru_push(struct shard *s, struct entry *e)
 	s->lru.next = e;
 }
 
-int ck_chunk_cache_new(uint64_t max_bytes, struct ck_chunk_cache **out)
+static int cache_new(uint64_t max_bytes, unsigned nshards, int bump, struct ck_chunk_cache **out)
 {
 	struct ck_chunk_cache *c = calloc(1, sizeof(*c));
 
 	if (!c)
 		return -ENOMEM;
+	c->nshards = nshards;
+	c->bump = bump;
 	for (int i = 0; i < SHARDS; i++) {
 		struct shard *s = &c->s[i];
 
 		pthread_mutex_init(&s->lock, NULL);
 		s->lru.next = s->lru.prev = &s->lru;
-		s->max = max_bytes / SHARDS;
+		s->max = max_bytes / nshards;
 	}
 	*out = c;
 	return 0;
+}
+
+int ck_chunk_cache_new(uint64_t max_bytes, struct ck_chunk_cache **out)
+{
+	return cache_new(max_bytes, SHARDS, 1, out);
+}
+
+int ck_chunk_cache_new_fifo(uint64_t max_bytes, struct ck_chunk_cache **out)
+{
+	return cache_new(max_bytes, 1, 0, out);
 }
 
 void ck_chunk_cache_free(struct ck_chunk_cache *c)
@@ -109,7 +123,7 @@ void ck_chunk_cache_counters(const struct ck_chunk_cache *cc, uint64_t *hits, ui
 	struct ck_chunk_cache *c = (struct ck_chunk_cache *)cc;   /* only the locks change */
 	uint64_t h = 0, m = 0, b = 0;
 
-	for (int i = 0; c && i < SHARDS; i++) {
+	for (unsigned i = 0; c && i < c->nshards; i++) {
 		pthread_mutex_lock(&c->s[i].lock);
 		h += c->s[i].hits;
 		m += c->s[i].misses;
@@ -133,8 +147,10 @@ int ck_chunk_cache_read(struct ck_chunk_cache *c, struct ck_hash128 h, uint32_t 
 	pthread_mutex_lock(&s->lock);
 	e = *slot_of(s, h);
 	if (e && off <= e->len && n <= e->len - off) {
-		lru_unlink(e);
-		lru_push(s, e);
+		if (c->bump) {
+			lru_unlink(e);
+			lru_push(s, e);
+		}
 		memcpy(out, e->data + off, n);
 		*len = e->len;
 		s->hits++;
@@ -154,8 +170,10 @@ int ck_chunk_cache_copy(struct ck_chunk_cache *c, struct ck_hash128 h, uint8_t *
 	pthread_mutex_lock(&s->lock);
 	e = *slot_of(s, h);
 	if (e) {
-		lru_unlink(e);
-		lru_push(s, e);
+		if (c->bump) {
+			lru_unlink(e);
+			lru_push(s, e);
+		}
 		memcpy(out, e->data, e->len);
 		*len = e->len;
 		s->hits++;
@@ -179,12 +197,12 @@ int ck_chunk_cache_has(struct ck_chunk_cache *c, struct ck_hash128 h)
 
 void ck_chunk_cache_grow(struct ck_chunk_cache *c, uint64_t max_bytes)
 {
-	for (int i = 0; i < SHARDS; i++) {
+	for (unsigned i = 0; i < c->nshards; i++) {
 		struct shard *s = &c->s[i];
 
 		pthread_mutex_lock(&s->lock);
-		if (s->max < max_bytes / SHARDS)
-			s->max = max_bytes / SHARDS;
+		if (s->max < max_bytes / c->nshards)
+			s->max = max_bytes / c->nshards;
 		pthread_mutex_unlock(&s->lock);
 	}
 }
@@ -206,6 +224,18 @@ void ck_chunk_cache_insert(struct ck_chunk_cache *c, struct ck_hash128 h, const 
 
 	if (len > s->max)
 		return;   /* a cache smaller than a chunk per shard caches nothing */
+	if (!c->bump) {
+		/* first in, first out: inserting what is there makes it the newest */
+		pthread_mutex_lock(&s->lock);
+		e = *slot_of(s, h);
+		if (e) {
+			lru_unlink(e);
+			lru_push(s, e);
+		}
+		pthread_mutex_unlock(&s->lock);
+		if (e)
+			return;
+	}
 	e = malloc(sizeof(*e) + len);
 	if (!e)
 		return;   /* a cache is allowed to forget */
