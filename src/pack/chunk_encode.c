@@ -63,8 +63,8 @@ static size_t encode_sparse(struct ck_chunk_ctx *ctx, const uint8_t *plane, size
 	return pos + v < limit ? pos + v : 0;
 }
 
-/* A plane mostly of zeros compressed whole with zstd into dst (at most
- * limit bytes): its length, or 0 when zstd does not fit. */
+/* A plane compressed whole with zstd into dst (at most limit bytes): its
+ * length, or 0 when zstd does not fit. */
 static size_t encode_zstd(ZSTD_CCtx *cctx, const uint8_t *plane, size_t n, size_t limit, uint8_t *dst)
 {
 	size_t z = ZSTD_compress2(cctx, dst, limit, plane, n);
@@ -72,9 +72,14 @@ static size_t encode_zstd(ZSTD_CCtx *cctx, const uint8_t *plane, size_t n, size_
 	return ZSTD_isError(z) ? 0 : z;
 }
 
+/* Planes under this many bytes also try the runs form (chunk_runs.c):
+ * those of zip headers and pickles; a larger plane with few changed bytes
+ * is sparse-coded about as well. */
+#define RUNS_MAX 16384
+
 /* One plane of n bytes into dst, as the smallest of stored, zstd, (for
- * mostly-zero planes) sparse and (for small planes) runs; writes its directory entry at ent (compact
- * layout).
+ * mostly-zero planes) sparse and (for small planes) runs; writes its
+ * directory entry at ent (compact layout).
  *
  * A plane that looks sparse tries the sparse form first: it wins 9 times
  * in 10 there (422 of 454 such planes of bench/packs.sh's bf16 run, 385 of
@@ -85,11 +90,6 @@ static size_t encode_zstd(ZSTD_CCtx *cctx, const uint8_t *plane, size_t n, size_
  * runs win by a few dozen bytes and cost little): trying zstd after the
  * sparse form only there cost 0.002 % more bytes on those runs and saved
  * 12-20 % of compaction CPU (docs/bench.md, session 14). */
-/* Planes under this many bytes also try the runs form (chunk_runs.c):
- * those of zip headers and pickles; a larger plane with few changed bytes
- * is sparse-coded about as well. */
-#define RUNS_MAX 16384
-
 static size_t encode_plane(struct ck_chunk_ctx *ctx, ZSTD_CCtx *cctx, const uint8_t *plane, size_t n,
 			   uint8_t *ent, uint8_t *dst)
 {
