@@ -315,7 +315,6 @@ static int collect_chunks(struct sweep *s, MDB_txn *txn)
 			rc = push((void **)&s->dead, &s->ndead, &s->capdead, sizeof(h), &h);
 		} else if (l.where == CK_CHUNK_PACKED) {
 			struct move m = { .h = h, .pack_id = l.pack_id, .offset = l.offset };
-
 			struct ck_chunk_desc d = { .codec = l.codec, .raw_len = l.raw_len, .enc_len = l.enc_len };
 
 			s->packs[l.pack_id].live += ck_pack_rec_header_len(&d) + (uint64_t)l.enc_len;
