@@ -67,25 +67,11 @@ static int desc_fits(const struct ck_chunk_desc *d)
 	       (d->codec == CK_CODEC_RAW ? d->enc_len == d->raw_len : d->enc_len < d->raw_len);
 }
 
-size_t ck_pack_rec_header_len(const struct ck_chunk_desc *d)
-{
-	uint8_t scratch[4];
-	size_t len = 2 + 16 + 4;
-
-	if (d->raw_len != CK_CHUNK_MAX)
-		len += ck_leb128_put(scratch, d->raw_len);
-	if (d->codec != CK_CODEC_RAW)
-		len += ck_leb128_put(scratch, d->enc_len);
-	return len + (ck_codec_needs_ref(d->codec) ? 16 : 0);
-}
-
-int ck_pack_rec_header(const struct ck_chunk_desc *d, const uint8_t *payload,
-		       uint8_t out[CK_PACK_REC_HEADER_MAX])
+/* The compact header's fields before its CRC into out: their length. */
+static size_t put_fields(const struct ck_chunk_desc *d, uint8_t *out)
 {
 	size_t n = 0;
 
-	if (!desc_fits(d))
-		return -EINVAL;
 	out[n++] = CK_PACK_REC_MAGIC3;
 	out[n++] = (uint8_t)((unsigned)d->codec | log2_elem(d->elem_size) << C_ELEM_SHIFT |
 			     (d->raw_len == CK_CHUNK_MAX ? C_FULL : 0) | (d->compact ? C_COMPACT : 0));
@@ -99,6 +85,24 @@ int ck_pack_rec_header(const struct ck_chunk_desc *d, const uint8_t *payload,
 		put_hash(out + n, d->ref_hash);
 		n += 16;
 	}
+	return n;
+}
+
+size_t ck_pack_rec_header_len(const struct ck_chunk_desc *d)
+{
+	uint8_t scratch[CK_PACK_REC_HEADER_MAX];
+
+	return put_fields(d, scratch) + 4;
+}
+
+int ck_pack_rec_header(const struct ck_chunk_desc *d, const uint8_t *payload,
+		       uint8_t out[CK_PACK_REC_HEADER_MAX])
+{
+	size_t n;
+
+	if (!desc_fits(d))
+		return -EINVAL;
+	n = put_fields(d, out);
 	put_le32(out + n, ck_crc32(ck_crc32(0, out, n), payload, d->enc_len));
 	return (int)(n + 4);
 }

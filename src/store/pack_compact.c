@@ -283,7 +283,7 @@ static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, cons
 	struct ck_chunk_desc desc;
 	struct ck_hash128 refh;
 	uint32_t ref_len = 0;
-	uint64_t off;
+	uint64_t off, stored;
 	int rc;
 
 	if (pick_ref(refs, lc, h, &refh)) {
@@ -331,8 +331,9 @@ static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, cons
 		c->s.plain_bytes += lc->len;
 		map->plain_bytes += lc->len;
 	}
-	c->s.stored_bytes += ck_pack_rec_header_len(&desc) + desc.enc_len;
-	map->stored_bytes += ck_pack_rec_header_len(&desc) + desc.enc_len;
+	stored = ck_pack_rec_header_len(&desc) + desc.enc_len;
+	c->s.stored_bytes += stored;
+	map->stored_bytes += stored;
 	return 0;
 }
 
