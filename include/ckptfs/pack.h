@@ -143,5 +143,9 @@ int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *
 typedef int (*ck_pack_scan_fn)(void *cb, uint64_t off, const struct ck_chunk_desc *desc,
 			       const uint8_t *payload);
 int ck_pack_scan(int fd, ck_pack_scan_fn fn, void *cb, uint64_t *end, struct ck_error *err);
+/* The same over the records from offset from (a record boundary) up to to
+ * (or the end of the file, whichever comes first). */
+int ck_pack_scan_range(int fd, uint64_t from, uint64_t to, ck_pack_scan_fn fn, void *cb, uint64_t *end,
+		       struct ck_error *err);
 
 #endif

@@ -39,6 +39,8 @@ struct ck_ckpt_info {
 	char *src_path;      /* where it was imported from */
 	int deleted;         /* deleted (rm -r, ckptctl rm): never listed by the mount, but newer
 				composites still draw from the files it keeps (ck_store_delete_checkpoint) */
+	int64_t imported_ns; /* when it was imported or committed (read from the index; writers
+				pass the time apart) */
 };
 
 struct ck_import_opts {
@@ -54,6 +56,39 @@ int ck_store_init(const char *dir, struct ck_error *err);
 int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct ck_error *err);
 void ck_store_close(struct ck_store *st);
 const char *ck_store_path(const struct ck_store *st);
+
+/* Where the index of a store on a shared (network or distributed)
+ * filesystem is kept on this node: under dir (default /var/cache/ckptfs,
+ * or ~/.cache/ckptfs for a user who cannot write there), in a directory
+ * named after the store's id and path.  Process-wide: call before opening
+ * stores (ckptfs -o index_dir=, ckptctl --index-dir).  0 or -ENOMEM. */
+int ck_store_set_index_base(const char *dir);
+
+/* Whether the store lives on a shared filesystem, and so keeps its index
+ * on this node (docs/design.md, "One store, many nodes"): 1 or 0; *fs gets
+ * the filesystem's kind, *index_dir the index's directory (both valid
+ * while st is open; either may be NULL). */
+int ck_store_is_shared(const struct ck_store *st, const char **fs, const char **index_dir);
+
+/* Whether physical file f is still the file that was imported
+ * (ck_file_check), accepting a copy of it: a file whose device, inode or
+ * modification time changed but whose size did not (the whole store
+ * copied, restored or synced) is parsed and hashed again once, and when
+ * its storages, tensors and (when compaction mapped it) chunks are exactly
+ * those recorded, f gets its new identity and, with persist, the manifest,
+ * packmap and index record it (also from a read-only open: the one change
+ * it makes), so that no process reads it again.  0; -ESTALE with err for
+ * a changed file; -errno.  Not with STORE/commit.lock or an index
+ * transaction held when persist is set. */
+int ck_store_file_check(struct ck_store *st, struct ck_file_info *f, int persist, struct ck_error *err);
+
+/* Brings the index up to date with the store's journal: what other
+ * processes or other nodes committed, deleted, compacted or collected
+ * since it last looked (ck_store_open does it once).  *changed (may be
+ * NULL) is set when the index changed.  Costs one open() of the next
+ * journal entry when nothing changed.  A store whose index cannot be
+ * written (no permission) is not followed.  0 or -errno with err. */
+int ck_store_follow(struct ck_store *st, int *changed, struct ck_error *err);
 const struct ck_layer_rules *ck_store_layer_rules(const struct ck_store *st);
 
 /* Indexes a directory in place: either a run dir holding checkpoints

@@ -147,8 +147,14 @@ int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *
 
 int ck_pack_scan(int fd, ck_pack_scan_fn fn, void *cb, uint64_t *end, struct ck_error *err)
 {
+	return ck_pack_scan_range(fd, CK_PACK_HEADER, UINT64_MAX, fn, cb, end, err);
+}
+
+int ck_pack_scan_range(int fd, uint64_t from, uint64_t to, ck_pack_scan_fn fn, void *cb, uint64_t *end,
+		       struct ck_error *err)
+{
 	uint8_t *payload;
-	uint64_t off = CK_PACK_HEADER, size;
+	uint64_t off = from < CK_PACK_HEADER ? CK_PACK_HEADER : from, size;
 	struct stat st;
 	int rc;
 
@@ -158,7 +164,7 @@ int ck_pack_scan(int fd, ck_pack_scan_fn fn, void *cb, uint64_t *end, struct ck_
 		return rc;
 	if (fstat(fd, &st) < 0)
 		return ck_fail(err, errno, "pack: fstat: %s", strerror(errno));
-	size = (uint64_t)st.st_size;
+	size = (uint64_t)st.st_size < to ? (uint64_t)st.st_size : to;
 	payload = malloc(CK_CHUNK_MAX);
 	if (!payload)
 		return -ENOMEM;

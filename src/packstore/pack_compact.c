@@ -25,6 +25,7 @@
 #include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "ckptfs/pack.h"
+#include "store/journal.h"
 #include "store/manifest.h"
 #include "pack_layout.h"
 #include "packstore_int.h"
@@ -48,6 +49,7 @@ struct compact {
 	unsigned seq;             /* checkpoints written so far, for the crash hooks */
 	struct ck_chunk_cache *recent;   /* chunks of the versions just mapped: the next
 					  * (older) version's references, without decoding */
+	double last_journaled;    /* when the last packed versions were journaled (monotonic) */
 };
 
 /* The recent cache must hold the newer version of the checkpoint being
@@ -400,7 +402,14 @@ static int map_file(struct compact *c, MDB_txn *txn, struct fver *v, int pack, c
 		rc = ck_fail(c->err, ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = ck_file_check(v->f, &why);
+	/* Under the commit lock, in a transaction: a copied file is accepted
+	 * here, its new identity recorded by the next reader (the packmap
+	 * keeps the identity its manifest has until then). */
+	{
+		struct ck_file_info now = *v->f;
+
+		rc = ck_store_file_check(c->st, &now, 0, &why);
+	}
 	if (rc < 0) {
 		ck_fail(c->err, -rc, "%s", why.msg);
 		goto out;
@@ -518,6 +527,40 @@ static void refs_load(struct compact *c, MDB_txn *txn, struct ck_file_info *cons
 	}
 }
 
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* The journal entry of one checkpoint done: its packmap, the pack ranges
+ * its records went to (from start_pack at start_end to where the writer is
+ * now) and the pack position. */
+static int journal(struct compact *c, const struct ck_ckpt_info *ck, uint32_t start_pack, uint64_t start_end,
+		   uint64_t *seq)
+{
+	struct ck_journal_entry e = { .has_pos = 1, .pack_cur = c->pack_id,
+				      .pack_end = c->w ? ck_pack_writer_end(c->w) : CK_PACK_HEADER };
+	struct ck_journal_scan scans[8];
+	int rc;
+
+	if (c->w && c->pack_id >= start_pack && c->pack_id - start_pack < 8) {
+		for (uint32_t p = start_pack; p <= c->pack_id; p++)
+			scans[e.nscans++] = (struct ck_journal_scan){
+				.pack = p, .from = p == start_pack ? start_end : CK_PACK_HEADER,
+				.to = p == c->pack_id ? e.pack_end : UINT64_MAX };
+		if (e.nscans == 1 && scans[0].from >= scans[0].to)
+			e.nscans = 0;   /* nothing appended (raw maps only) */
+	}
+	e.scans = scans;
+	rc = ck_journal_note_ckpt(c->st, ck->series, ck->name, &e, seq, c->err);
+	if (rc == 0)
+		c->last_journaled = now_s();
+	return rc;
+}
+
 /* Maps (pack 0) or packs (pack 1) the files of ck not done yet, with the
  * files of the newer checkpoints (nearest first) as delta references.  The
  * caller holds the locks. */
@@ -526,7 +569,8 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 {
 	struct ck_file_info *f = NULL, *nf[NEWER_MAX] = { NULL };
 	size_t n = 0, nn[NEWER_MAX] = { 0 }, changed = 0;
-	uint64_t bytes = 0;
+	uint64_t bytes = 0, seq, start_end = c->w ? ck_pack_writer_end(c->w) : CK_PACK_HEADER;
+	uint32_t start_pack = c->pack_id;
 	MDB_txn *txn = NULL;
 	int rc;
 
@@ -605,7 +649,13 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 	if (rc < 0)
 		goto out;
 	crash_point(c, "compact-packmap");
-	rc = meta_put_u64(txn, c->st, CK_META_PACK_CUR, c->pack_id);
+	/* Every other index learns of the packmap and the new records from the
+	 * journal, before this one commits them. */
+	rc = journal(c, ck, start_pack, start_end, &seq);
+	if (rc == 0)
+		rc = ck_journal_mark_own(txn, c->st, seq);
+	if (rc == 0)
+		rc = meta_put_u64(txn, c->st, CK_META_PACK_CUR, c->pack_id);
 	if (rc == 0)
 		rc = meta_put_u64(txn, c->st, CK_META_PACK_END, ck_pack_writer_end(c->w));
 	if (rc == 0)
@@ -643,7 +693,9 @@ static int follow_pack_position(struct compact *c)
 	}
 	if (rc < 0 || cur > UINT32_MAX)
 		return ck_fail(c->err, rc < 0 ? -rc : EIO, "%s: index: cannot read the pack position", c->st->path);
-	if (cur == c->pack_id && c->w)
+	/* Unchanged unless a compaction elsewhere (another node, before this
+	 * one held the lease) or a sweep appended meanwhile. */
+	if (cur == c->pack_id && c->w && end == ck_pack_writer_end(c->w))
 		return 0;
 	ck_pack_writer_close(c->w);
 	c->w = NULL;
@@ -660,7 +712,10 @@ static int locked_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, c
 	rc = ck_store_commit_lock(c->st, &commit_fd, c->err);
 	if (rc < 0)
 		return rc;
-	rc = ck_store_lock(c->st->path, 0, &index_fd, c->err);
+	/* What other nodes committed, deleted or collected. */
+	rc = ck_store_follow(c->st, NULL, c->err);
+	if (rc == 0)
+		rc = ck_store_lock(c->st, 0, &index_fd, c->err);
 	if (rc == 0) {
 		rc = ck_store_index_current(c->st, c->err);
 		if (rc == 0)
@@ -721,7 +776,8 @@ static void note_failure(struct compact *c, const struct ck_ckpt_info *ck, int r
 		c->first_rc = rc;
 }
 
-static int compact_series(struct compact *c, const char *series)
+/* Phase 1 packs the series; phase 2 removes raw files (keep_raw). */
+static int compact_series(struct compact *c, const char *series, int phase)
 {
 	struct ck_ckpt_info *ck;
 	size_t n, newest = 0, live = 0;
@@ -735,6 +791,8 @@ static int compact_series(struct compact *c, const char *series)
 			newest = i, live++;
 	if (live == 0)
 		goto out;
+	if (phase == 2)
+		goto drop;
 	/* The newest stays raw: its chunks are mapped as raw locations, the
 	 * references of the reverse deltas and sources of dedup. */
 	rc = locked_checkpoint(c, &ck[newest], NULL, 0, 0);
@@ -747,6 +805,9 @@ static int compact_series(struct compact *c, const char *series)
 		if (rc < 0)
 			note_failure(c, &ck[i], rc);
 	}
+	rc = 0;
+	goto out;
+drop:
 	if (c->o->keep_raw) {
 		size_t kept = 0;
 
@@ -762,12 +823,16 @@ out:
 	return rc;
 }
 
-static double now_s(void)
+/* Raw files of versions just packed go only once every node's readers
+ * had the time to learn that they are packed (their next refresh). */
+static void wait_reclaim_delay(struct compact *c)
 {
-	struct timespec ts;
+	int delay = c->o->reclaim_delay ? c->o->reclaim_delay : ck_store_is_shared(c->st, NULL, NULL) ?
+		    CK_SHARED_RECLAIM_DELAY : 0;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	while (delay > 0 && c->last_journaled && now_s() < c->last_journaled + delay &&
+	       !(c->o->stop && *c->o->stop))
+		usleep(100000);
 }
 
 int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck_compact_progress_fn progress,
@@ -779,7 +844,7 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 	char **series = NULL;
 	size_t ns = 0;
 	double t0 = now_s();
-	int rc;
+	int lease = -1, rc;
 
 	if (st->readonly)
 		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
@@ -788,6 +853,10 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 	c.k = c.o->anchor_k ? c.o->anchor_k : CK_PACK_DEFAULT_ANCHOR_K;
 	if (c.k > CK_PACK_MAX_CHAIN)
 		return ck_fail(err, EINVAL, "anchor interval %u: at most %d", c.k, CK_PACK_MAX_CHAIN);
+	/* One compaction or gc in the store at a time, whichever node runs it. */
+	rc = ck_store_maintenance_lock(st, &lease, err);
+	if (rc < 0)
+		return rc;
 	copts.level = c.o->level;
 	ck_pack_fds_init(&c.fds);
 	c.raw = malloc(CK_CHUNK_MAX);
@@ -819,10 +888,16 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 			ck_fail(err, -rc, "cannot list series: %s", strerror(-rc));
 	}
 	for (size_t i = 0; i < ns && rc == 0 && !(c.o->stop && *c.o->stop); i++)
-		rc = compact_series(&c, series[i]);
+		rc = compact_series(&c, series[i], 1);
+	if (c.o->keep_raw && rc == 0) {
+		wait_reclaim_delay(&c);
+		for (size_t i = 0; i < ns && rc == 0 && !(c.o->stop && *c.o->stop); i++)
+			rc = compact_series(&c, series[i], 2);
+	}
 	if (rc == 0 && c.first_rc)
 		rc = c.first_rc;   /* err still says why */
 out:
+	ck_store_unlock(lease);
 	ck_strv_free(series, ns);
 	if (c.w)
 		ck_pack_writer_close(c.w);

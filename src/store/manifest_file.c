@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "index.h"
 #include "manifest.h"
 
 #define SHORT_NAME 160
@@ -147,6 +148,28 @@ static void txn_clear(struct ck_manifest_txn *tx)
 	memset(tx, 0, sizeof(*tx));
 }
 
+/* The text of m as the store records it: in the current format, with the
+ * paths under root relative to it. */
+static int write_recorded(const char *root, const struct ck_manifest *m, struct ck_buf *text, struct ck_error *err)
+{
+	struct ck_manifest rec = *m;
+	struct ck_ingest *files = calloc(m->nfiles + 1, sizeof(*files));
+	int rc;
+
+	if (!files)
+		return ck_fail(err, ENOMEM, "out of memory");
+	rec.version = 0;
+	rec.ckpt.src_path = (char *)ck_store_rel_path(root, m->ckpt.src_path);
+	for (size_t i = 0; i < m->nfiles; i++) {
+		files[i] = m->files[i];
+		files[i].info.src_path = (char *)ck_store_rel_path(root, m->files[i].info.src_path);
+	}
+	rec.files = files;
+	rc = ck_manifest_write(text, &rec, err);
+	free(files);
+	return rc;
+}
+
 int ck_manifest_store(const char *store, const struct ck_manifest *m, struct ck_manifest_txn *tx,
 		      struct ck_error *err)
 {
@@ -155,7 +178,7 @@ int ck_manifest_store(const char *store, const struct ck_manifest *m, struct ck_
 	int rc;
 
 	memset(tx, 0, sizeof(*tx));
-	rc = ck_manifest_write(&text, m, err);
+	rc = write_recorded(store, m, &text, err);
 	if (rc < 0)
 		return rc;
 	tx->path = ck_manifest_path(store, m->ckpt.series, m->ckpt.name);
@@ -234,7 +257,21 @@ void ck_manifest_store_rollback(struct ck_manifest_txn *tx)
 	txn_clear(tx);
 }
 
-int ck_manifest_load(const char *path, struct ck_manifest *out, struct ck_error *err)
+/* Recorded paths made absolute against root. */
+static int resolve_paths(const char *root, struct ck_manifest *m, struct ck_error *err)
+{
+	int rc = ck_store_abs_path_inplace(root, &m->ckpt.src_path);
+
+	for (size_t i = 0; i < m->nfiles && rc == 0; i++)
+		rc = ck_store_abs_path_inplace(root, &m->files[i].info.src_path);
+	if (rc < 0) {
+		ck_manifest_clear(m);
+		return ck_fail(err, ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+int ck_manifest_load(const char *root, const char *path, struct ck_manifest *out, struct ck_error *err)
 {
 	struct stat sb;
 	char *text;
@@ -278,5 +315,7 @@ int ck_manifest_load(const char *path, struct ck_manifest *out, struct ck_error 
 	else
 		ck_fail(err, EIO, "short read (%zu of %" PRIu64 " bytes)", got, (uint64_t)sb.st_size);
 	free(text);
+	if (rc == 0 && root)
+		rc = resolve_paths(root, out, err);
 	return rc;
 }

@@ -191,7 +191,7 @@ int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx,
 	if (st->readonly)
 		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
 	/* No commit writes a manifest while the index lock is held exclusive. */
-	rc = ck_store_lock(st->path, 1, &lock, err);
+	rc = ck_store_lock(st, 1, &lock, err);
 	if (rc < 0)
 		return rc;
 	rc = remove_manifest_temps(st->path);
@@ -202,6 +202,13 @@ int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx,
 	rc = ck_store_commit_lock(st, &lock, err);
 	if (rc < 0)
 		return rc;
+	/* A directory under data/ that another node committed is in its
+	 * manifest and the journal, not a commit cut short. */
+	rc = ck_store_follow(st, NULL, err);
+	if (rc < 0) {
+		ck_store_unlock(lock);
+		return rc;
+	}
 	rc = each_entry(st->path, CK_STORE_DATA_DIR, recover_data_dir, &r);
 	if (rc == 0)
 		rc = each_entry(st->path, CK_STORE_QUARANTINE_DIR, recover_quarantined, &r);

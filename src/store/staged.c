@@ -406,6 +406,9 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 	/* From here on the data/ and quarantine/ areas change: one commit or
 	 * recovery at a time. */
 	rc = ck_store_commit_lock(st, &lock, err);
+	/* What other processes and nodes committed before the lock was ours. */
+	if (rc == 0)
+		rc = ck_store_follow(st, NULL, err);
 	if (rc < 0)
 		goto out;
 	if (s.reasons.len) {
