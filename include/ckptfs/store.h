@@ -82,6 +82,15 @@ int ck_store_is_shared(const struct ck_store *st, const char **fs, const char **
  * transaction held when persist is set. */
 int ck_store_file_check(struct ck_store *st, struct ck_file_info *f, int persist, struct ck_error *err);
 
+/* Files imported in place that moved: every recorded path that is old or
+ * lies under it (whole components) is rewritten under new, in the
+ * manifests (each rewrite journaled) and the index.  report gets 0 and
+ * "N paths" per checkpoint changed, -errno for a damaged manifest (skipped).
+ * dry_run changes nothing.  Returns the number of checkpoints changed, or
+ * -errno with err. */
+int ck_store_relocate(struct ck_store *st, const char *old, const char *new, int dry_run,
+		      ck_import_report_fn report, void *ctx, struct ck_error *err);
+
 /* Brings the index up to date with the store's journal: what other
  * processes or other nodes committed, deleted, compacted or collected
  * since it last looked (ck_store_open does it once).  *changed (may be

@@ -11,6 +11,9 @@
  *   ckptctl recover STORE
  *   ckptctl stats STORE [SERIES] [--json] [--chunk-size N]
  *   ckptctl rm STORE SERIES/CKPT [--dry-run]
+ *   ckptctl relocate STORE OLD_PREFIX NEW_PREFIX [--dry-run]
+ * and before the command, --index-dir DIR: where this node keeps the index
+ * of a store on a shared filesystem.
  */
 #include "config.h"
 
@@ -27,6 +30,7 @@ static const struct cli_cmd *const commands[] = {
 	&cli_cmd_stats, &cli_cmd_rm,
 	&cli_cmd_compact,
 	&cli_cmd_gc,
+	&cli_cmd_relocate,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -35,8 +39,10 @@ static void usage(FILE *out)
 {
 	size_t i;
 
-	fprintf(out, "usage: ckptctl [-h|--help] [-V|--version] COMMAND [ARGS...]\n\n"
-		     "Manage ckptfs checkpoint stores.\n\nCommands:\n");
+	fprintf(out, "usage: ckptctl [-h|--help] [-V|--version] [--index-dir DIR] COMMAND [ARGS...]\n\n"
+		     "Manage ckptfs checkpoint stores.\n\n"
+		     "  --index-dir DIR  where this node keeps the index of a store on a network or\n"
+		     "                   distributed filesystem (default /var/cache/ckptfs)\n\nCommands:\n");
 	for (i = 0; i < NCOMMANDS; i++) {
 		if (!commands[i]->hidden)
 			fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
@@ -85,6 +91,24 @@ int main(int argc, char **argv)
 		}
 		cli_print_help(cmd);
 		return CLI_OK;
+	}
+	while (argc > 1 && !strncmp(argv[1], "--index-dir", 11)) {
+		const char *dir = argv[1][11] == '=' ? argv[1] + 12 : argv[1][11] == '\0' && argc > 2 ? argv[2] : NULL;
+
+		if (!dir || dir[0] != '/') {
+			cli_error("--index-dir needs an absolute path; try 'ckptctl --help'");
+			return CLI_USAGE;
+		}
+		if (ck_store_set_index_base(dir) < 0) {
+			cli_error("out of memory");
+			return CLI_ERROR;
+		}
+		argc -= argv[1][11] == '=' ? 1 : 2;
+		argv += argv[1][11] == '=' ? 1 : 2;
+	}
+	if (argc < 2) {
+		usage(stderr);
+		return CLI_USAGE;
 	}
 	if (argv[1][0] == '-') {
 		cli_error("unknown option '%s'; try 'ckptctl --help'", argv[1]);

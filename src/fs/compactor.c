@@ -175,9 +175,15 @@ int ckfs_compactor_start(struct ckfs_compactor *c, struct ckfs *fs, unsigned sec
 	c->ctl = sibling_ckptctl();
 	if (c->ctl) {
 		char *const argv[] = { c->ctl, "compact", fs->cfg->store, "--keep-raw", c->keep_raw, "-q", NULL };
+		/* The child keeps a shared store's index where the daemon does. */
+		char *const argv_dir[] = { c->ctl, "--index-dir", fs->cfg->index_dir, "compact", fs->cfg->store,
+					   "--keep-raw", c->keep_raw, "-q", NULL };
 
 		snprintf(c->keep_raw, sizeof(c->keep_raw), "%u", CKFS_COMPACT_KEEP_RAW);
-		memcpy(c->argv, argv, sizeof(argv));
+		if (fs->cfg->index_dir)
+			memcpy(c->argv, argv_dir, sizeof(argv_dir));
+		else
+			memcpy(c->argv, argv, sizeof(argv));
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	rc = ckfs_ticker_start(&c->ticker, secs, compact_tick, c);

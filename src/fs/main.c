@@ -426,6 +426,8 @@ int main(int argc, char **argv)
 	}
 	ck_log_init("ckptfs", 0, cfg.log_level);
 	status = CKFS_EXIT_FAILURE;
+	if (cfg.index_dir && ck_store_set_index_base(cfg.index_dir) < 0)
+		goto out;
 	if (prepare(&cfg, &run.under_dev))
 		goto out;
 	if (!cfg.foreground) {

@@ -29,7 +29,7 @@ struct ckfs_compactor {
 	pid_t child;                /* compaction under way, or 0 */
 	int stopping;
 	char *ctl;                  /* the ckptctl beside this executable, or NULL */
-	char *argv[7];              /* its command line, built before any fork */
+	char *argv[9];              /* its command line, built before any fork */
 	char keep_raw[16];
 };
 

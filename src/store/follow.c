@@ -223,6 +223,80 @@ static int put_record(MDB_txn *txn, MDB_dbi dbi, const struct ck_buf *key, const
 	return ck_mdb_errno(mdb_put(txn, dbi, &k, &v, 0));
 }
 
+static uint64_t be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
+/* Raw chunk locations name their file's path: those of files whose path
+ * changed (relocated) follow it. */
+static int move_raw_locations(struct ck_store *st, MDB_txn *txn, const uint64_t *ids, char *const *paths, size_t n)
+{
+	struct ck_hash128 *keys = NULL;
+	size_t *which = NULL, nk = 0, cap = 0;
+	MDB_cursor *cur;
+	MDB_val k, v;
+	int rc;
+
+	if (!n || !ck_pack_ready(st))
+		return 0;
+	rc = ck_mdb_errno(mdb_cursor_open(txn, st->chunks, &cur));
+	if (rc < 0)
+		return rc;
+	for (int op = MDB_FIRST; rc == 0 && mdb_cursor_get(cur, &k, &v, op) == 0; op = MDB_NEXT) {
+		const uint8_t *p = v.mv_data;
+		uint64_t fid;
+		size_t i;
+
+		/* Only the where byte and the file id are needed to pick them. */
+		if (v.mv_size < 56 || p[1] != CK_CHUNK_RAW || k.mv_size != 16)
+			continue;
+		fid = ck_le64(p + 48);
+		for (i = 0; i < n && ids[i] != fid; i++)
+			;
+		if (i == n)
+			continue;
+		if (nk == cap) {
+			size_t nc = cap ? 2 * cap : 64;
+			struct ck_hash128 *nkeys = realloc(keys, nc * sizeof(*keys));
+			size_t *nwhich = nkeys ? realloc(which, nc * sizeof(*which)) : NULL;
+
+			if (nkeys)
+				keys = nkeys;
+			if (!nkeys || !nwhich) {
+				rc = -ENOMEM;
+				break;
+			}
+			which = nwhich;
+			cap = nc;
+		}
+		keys[nk].hi = be64(k.mv_data);
+		keys[nk].lo = be64((const uint8_t *)k.mv_data + 8);
+		which[nk++] = i;
+	}
+	mdb_cursor_close(cur);
+	for (size_t j = 0; j < nk && rc == 0; j++) {
+		struct ck_chunk_loc l;
+
+		rc = ck_chunk_lookup(txn, st, keys[j], &l);
+		if (rc == 0) {
+			char *was = l.path;
+
+			l.path = paths[which[j]];
+			rc = ck_chunk_store(txn, st, keys[j], &l);
+			l.path = was;
+			ck_chunk_loc_clear(&l);
+		}
+	}
+	free(keys);
+	free(which);
+	return rc;
+}
+
 /* The same import of the checkpoint: drop the files its manifest no longer
  * lists (reclaimed), record new identities and paths (re-identified,
  * relocated) under the same ids, and the deleted flag. */
@@ -231,9 +305,17 @@ static int update_in_place(struct ck_store *st, MDB_txn *txn, const struct ck_ck
 {
 	struct ck_buf key = CK_BUF_INIT, val = CK_BUF_INIT;
 	struct ck_file_info *files = NULL;
-	size_t n = 0;
+	uint64_t *moved_ids = NULL;
+	char **moved_paths = NULL;
+	size_t n = 0, nmoved = 0;
 	int rc = ck_txn_list_files(txn, st, old->id, &files, &n);
 
+	if (rc == 0) {
+		moved_ids = calloc(n + 1, sizeof(*moved_ids));
+		moved_paths = calloc(n + 1, sizeof(*moved_paths));
+		if (!moved_ids || !moved_paths)
+			rc = -ENOMEM;
+	}
 	for (size_t i = 0; i < n && rc == 0; i++) {
 		const struct ck_ingest *mf = manifest_file(m, files[i].relpath);
 		struct ck_file_info info;
@@ -248,6 +330,10 @@ static int update_in_place(struct ck_store *st, MDB_txn *txn, const struct ck_ck
 		if (mf->info.dev == files[i].dev && mf->info.ino == files[i].ino && mf->info.size == files[i].size &&
 		    mf->info.mtime_ns == files[i].mtime_ns && !strcmp(mf->info.src_path, files[i].src_path))
 			continue;
+		if (strcmp(mf->info.src_path, files[i].src_path)) {
+			moved_ids[nmoved] = files[i].id;
+			moved_paths[nmoved++] = mf->info.src_path;
+		}
 		info = files[i];
 		info.dev = mf->info.dev;
 		info.ino = mf->info.ino;
@@ -262,6 +348,8 @@ static int update_in_place(struct ck_store *st, MDB_txn *txn, const struct ck_ck
 			rc = put_record(txn, st->files, &key, &val);
 		*changed = 1;
 	}
+	if (rc == 0)
+		rc = move_raw_locations(st, txn, moved_ids, moved_paths, nmoved);
 	if (rc == 0 && (old->deleted != deleted || strcmp(old->src_path, m->ckpt.src_path))) {
 		struct ck_ckpt_info c = *old;
 
@@ -276,6 +364,8 @@ static int update_in_place(struct ck_store *st, MDB_txn *txn, const struct ck_ck
 		*changed = 1;
 	}
 	ck_file_info_free(files, n);
+	free(moved_ids);
+	free(moved_paths);
 	ck_buf_free(&key);
 	ck_buf_free(&val);
 	return rc;
