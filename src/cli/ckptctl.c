@@ -63,37 +63,37 @@ int main(int argc, char **argv)
 	ck_log_init("ckptctl", 0, CK_LOG_WARN);
 	if (argc < 2) {
 		usage(stderr);
-		return CLI_USAGE;
+		return CK_EXIT_USAGE;
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(stdout);
-		return CLI_OK;
+		return CK_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
 		printf("ckptctl (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
-		return CLI_OK;
+		return CK_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "help")) {
 		if (argc < 3) {
 			usage(stdout);
-			return CLI_OK;
+			return CK_EXIT_OK;
 		}
 		cmd = find(argv[2]);
 		if (!cmd) {
 			cli_error("unknown command '%s'; try 'ckptctl --help'", argv[2]);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		cli_print_help(cmd);
-		return CLI_OK;
+		return CK_EXIT_OK;
 	}
 	if (argv[1][0] == '-') {
 		cli_error("unknown option '%s'; try 'ckptctl --help'", argv[1]);
-		return CLI_USAGE;
+		return CK_EXIT_USAGE;
 	}
 	cmd = find(argv[1]);
 	if (!cmd) {
 		cli_error("unknown command '%s'; try 'ckptctl --help'", argv[1]);
-		return CLI_USAGE;
+		return CK_EXIT_USAGE;
 	}
 	return cmd->run(cmd, argc - 1, argv + 1);
 }
