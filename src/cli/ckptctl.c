@@ -1,17 +1,7 @@
-/* ckptctl: the operator's tool for ckptfs stores.
- *
- *   ckptctl init STORE
- *   ckptctl import STORE DIR [--series NAME] [--pattern REGEX]
- *   ckptctl ls STORE [SERIES[/CKPT]] [--json]
- *   ckptctl show STORE SERIES/CKPT FILE [--json]
- *   ckptctl layers STORE [--add REGEX TEMPLATE | NAME...]
- *   ckptctl reindex STORE [--verify] [--force]
- *   ckptctl commit STORE SERIES/STAGED_NAME [FINAL_NAME]
- *   ckptctl quarantine STORE [--json]
- *   ckptctl recover STORE
- *   ckptctl stats STORE [SERIES] [--json] [--chunk-size N]
- *   ckptctl rm STORE SERIES/CKPT [--dry-run]
- */
+/* ckptctl: the operator's tool for ckptfs stores.  One file per command
+ * (cmd_*.c), each with its synopsis and help; `ckptctl --help` lists the
+ * table below, and ckptctl(1) documents each (tests/unit/t_man_options.sh
+ * keeps the two in step). */
 #include "config.h"
 
 #include <stdio.h>

@@ -142,7 +142,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 
 const struct cli_cmd cli_cmd_compact = {
 	.name = "compact",
-	.args = "STORE [--series S] [--anchor-interval K] [--keep-raw N] [-v|-q]",
+	.args = "STORE [--series S] [--anchor-interval K] [--keep-raw N] [--level L] [-v|-q]",
 	.summary = "move committed checkpoints into packs (dedup, deltas, compression)",
 	.help = "Cuts every committed file version into chunks of at most 1 MiB (a new chunk at\n"
 		"every tensor storage) and stores each chunk once: a chunk stored before costs\n"

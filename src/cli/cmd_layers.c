@@ -82,7 +82,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	struct ck_store *st;
 	int rc, i;
 
-	rc = cli_getopt(cmd, argc, argv, "", opts, on_opt, &a);
+	rc = cli_getopt(cmd, argc, argv, "a", opts, on_opt, &a);
 	if (rc >= 0)
 		return rc;
 	if (argc - optind < 1)
