@@ -13,7 +13,7 @@ need_fuse
 command -v "$TORCH_PYTHON" >/dev/null 2>&1 || skip "no Python at $TORCH_PYTHON"
 ck_tmpdir >/dev/null	# in this shell, so that the exit trap removes it
 tmp=$(ck_tmpdir)
-fix=$CKPT_SHARED/fixtures
+fix=$CKPT_FIXTURES
 [ -f "$fix/safetensors/burn_mnist.safetensors" ] || skip "no fixtures in $fix"
 store=$tmp/store
 mnt=$tmp/mnt
