@@ -439,8 +439,7 @@ static void io_errors(void)
 }
 
 /* Headers far apart are read on their own: parsing an archive of 256 KiB
- * tensors (four to a 1 MiB batch before) reads its headers, not its
- * tensors. */
+ * tensors reads its headers, not its tensors. */
 static void large_records(void)
 {
 	enum { N = 129, SIZE = 256 << 10 };
