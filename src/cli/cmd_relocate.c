@@ -25,7 +25,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->quiet = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static void on_report(void *ctx, const char *path, int status, const char *msg)
@@ -61,16 +61,16 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		return cli_usage_error(cmd, "OLD_PREFIX and NEW_PREFIX must be absolute paths");
 	st = cli_open_store(argv[optind], a.dry_run);
 	if (!st)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	n = ck_store_relocate(st, argv[optind + 1], argv[optind + 2], a.dry_run, on_report, &a, &err);
 	ck_store_close(st);
 	if (n < 0) {
 		cli_error("relocate: %s", err.msg[0] ? err.msg : strerror(-n));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	if (!a.quiet)
 		printf("%s %d checkpoint%s\n", a.dry_run ? "would relocate" : "relocated", n, n == 1 ? "" : "s");
-	return a.damaged ? CLI_PARTIAL : CLI_OK;
+	return a.damaged ? CK_EXIT_PARTIAL : CK_EXIT_OK;
 }
 
 const struct cli_cmd cli_cmd_relocate = {
