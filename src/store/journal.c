@@ -269,7 +269,7 @@ static int tag(struct cur *c, char out[33])
 		return bad(c, "tag too long");
 	memcpy(out, c->p, n);
 	out[n] = '\0';
-	if (!valid_tag(out))
+	if (strlen(out) != n || !valid_tag(out))
 		return bad(c, "expected a tag (32 lowercase hex digits or none)");
 	c->p += n;
 	return 0;
