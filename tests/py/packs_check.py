@@ -16,6 +16,10 @@ read back after compaction (tests/integration/packs_mount.sh).
       Every checkpoint of PLAIN_DIR reads back through the mount bit-exactly:
       whole files byte for byte, torch.load deep-compared, safetensors files
       read through mmap.
+  packs_check.py loop SERIES_DIR PLAIN_DIR STOPFILE CKPT...
+      Reads the files of the named checkpoints back and checks them as
+      `same` does, over and over, until STOPFILE exists; prints how many
+      passes it made.  Any difference or error ends it (exit 1).
   packs_check.py damaged SERIES_DIR PLAIN_DIR
       A pack was damaged: each file either reads back exactly or fails with
       EIO (never other bytes), and at least one fails.  Prints the count.
@@ -157,6 +161,16 @@ def same(series, plain):
 	print("%d files read back bit-exactly" % n)
 
 
+def loop(series, plain, stop, names):
+	passes = 0
+	while not os.path.exists(stop) or passes == 0:
+		for ck in names:
+			for f in sorted(os.listdir(os.path.join(plain, ck))):
+				check_file(os.path.join(series, ck, f), os.path.join(plain, ck, f))
+		passes += 1
+	print("%d passes over %s read back bit-exactly" % (passes, " ".join(names)))
+
+
 def composite(served, merged):
 	names = sorted(os.listdir(merged))
 	if sorted(os.listdir(served)) != names:
@@ -206,6 +220,8 @@ def main():
 		composite(sys.argv[2], sys.argv[3])
 	elif cmd == "same":
 		same(sys.argv[2], sys.argv[3])
+	elif cmd == "loop":
+		loop(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
 	elif cmd == "damaged":
 		damaged(sys.argv[2], sys.argv[3])
 	else:
