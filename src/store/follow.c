@@ -101,7 +101,7 @@ static int scan_range(struct ck_store *st, MDB_txn *txn, const struct ck_journal
 	free(path);
 	if (fd < 0)
 		return errno == ENOENT ? 0 : -errno;   /* emptied or gone since: a later entry says where */
-	rc = ck_pack_scan_range(fd, s->from, s->to, on_record, &r, &end, NULL);
+	rc = ck_pack_scan_headers(fd, s->from, s->to, on_record, &r, &end, NULL);
 	close(fd);
 	/* A range cut short (a torn tail, a pack emptied since) leaves what it had. */
 	return rc == -ENOMEM ? rc : 0;
