@@ -170,7 +170,11 @@ char *ck_store_staging_path(const struct ck_store *st, const char *series, const
  *      manifest and index records are written as an import's are.
  * report (may be NULL) gets each file as import reports it, then
  * CK_COMMIT_QUARANTINED or 0 with "committed" for the directory.  Refuses
- * to replace a committed checkpoint (-EEXIST).  0 or -errno with err. */
+ * to replace a committed checkpoint (-EEXIST).  When another process or
+ * node committed this very directory since it was validated (under
+ * STORE/commit.lock the staged directory is gone and final_name is
+ * committed), returns -EALREADY: the checkpoint is committed, exactly once.
+ * 0 or -errno with err. */
 int ck_store_commit_staged(struct ck_store *st, const char *series, const char *staged_name,
 			   const char *final_name, ck_import_report_fn report, void *ctx, struct ck_error *err);
 

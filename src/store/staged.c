@@ -338,6 +338,26 @@ out:
 	return rc;
 }
 
+/* Under the commit lock: the directory validated is still the one staged.
+ * Another process or node may have committed it meanwhile (a marker seen
+ * by two daemons, an idle commit on each node): exactly one rename moves
+ * it, and the others get -EALREADY, which is not a failure. */
+static int still_staged(struct staged *s, const struct stat *validated)
+{
+	struct ck_ckpt_info *ck;
+	struct stat now;
+
+	if (lstat(s->src, &now) == 0 && now.st_ino == validated->st_ino && S_ISDIR(now.st_mode))
+		return 0;
+	if (ck_store_find_checkpoint(s->st, s->series, s->final_name, &ck) == 0) {
+		ck_ckpt_info_free(ck, 1);
+		return ck_fail(s->err, EALREADY, "%s/%s was committed meanwhile by another process or node", s->series,
+			       s->final_name);
+	}
+	return ck_fail(s->err, ENOENT, "%s: moved away meanwhile (committed under another name or quarantined "
+		       "by another process or node)", s->src);
+}
+
 static int check_names(const struct ck_store *st, const char *series, const char *staged_name,
 		       const char *final_name, int64_t *step, struct ck_error *err)
 {
@@ -409,6 +429,9 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 	/* What other processes and nodes committed before the lock was ours. */
 	if (rc == 0)
 		rc = ck_store_follow(st, NULL, err);
+	if (rc < 0)
+		goto out;
+	rc = still_staged(&s, &sb);
 	if (rc < 0)
 		goto out;
 	if (s.reasons.len) {

@@ -5,7 +5,8 @@
  * names without a step and committed names are refused with the staged
  * directory left alone; a commit cut short after its rename (simulated),
  * leftover temporary manifests and a quarantined directory without its
- * REASON are put right by the next writable open. */
+ * REASON are put right by the next writable open; two committers of one
+ * directory (two daemons, two nodes) commit it exactly once. */
 #include "config.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ckptfs/store.h"
@@ -166,6 +168,45 @@ static void test_refusals(struct ck_store *st)
 	commit(st, "latest", "checkpoint-12", 0, NULL);
 }
 
+/* One process validates run/twice and waits there (the test hook) while
+ * another commits it: the first then finds it committed (-EALREADY), and
+ * the series has it once. */
+static void test_commit_once(struct ck_store *st)
+{
+	struct ck_error err = { { 0 } };
+	char pause[600];
+	size_t before = count_checkpoints(st, NULL);
+	pid_t pid;
+	int status = 0;
+
+	stage("twice", 0);
+	pathf(pause, sizeof(pause), "%s/pause", tmp);
+	pid = fork();
+	SETUP(pid >= 0);
+	if (pid == 0) {
+		struct ck_store *mine;
+		int rc;
+
+		setenv("CKPT_TEST_PAUSE_AT", "validated", 1);
+		setenv("CKPT_TEST_PAUSE_FILE", pause, 1);
+		if (ck_store_open(store, 0, &mine, &err) < 0)
+			_exit(2);
+		rc = ck_store_commit_staged(mine, "run", "twice", "checkpoint-40", NULL, NULL, &err);
+		ck_store_close(mine);
+		_exit(rc == -EALREADY ? 0 : 1);
+	}
+	for (int i = 0; i < 600 && access(pause, F_OK) < 0; i++)
+		usleep(50000);
+	CHECK(access(pause, F_OK) == 0, "the first committer never reached its pause");
+	CHECK(ck_store_commit_staged(st, "run", "twice", "checkpoint-40", NULL, NULL, &err) == 0,
+	      "the second committer: %s", err.msg);
+	unlink(pause);
+	SETUP(waitpid(pid, &status, 0) == pid);
+	CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+	      "the first committer did not find the directory committed (-EALREADY): status %d", status);
+	CHECK(count_checkpoints(st, "checkpoint-40") == before + 1, "checkpoint-40 not committed once");
+}
+
 static void test_recovery(void)
 {
 	struct ck_error err = { { 0 } };
@@ -217,6 +258,9 @@ int main(void)
 	test_refusals(st);
 	ck_store_close(st);
 	test_recovery();
+	SETUP(ck_store_open(store, 0, &st, &err) == 0);
+	test_commit_once(st);
+	ck_store_close(st);
 	SETUP(run_command(pathf(cmd, sizeof(cmd), "rm -rf '%s'", tmp), NULL) == 0);
 	return test_result();
 }
