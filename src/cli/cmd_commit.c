@@ -124,6 +124,12 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		cli_error("%s", err.msg);
 		return CK_EXIT_DAMAGED;
 	}
+	if (rc == -EALREADY) {
+		/* Another process or node committed this very directory meanwhile. */
+		printf("committed   %s/%s, by another process or node\n", series,
+		       argc - optind == 3 ? argv[optind + 2] : staged);
+		return CK_EXIT_OK;
+	}
 	if (rc < 0) {
 		cli_error("commit: %s", err.msg[0] ? err.msg : strerror(-rc));
 		return CK_EXIT_FAILURE;
@@ -144,6 +150,8 @@ const struct cli_cmd cli_cmd_commit = {
 		"directory is made durable, renamed to STORE/data/SERIES/FINAL_NAME/ and indexed.\n"
 		"A committed checkpoint is never replaced.  While a writable ckptfs serves STORE\n"
 		"the mount does the commit (it may be writing into the directory).\n"
+		"When another process or node commits the same directory at the same time, it is\n"
+		"committed once, and both say so.\n"
 		"\n"
 		"  -v, --verbose  list every file and what it is\n"
 		"\n"

@@ -338,22 +338,49 @@ out:
 	return rc;
 }
 
+/* Whether the staged directory (inode ino) was committed by another
+ * process or node: STORE/data/<series>/<final name> is that very directory
+ * (a rename keeps the inode; the staged name may still be in this
+ * client's cache of a shared filesystem), or, ino 0, the staged directory
+ * is gone and the name is committed.  1 with err saying so (-EALREADY). */
+static int committed_elsewhere(struct staged *s, ino_t ino)
+{
+	struct ck_ckpt_info *ck;
+	struct stat now;
+	char *area = ck_path_join(s->st->path, CK_STORE_DATA_DIR), *dir = NULL, *path = NULL;
+	int yes = 0;
+
+	if (area && (dir = ck_path_join(area, s->series)) != NULL)
+		path = ck_path_join(dir, s->final_name);
+	if (ino)
+		yes = path && stat(path, &now) == 0 && S_ISDIR(now.st_mode) && now.st_ino == ino;
+	else if (lstat(s->src, &now) < 0 && errno == ENOENT) {
+		ck_store_follow(s->st, NULL, NULL);
+		yes = ck_store_find_checkpoint(s->st, s->series, s->final_name, &ck) == 0;
+		if (yes)
+			ck_ckpt_info_free(ck, 1);
+	}
+	free(area);
+	free(dir);
+	free(path);
+	if (yes)
+		ck_fail(s->err, EALREADY, "%s/%s was committed meanwhile by another process or node", s->series,
+			s->final_name);
+	return yes;
+}
+
 /* Under the commit lock: the directory validated is still the one staged.
  * Another process or node may have committed it meanwhile (a marker seen
  * by two daemons, an idle commit on each node): exactly one rename moves
  * it, and the others get -EALREADY, which is not a failure. */
 static int still_staged(struct staged *s, const struct stat *validated)
 {
-	struct ck_ckpt_info *ck;
 	struct stat now;
 
+	if (committed_elsewhere(s, validated->st_ino))
+		return -EALREADY;
 	if (lstat(s->src, &now) == 0 && now.st_ino == validated->st_ino && S_ISDIR(now.st_mode))
 		return 0;
-	if (ck_store_find_checkpoint(s->st, s->series, s->final_name, &ck) == 0) {
-		ck_ckpt_info_free(ck, 1);
-		return ck_fail(s->err, EALREADY, "%s/%s was committed meanwhile by another process or node", s->series,
-			       s->final_name);
-	}
 	return ck_fail(s->err, ENOENT, "%s: moved away meanwhile (committed under another name or quarantined "
 		       "by another process or node)", s->src);
 }
@@ -409,7 +436,8 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 	if (!s.src)
 		return ck_fail(err, ENOMEM, "out of memory");
 	if (lstat(s.src, &sb) < 0) {
-		rc = ck_fail(err, errno, "%s: %s", s.src, strerror(errno));
+		rc = errno == ENOENT && committed_elsewhere(&s, 0) ? -EALREADY :
+		     ck_fail(err, errno, "%s: %s", s.src, strerror(errno));
 		goto out;
 	}
 	if (!S_ISDIR(sb.st_mode)) {
@@ -417,6 +445,8 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 		goto out;
 	}
 	rc = already_committed(st, series, s.final_name, err);   /* before the work of validating */
+	if (rc == -EEXIST && committed_elsewhere(&s, sb.st_ino))
+		rc = -EALREADY;
 	if (rc < 0)
 		goto out;
 	rc = validate(&s);
