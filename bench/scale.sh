@@ -17,6 +17,7 @@ set -eu
 n=${1:-500} t=${2:-10000}
 top=${3:-$(mktemp -d "${TMPDIR:-/tmp}/ckptfs-scale.XXXXXX")}
 b=$(pwd)
+mkdir -p "$top"
 store=$top/store mnt=$top/mnt
 cleanup() {
 	grep -q " $mnt fuse" /proc/mounts && fusermount3 -u "$mnt"
@@ -26,7 +27,7 @@ trap cleanup EXIT
 now() { date +%s.%N; }
 since() { echo "$(now) - $1" | bc; }
 
-echo "== $n checkpoints x $t tensors, in $top ($(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo ?))"
+echo "== $n checkpoints x $t tensors, in $top ($(git -C "$(dirname "$0")" rev-parse --short HEAD 2>/dev/null || echo ?)), load $(cut -d" " -f1-3 /proc/loadavg)"
 "$b/bench/scale" make "$store" "$n" "$t"
 echo "manifests: $(du -sh "$store/manifests" | cut -f1)"
 t0=$(now)
