@@ -35,7 +35,9 @@
 #include <sys/ioctl.h>
 #include <sys/uio.h>
 
-#include "ckptfs.h"
+#include "ckptfs/log.h"
+#include "mount.h"
+#include "passthrough.h"
 
 /* Protocol 7.40 pieces that Debian 12's <linux/fuse.h> (7.38) lacks. */
 #define PT_FUSE_PASSTHROUGH_FLAG2 (1u << (37 - 32))  /* FUSE_PASSTHROUGH, in flags2 */

@@ -13,8 +13,12 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "ckptfs.h"
+#include "ckptfs/log.h"
 #include "ckptfs/store.h"
+#include "mount.h"
+#include "nodes.h"
+#include "read.h"
+#include "passthrough.h"
 
 /* Extents a read usually needs; more come from the heap. */
 #define STACK_EXTENTS 32
