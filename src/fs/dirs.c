@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/writer_staging.h"
 #include "dirs.h"
 #include "nodes.h"
 

@@ -23,8 +23,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/log.h"
-#include "ckptfs/store.h"
 #include "ckptfs/writer.h"
 #include "listing.h"
 #include "nodes.h"

@@ -19,6 +19,8 @@
 #include <sys/stat.h>
 
 #include "ckptfs/writer.h"
+#include "ckptfs/writer_rules.h"
+#include "ckptfs/writer_staging.h"
 #include "delete.h"
 #include "dirs.h"
 #include "names.h"

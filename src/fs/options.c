@@ -17,7 +17,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckptfs/store.h"
+#include "ckptfs/buf.h"
+#include "ckptfs/log.h"
+#include "ckptfs/view.h"
+#include "ckptfs/writer_rules.h"
 #include "lowlevel.h"
 #include "options.h"
 

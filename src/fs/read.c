@@ -14,11 +14,12 @@
 #include <sys/uio.h>
 
 #include "ckptfs/log.h"
-#include "ckptfs/store.h"
+#include "ckptfs/records.h"
+#include "ckptfs/view.h"
 #include "mount.h"
 #include "nodes.h"
-#include "read.h"
 #include "passthrough.h"
+#include "read.h"
 
 /* Extents a read usually needs; more come from the heap. */
 #define STACK_EXTENTS 32

@@ -18,7 +18,10 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/writer.h"
+#include "ckptfs/writer_rules.h"
+#include "ckptfs/writer_staging.h"
 #include "dirs.h"
 #include "listing.h"
 #include "names.h"

@@ -39,6 +39,7 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
+#include "ckptfs/ingest.h"
 #include "ckptfs/log.h"
 #include "ckptfs/refs.h"
 #include "ckptfs/store.h"

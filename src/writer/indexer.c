@@ -27,8 +27,9 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
+#include "ckptfs/ingest.h"
 #include "ckptfs/log.h"
-#include "ckptfs/store.h"
+#include "ckptfs/records.h"
 #include "indexer.h"
 
 struct job {

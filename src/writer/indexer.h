@@ -16,7 +16,8 @@
 #include <sys/types.h>
 
 #include "ckptfs/buf.h"
-#include "ckptfs/store.h"
+#include "ckptfs/ingest.h"
+#include "ckptfs/layers.h"
 
 struct ckw_indexer;
 

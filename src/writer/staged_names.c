@@ -9,7 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ckptfs/store.h"
+#include "ckptfs/buf.h"
 #include "writer_int.h"
 
 /* Appends a copy of name to *v (n entries): 0 or -ENOMEM. */
