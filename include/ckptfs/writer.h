@@ -24,7 +24,7 @@
  * Errors are -errno.  Thread rules: once ck_writer_open returned, every
  * function may be called from any thread at once, except that start,
  * stop and close are called by the thread that owns the writer, in that
- * order (stop and close once).  Commit calls block for the whole commit
+ * order (each once), while no other call of the writer runs.  Commit calls block for the whole commit
  * (they fork, then wait for the child).  Callbacks run on the calling
  * thread or on the writer's own threads (grace, idle, compaction), never
  * with a lock of the writer held.
@@ -85,8 +85,9 @@ int ck_writer_open(const char *store, struct ck_view *view, const struct ck_writ
  * feature is off. */
 void ck_writer_start(struct ck_writer *w);
 /* Stops the background threads, waiting for a commit they run; a
- * compaction under way gets SIGTERM, then SIGKILL after 5 s.  After it,
- * markers that wait for grace commit at once.  Safe without a start. */
+ * compaction under way gets SIGTERM, then SIGKILL after 5 s.  Safe without
+ * a start.  Before the start and after the stop, markers that would wait
+ * for grace commit at once. */
 void ck_writer_stop(struct ck_writer *w);
 /* Stops what still runs, frees the writer and its namespace.  NULL is
  * accepted. */
