@@ -194,10 +194,7 @@ static int start_packs(struct compact *c)
 
 	if (!dir)
 		return ck_fail(c->err, ENOMEM, "out of memory");
-	if (mkdir(dir, 0755) == 0)
-		rc = ck_fsync_dir(c->st->path);
-	else
-		rc = errno == EEXIST ? 0 : -errno;
+	rc = ck_mkdir_durable(dir);
 	if (rc < 0)
 		ck_fail(c->err, -rc, "%s: %s", dir, strerror(-rc));
 	free(dir);
@@ -692,7 +689,6 @@ static void drop_raw(struct compact *c, const struct ck_ckpt_info *ck)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct stat sb;
-		char *dir, *slash;
 
 		if (!store_owned(c->st, f[i].src_path) || ck_store_file_packed(c->st, f[i].id) != 1 ||
 		    lstat(f[i].src_path, &sb) < 0 || !S_ISREG(sb.st_mode))
@@ -703,13 +699,7 @@ static void drop_raw(struct compact *c, const struct ck_ckpt_info *ck)
 			continue;
 		}
 		c->s.raw_removed_bytes += (uint64_t)sb.st_size;
-		dir = strdup(f[i].src_path);
-		slash = dir ? strrchr(dir, '/') : NULL;
-		if (slash) {
-			*slash = '\0';
-			ck_fsync_dir(dir);
-		}
-		free(dir);
+		ck_fsync_parent(f[i].src_path);
 	}
 	ck_file_info_free(f, n);
 }

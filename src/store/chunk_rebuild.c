@@ -279,7 +279,7 @@ static void each_packmap(struct rebuild *b, int packed)
 			size_t len = strlen(e->d_name), sl = strlen(CK_PACKMAP_SUFFIX);
 			char *p;
 
-			if (strstr(e->d_name, CK_PACKMAP_SUFFIX ".tmp.")) {
+			if (strstr(e->d_name, CK_PACKMAP_SUFFIX CK_REPLACE_TMP)) {
 				unlinkat(dirfd(sd), e->d_name, 0);
 				continue;
 			}

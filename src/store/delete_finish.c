@@ -25,6 +25,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "delete.h"
 #include "index.h"
@@ -227,15 +228,8 @@ int ck_delete_finish(struct ck_store *st, const struct ck_ckpt_info *ck, ck_impo
 		if (owned && rmdir(owned) < 0 && errno != ENOENT) {
 			rc = ck_fail(err, errno, "%s: %s", owned, strerror(errno));
 		} else {
-			if (owned) {
-				char *parent = strdup(owned);
-
-				if (parent && strrchr(parent, '/')) {
-					*strrchr(parent, '/') = '\0';
-					ck_fsync_dir(parent);
-				}
-				free(parent);
-			}
+			if (owned)
+				ck_fsync_parent(owned);
 			ck_crash_point("reclaim-unlinked");   /* test hook: files gone, record and manifest not */
 			rc = remove_checkpoint(&f, mpath, err);
 		}
@@ -321,7 +315,7 @@ static void recover_series_dir(struct recover *r, const char *dir)
 	while ((d = readdir(dh)) != NULL) {
 		if (snprintf(path, sizeof(path), "%s/%s", dir, d->d_name) >= (int)sizeof(path))
 			continue;
-		if (strstr(d->d_name, CK_TOMBSTONE_SUFFIX ".tmp."))
+		if (strstr(d->d_name, CK_TOMBSTONE_SUFFIX CK_REPLACE_TMP))
 			unlink(path);
 		else if (ends_with(d->d_name, CK_TOMBSTONE_SUFFIX))
 			recover_tombstone(r, path);

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/fileio.h"
 #include "manifest.h"
 #include "chunk_table.h"
 
@@ -78,64 +79,11 @@ static int encode(struct ck_buf *b, const struct ck_packmap *pm)
 	return rc ? -ENOMEM : 0;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int ck_packmap_store(const char *path, const struct ck_packmap *pm, struct ck_error *err)
 {
 	struct ck_buf b = CK_BUF_INIT;
-	size_t n = strlen(path) + 32;
-	char *tmp = malloc(n), *dir = NULL, *slash;
-	int fd = -1, rc;
+	int rc = encode(&b, pm) < 0 ? ck_fail(err, ENOMEM, "out of memory") : ck_file_replace(path, b.data, b.len, err);
 
-	if (!tmp || encode(&b, pm) < 0) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	rc = write_all(fd, b.data, b.len);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	fd = -1;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0) {
-		ck_fail(err, -rc, "%s: %s", path, strerror(-rc));
-		unlink(tmp);
-		goto out;
-	}
-	dir = strdup(path);
-	slash = dir ? strrchr(dir, '/') : NULL;
-	if (!slash) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	*slash = '\0';
-	rc = ck_fsync_dir(dir);
-	if (rc < 0)
-		ck_fail(err, -rc, "%s: %s", dir, strerror(-rc));
-out:
-	free(dir);
-	free(tmp);
 	ck_buf_free(&b);
 	return rc;
 }

@@ -101,7 +101,7 @@ static int remove_manifest_temps(const char *store)
 			continue;
 		sd = opendir(sdir);
 		while (sd && (e = readdir(sd)) != NULL) {
-			if (strstr(e->d_name, CK_MANIFEST_SUFFIX ".tmp.") && unlinkat(dirfd(sd), e->d_name, 0) < 0)
+			if (strstr(e->d_name, CK_MANIFEST_SUFFIX CK_REPLACE_TMP) && unlinkat(dirfd(sd), e->d_name, 0) < 0)
 				rc = -errno;
 		}
 		if (sd)
@@ -158,28 +158,42 @@ static int recover_data_dir(void *ctx, const char *series, const char *name, con
 	return 0;
 }
 
+/* Removes the temporary files a writer of dir/REASON that died left:
+ * "REASON.tmp.<pid>" (and "REASON.tmp", the name older versions used). */
+static void remove_reason_temps(const char *dir)
+{
+	static const char prefix[] = CK_QUARANTINE_REASON ".tmp";
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	while (d && (e = readdir(d)) != NULL) {
+		if (!strncmp(e->d_name, prefix, sizeof(prefix) - 1))
+			unlinkat(dirfd(d), e->d_name, 0);
+	}
+	if (d)
+		closedir(d);
+}
+
 /* A quarantined directory whose REASON was not written yet when the commit stopped. */
 static int recover_quarantined(void *ctx, const char *series, const char *name, const char *path)
 {
 	struct recovery *r = ctx;
 	struct ck_error why = { { 0 } };
 	char *reason = ck_path_join(path, CK_QUARANTINE_REASON);
-	char *tmp = ck_path_join(path, CK_QUARANTINE_REASON ".tmp");
 	int rc = 0;
 
 	(void)series;
 	(void)name;
-	if (!reason || !tmp) {
+	if (!reason) {
 		rc = -ENOMEM;
 	} else if (access(reason, F_OK) < 0 && errno == ENOENT) {
-		unlink(tmp);
+		remove_reason_temps(path);
 		rc = ck_store_write_reason(path, ".: the commit stopped before it wrote why; "
 						 "commit a copy of it again to see\n", &why);
 		keep_first(r, rc, &why);
 		rc = 0;
 	}
 	free(reason);
-	free(tmp);
 	return rc;
 }
 

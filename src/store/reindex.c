@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "commit.h"
 #include "delete.h"
 #include "index.h"
@@ -301,7 +302,7 @@ out:
 /* Leftovers of commits that crashed: "<name>.manifest.tmp.<pid>" and ".old.<pid>". */
 static int is_leftover(const char *name)
 {
-	return strstr(name, CK_MANIFEST_SUFFIX ".tmp.") || strstr(name, CK_MANIFEST_SUFFIX ".old.");
+	return strstr(name, CK_MANIFEST_SUFFIX CK_REPLACE_TMP) || strstr(name, CK_MANIFEST_SUFFIX ".old.");
 }
 
 static int index_series(struct reindex *r, const char *sdir, const char *series)

@@ -173,17 +173,11 @@ int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error 
 	return fsync_dirs(root, rel, n, err);
 }
 
-static int mkdir_durable(const char *parent, const char *path, struct ck_error *err)
+static int mkdir_durable(const char *path, struct ck_error *err)
 {
-	int rc;
+	int rc = ck_mkdir_durable(path);
 
-	if (mkdir(path, 0755) < 0) {
-		if (errno == EEXIST)
-			return 0;
-		return ck_fail(err, errno, "%s: %s", path, strerror(errno));
-	}
-	rc = ck_fsync_dir(parent);
-	return rc < 0 ? ck_fail(err, -rc, "%s: fsync: %s", parent, strerror(-rc)) : 0;
+	return rc < 0 ? ck_fail(err, -rc, "%s: %s", path, strerror(-rc)) : 0;
 }
 
 int ck_store_area_dir(const char *store, const char *area, const char *series, char **out, struct ck_error *err)
@@ -195,9 +189,9 @@ int ck_store_area_dir(const char *store, const char *area, const char *series, c
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = mkdir_durable(store, top, err);
+	rc = mkdir_durable(top, err);
 	if (rc == 0)
-		rc = mkdir_durable(top, dir, err);
+		rc = mkdir_durable(dir, err);
 	if (rc == 0) {
 		*out = dir;
 		dir = NULL;
