@@ -135,32 +135,6 @@ static void refs_clear(struct refs *r)
 	r->n = 0;
 }
 
-static int meta_get_u64(MDB_txn *txn, struct ck_store *st, const char *name, uint64_t *out)
-{
-	MDB_val k = { strlen(name), (void *)name }, v;
-	int rc = mdb_get(txn, st->meta, &k, &v);
-
-	*out = 0;
-	if (rc == MDB_NOTFOUND)
-		return 0;
-	if (rc)
-		return ck_mdb_errno(rc);
-	if (v.mv_size != 8)
-		return -EIO;
-	*out = ck_le64(v.mv_data);
-	return 0;
-}
-
-static int meta_put_u64(MDB_txn *txn, struct ck_store *st, const char *name, uint64_t x)
-{
-	uint8_t b[8];
-	MDB_val k = { strlen(name), (void *)name }, v = { 8, b };
-
-	for (int i = 0; i < 8; i++)
-		b[i] = (uint8_t)(x >> (8 * i));
-	return ck_mdb_errno(mdb_put(txn, st->meta, &k, &v, 0));
-}
-
 static int open_writer(struct compact *c, uint64_t durable_end)
 {
 	struct ck_error why = { { 0 } };
@@ -202,9 +176,9 @@ static int start_packs(struct compact *c)
 		return rc;
 	rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &txn));
 	if (rc == 0) {
-		rc = meta_get_u64(txn, c->st, CK_META_PACK_CUR, &cur);
+		rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_CUR, &cur);
 		if (rc == 0)
-			rc = meta_get_u64(txn, c->st, CK_META_PACK_END, &end);
+			rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_END, &end);
 		mdb_txn_abort(txn);
 	}
 	if (rc < 0 || cur > UINT32_MAX)
@@ -602,9 +576,9 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 	if (rc < 0)
 		goto out;
 	crash_point(c, "compact-packmap");
-	rc = meta_put_u64(txn, c->st, CK_META_PACK_CUR, c->pack_id);
+	rc = ck_meta_put_u64(txn, c->st, CK_META_PACK_CUR, c->pack_id);
 	if (rc == 0)
-		rc = meta_put_u64(txn, c->st, CK_META_PACK_END, ck_pack_writer_end(c->w));
+		rc = ck_meta_put_u64(txn, c->st, CK_META_PACK_END, ck_pack_writer_end(c->w));
 	if (rc == 0)
 		rc = ck_mdb_errno(mdb_txn_commit(txn));
 	txn = NULL;
@@ -633,9 +607,9 @@ static int follow_pack_position(struct compact *c)
 	int rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &txn));
 
 	if (rc == 0) {
-		rc = meta_get_u64(txn, c->st, CK_META_PACK_CUR, &cur);
+		rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_CUR, &cur);
 		if (rc == 0)
-			rc = meta_get_u64(txn, c->st, CK_META_PACK_END, &end);
+			rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_END, &end);
 		mdb_txn_abort(txn);
 	}
 	if (rc < 0 || cur > UINT32_MAX)
