@@ -46,7 +46,8 @@ int ck_mkdir_durable(const char *path);
  * process): callers serialise them (the store's commit lock does). */
 int ck_file_replace(const char *path, const void *data, size_t len, struct ck_error *err);
 
-/* "a/b" (or a copy of b when a is empty), allocated; NULL when out of memory. */
+/* "a/b" (a copy of the other when a or b is empty), allocated; NULL when
+ * out of memory. */
 char *ck_path_join(const char *a, const char *b);
 
 #endif

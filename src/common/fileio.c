@@ -158,6 +158,6 @@ char *ck_path_join(const char *a, const char *b)
 	char *p = malloc(n);
 
 	if (p)
-		snprintf(p, n, "%s%s%s", a, *a ? "/" : "", b);
+		snprintf(p, n, "%s%s%s", a, *a && *b ? "/" : "", b);
 	return p;
 }

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "ckptfs/pack.h"
@@ -726,14 +727,6 @@ out:
 	return rc;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck_compact_progress_fn progress,
 		     void *ctx, struct ck_compact_stats *stats, struct ck_error *err)
 {
@@ -742,7 +735,7 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 	struct compact c = { .st = st, .o = opts ? opts : &defaults, .progress = progress, .pctx = ctx, .err = err };
 	char **series = NULL;
 	size_t ns = 0;
-	double t0 = now_s();
+	double t0 = ck_monotonic_s();
 	int rc;
 
 	if (st->readonly)
@@ -795,7 +788,7 @@ out:
 	ck_chunk_cache_free(c.recent);
 	ck_pack_fds_close(&c.fds);
 	free(c.raw);
-	c.s.seconds = now_s() - t0;
+	c.s.seconds = ck_monotonic_s() - t0;
 	if (stats)
 		*stats = c.s;
 	return rc;

@@ -14,18 +14,11 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckptfs/clock.h"
 #include "commit.h"
 #include "index.h"
 #include "manifest.h"
 #include "staging.h"
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* The next unused id of a checkpoint or file record; ids start at 1. */
 static int next_id(MDB_txn *txn, struct ck_store *st, uint64_t *id)
@@ -205,7 +198,7 @@ int ck_commit_checkpoint(struct ck_store *st, const char *pattern, struct ck_ckp
 			 struct ck_ingest *files, size_t n, struct ck_error *err)
 {
 	struct ck_manifest_txn mtx = { 0 };
-	int64_t imported_ns = now_ns();
+	int64_t imported_ns = ck_now_ns();
 	MDB_txn *txn;
 	int lock, rc;
 

@@ -19,18 +19,12 @@
 #include "ckptfs/fileio.h"
 #include "ckptfs/pickle.h"
 #include "ckptfs/ingest.h"
+#include "ckptfs/str.h"
 #include "staging.h"
 
 #define METADATA ".metadata"
 #define MAX_METADATA (256u << 20)
 #define MAX_VISITS 10000000u   /* nodes walked in one .metadata (the memo can share subtrees) */
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
 
 static const char *base_of(const char *rel)
 {
@@ -77,7 +71,7 @@ static int visit(struct names *nm, const struct pk_node *node, size_t depth)
 		return 0;
 	if (++nm->visits > MAX_VISITS || depth > 2000)
 		return -E2BIG;
-	if (node->kind == PK_STR && ends_with(node->v.str.s, CK_DCP_DATA_SUFFIX) && !nm->missing) {
+	if (node->kind == PK_STR && ck_ends_with(node->v.str.s, CK_DCP_DATA_SUFFIX) && !nm->missing) {
 		if (strchr(node->v.str.s, '/') || !listed(nm->rel, nm->n, nm->meta_rel, nm->dlen, node->v.str.s)) {
 			nm->missing = 1;
 			rc = ck_buf_printf(nm->reasons, "%s: names data file %.200s, which is not there\n",
@@ -192,7 +186,7 @@ int ck_dcp_check(const char *root, char *const *rel, size_t n, struct ck_buf *re
 
 		if (strcmp(base, METADATA) == 0)
 			rc = check_metadata(root, rel, n, rel[i], reasons);
-		else if (ends_with(base, CK_DCP_DATA_SUFFIX) && !listed(rel, n, rel[i], dlen, METADATA))
+		else if (ck_ends_with(base, CK_DCP_DATA_SUFFIX) && !listed(rel, n, rel[i], dlen, METADATA))
 			rc = ck_buf_printf(reasons, "%s: DCP data file without a .metadata beside it (save not finished)\n",
 					   rel[i]);
 	}

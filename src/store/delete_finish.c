@@ -27,6 +27,7 @@
 
 #include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
+#include "ckptfs/str.h"
 #include "delete.h"
 #include "index.h"
 #include "manifest.h"
@@ -261,13 +262,6 @@ static void keep_first(struct recover *r, int rc, const struct ck_error *why)
 	}
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && strcmp(s + n - k, suffix) == 0;
-}
-
 /* A tombstone: rolls its deletion forward into the index, or removes it
  * when its manifest is gone or was written again since (re-imported). */
 static void recover_tombstone(struct recover *r, const char *tpath)
@@ -317,7 +311,7 @@ static void recover_series_dir(struct recover *r, const char *dir)
 			continue;
 		if (strstr(d->d_name, CK_TOMBSTONE_SUFFIX CK_REPLACE_TMP))
 			unlink(path);
-		else if (ends_with(d->d_name, CK_TOMBSTONE_SUFFIX))
+		else if (ck_ends_with(d->d_name, CK_TOMBSTONE_SUFFIX))
 			recover_tombstone(r, path);
 	}
 	closedir(dh);

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ckptfs/fileio.h"
+#include "ckptfs/str.h"
 #include "manifest.h"
 #include "staging.h"
 
@@ -42,7 +43,7 @@ static int tree_push(struct tree *t, char *s)
 
 static int walk(struct tree *t, const char *root, const char *rel, int depth)
 {
-	char *dir = *rel ? ck_path_join(root, rel) : strdup(root);
+	char *dir = ck_path_join(root, rel);
 	struct dirent *de;
 	DIR *d;
 	int rc = 0;
@@ -90,11 +91,6 @@ static int walk(struct tree *t, const char *root, const char *rel, int depth)
 	return rc;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int ck_tree_list(const char *root, char ***rel, size_t *n, struct ck_buf *reasons, struct ck_error *err)
 {
 	struct tree t = { .reasons = reasons, .err = err };
@@ -105,7 +101,7 @@ int ck_tree_list(const char *root, char ***rel, size_t *n, struct ck_buf *reason
 		return rc;
 	}
 	if (t.n > 1)
-		qsort(t.rel, t.n, sizeof(*t.rel), cmp_str);
+		qsort(t.rel, t.n, sizeof(*t.rel), ck_strp_cmp);
 	*rel = t.rel;
 	*n = t.n;
 	return 0;

@@ -121,12 +121,14 @@ static void dirs(void)
 
 static void join(void)
 {
-	char *p = ck_path_join("a/b", "c"), *q = ck_path_join("", "c");
+	char *p = ck_path_join("a/b", "c"), *q = ck_path_join("", "c"), *r = ck_path_join("a", "");
 
 	CHECK(p && !strcmp(p, "a/b/c"), "join: '%s'", p ? p : "(null)");
 	CHECK(q && !strcmp(q, "c"), "join with empty a: '%s'", q ? q : "(null)");
+	CHECK(r && !strcmp(r, "a"), "join with empty b: '%s'", r ? r : "(null)");
 	free(p);
 	free(q);
+	free(r);
 }
 
 int main(void)
