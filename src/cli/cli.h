@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "ckptfs/buf.h"
+#include "ckptfs/json.h"
 #include "ckptfs/store.h"
 
 /* Exit statuses (documented in ckptctl(1)). */
@@ -54,29 +55,9 @@ struct ck_store *cli_open_store(const char *dir, int readonly);
 int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_store **st, char **series,
 		    char **ckpt);
 
-/* A minimal JSON writer that keeps track of commas.  Errors stick: after
- * ENOMEM every call is a no-op and jw_finish reports it. */
-struct jw {
-	struct ck_buf b;
-	int depth;
-	int first[64];
-	int after_key;
-	int err;
-};
-
-void jw_begin_obj(struct jw *w);
-void jw_begin_arr(struct jw *w);
-void jw_end_obj(struct jw *w);
-void jw_end_arr(struct jw *w);
-void jw_key(struct jw *w, const char *key);
-void jw_str(struct jw *w, const char *s);
-void jw_int(struct jw *w, int64_t v);
-void jw_uint(struct jw *w, uint64_t v);
-/* %.17g, or null when v is not finite (JSON has no NaN or infinity). */
-void jw_double(struct jw *w, double v);
-void jw_bool(struct jw *w, int v);
-void jw_null(struct jw *w);
-/* Writes the document and a newline to stdout, frees it: CLI_OK or CLI_ERROR. */
+/* --json output is built with jw_* (ckptfs/json.h); jw_finish writes the
+ * document and a newline to stdout and frees it: CLI_OK, or CLI_ERROR
+ * after saying why (the writer failed, or stdout did). */
 int jw_finish(struct jw *w);
 
 /* "[2, 3]" */

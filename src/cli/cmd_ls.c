@@ -104,7 +104,7 @@ static int ls_series(struct ck_store *st, const struct ls_args *a)
 	}
 	ck_strv_free(names, n);
 	if (rc < 0) {
-		ck_buf_free(&w.b);
+		jw_free(&w);
 		return fail("cannot list checkpoints", rc);
 	}
 	if (a->json) {
@@ -174,7 +174,7 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 	cli_completeness_free(cmp);
 	ck_ckpt_info_free(c, n);
 	if (rc < 0) {
-		ck_buf_free(&w.b);
+		jw_free(&w);
 		return fail(series, rc);
 	}
 	if (a->json) {

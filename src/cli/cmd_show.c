@@ -133,7 +133,7 @@ static int show(struct ck_view *v, const char *path, struct show_args *a)
 	}
 	rc = ck_view_tensors(v, node, on_tensor, a);
 	if (rc < 0) {
-		ck_buf_free(&a->w.b);
+		jw_free(&a->w);
 		cli_error("show: %s: %s", path, strerror(-rc));
 		return CLI_ERROR;
 	}

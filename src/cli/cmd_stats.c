@@ -374,7 +374,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		jw_end_obj(&w);
 		rc = jw_finish(&w) == CLI_OK ? 0 : -EIO;
 	}
-	ck_buf_free(&w.b);
+	jw_free(&w);
 	if (names)
 		ck_strv_free(names, n);
 	ck_view_close(sc.v);
