@@ -130,7 +130,5 @@ int ck_txn_find_checkpoint(MDB_txn *txn, struct ck_store *st, const char *series
 int ck_txn_list_checkpoints(MDB_txn *txn, struct ck_store *st, const char *series, struct ck_ckpt_info **out,
 			    size_t *n);
 int ck_txn_list_files(MDB_txn *txn, struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n);
-int ck_txn_list_storages(MDB_txn *txn, struct ck_store *st, uint64_t file_id,
-			 struct ck_storage_info **out, size_t *n);
 
 #endif
