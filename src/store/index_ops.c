@@ -28,8 +28,7 @@ int ck_meta_put_u64(MDB_txn *txn, struct ck_store *st, const char *name, uint64_
 	uint8_t b[8];
 	MDB_val k = { strlen(name), (void *)name }, v = { 8, b };
 
-	for (int i = 0; i < 8; i++)
-		b[i] = (uint8_t)(x >> (8 * i));
+	ck_set_le64(b, x);
 	return ck_mdb_errno(mdb_put(txn, st->meta, &k, &v, 0));
 }
 

@@ -64,12 +64,8 @@ static int encode(struct ck_buf *b, const struct ck_packmap *pm)
 		at = b->len;
 		rc |= ck_buf_put_le32(b, 0);
 		rc |= ck_fmap_put(b, &pm->files[i].map);
-		if (rc == 0) {
-			uint32_t n = (uint32_t)(b->len - at - 4);
-
-			for (int k = 0; k < 4; k++)
-				b->data[at + k] = (uint8_t)(n >> (8 * k));
-		}
+		if (rc == 0)
+			ck_set_le32(b->data + at, (uint32_t)(b->len - at - 4));
 	}
 	if (rc)
 		return -ENOMEM;
