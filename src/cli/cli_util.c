@@ -84,7 +84,7 @@ struct ck_store *cli_open_store(const char *dir, int readonly)
 	int rc = ck_store_open(dir, readonly, &st, &err);
 
 	if (rc < 0) {
-		cli_error("%s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("%s", ck_error_text(&err, rc));
 		return NULL;
 	}
 	return st;

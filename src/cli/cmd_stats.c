@@ -350,7 +350,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	}
 	rc = ck_view_open(ck_store_path(sc.st), &vopts, &sc.v, &err);
 	if (rc < 0) {
-		cli_error("stats: %s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("stats: %s", ck_error_text(&err, rc));
 		ck_store_close(sc.st);
 		return CLI_ERROR;
 	}

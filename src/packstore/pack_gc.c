@@ -598,7 +598,7 @@ static int empty_pack(struct sweep *s, uint32_t id)
 		rc = -errno;
 	if (rc < 0) {
 		unlink(tmp);
-		ck_fail(s->err, -rc, "%s: %s", path, why.msg[0] ? why.msg : strerror(-rc));
+		ck_fail(s->err, -rc, "%s: %s", path, ck_error_text(&why, rc));
 	}
 	free(tmp);
 	free(path);

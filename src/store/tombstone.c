@@ -164,7 +164,7 @@ int ck_tombstone_applies(const char *store, const struct ck_manifest *m)
 	if (tpath)
 		rc = ck_tombstone_load(tpath, &imported_ns, &why);
 	if (rc < 0 && rc != -ENOENT)
-		ck_warn("%s: ignored: %s", tpath ? tpath : "tombstone", why.msg[0] ? why.msg : strerror(-rc));
+		ck_warn("%s: ignored: %s", tpath ? tpath : "tombstone", ck_error_text(&why, rc));
 	free(mpath);
 	free(tpath);
 	return rc == 0 && imported_ns == m->imported_ns;
