@@ -160,11 +160,29 @@ static int open_writer(struct compact *c, uint64_t durable_end)
 	return rc;
 }
 
+/* The pack being appended to and the end of its last committed record, as
+ * the index has them: 0 or -errno with c->err. */
+static int pack_position(struct compact *c, uint64_t *cur, uint64_t *end)
+{
+	MDB_txn *txn;
+	int rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &txn));
+
+	*cur = *end = 0;
+	if (rc == 0) {
+		rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_CUR, cur);
+		if (rc == 0)
+			rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_END, end);
+		mdb_txn_abort(txn);
+	}
+	if (rc < 0 || *cur > UINT32_MAX)
+		return ck_fail(c->err, rc < 0 ? -rc : EIO, "%s: index: cannot read the pack position", c->st->path);
+	return 0;
+}
+
 static int start_packs(struct compact *c)
 {
 	char *dir = ck_path_join(c->st->path, CK_PACKS_DIR);
-	uint64_t cur = 0, end = 0;
-	MDB_txn *txn;
+	uint64_t cur, end;
 	int rc;
 
 	if (!dir)
@@ -175,15 +193,9 @@ static int start_packs(struct compact *c)
 	free(dir);
 	if (rc < 0)
 		return rc;
-	rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &txn));
-	if (rc == 0) {
-		rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_CUR, &cur);
-		if (rc == 0)
-			rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_END, &end);
-		mdb_txn_abort(txn);
-	}
-	if (rc < 0 || cur > UINT32_MAX)
-		return ck_fail(c->err, rc < 0 ? -rc : EIO, "%s: index: cannot read the pack position", c->st->path);
+	rc = pack_position(c, &cur, &end);
+	if (rc < 0)
+		return rc;
 	c->pack_id = (uint32_t)cur;
 	return open_writer(c, end);
 }
@@ -603,18 +615,11 @@ out:
  * for the locks: append where the index says from then on. */
 static int follow_pack_position(struct compact *c)
 {
-	uint64_t cur = 0, end = 0;
-	MDB_txn *txn;
-	int rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &txn));
+	uint64_t cur, end;
+	int rc = pack_position(c, &cur, &end);
 
-	if (rc == 0) {
-		rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_CUR, &cur);
-		if (rc == 0)
-			rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_END, &end);
-		mdb_txn_abort(txn);
-	}
-	if (rc < 0 || cur > UINT32_MAX)
-		return ck_fail(c->err, rc < 0 ? -rc : EIO, "%s: index: cannot read the pack position", c->st->path);
+	if (rc < 0)
+		return rc;
 	if (cur == c->pack_id && c->w)
 		return 0;
 	ck_pack_writer_close(c->w);

@@ -1,6 +1,6 @@
 /* Walking a staged checkpoint directory: which files it holds, making all
- * of it durable before it is renamed into place, and creating the store's
- * staging / data / quarantine areas. */
+ * of it durable before it is renamed into place; creating and walking the
+ * store's per-series areas (staging, data, quarantine, manifests). */
 #include "config.h"
 
 #include <dirent.h>
@@ -195,5 +195,56 @@ int ck_store_area_dir(const char *store, const char *area, const char *series, c
 out:
 	free(top);
 	free(dir);
+	return rc;
+}
+
+static int is_dot(const char *name)
+{
+	return !strcmp(name, ".") || !strcmp(name, "..");
+}
+
+int ck_store_area_each(const char *store, const char *area, ck_area_entry_fn fn, void *ctx)
+{
+	char *top = ck_path_join(store, area);
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	if (!top)
+		return -ENOMEM;
+	d = opendir(top);
+	if (!d) {
+		rc = errno == ENOENT ? 0 : -errno;
+		free(top);
+		return rc;
+	}
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		char *sdir;
+		struct dirent *e;
+		DIR *sd;
+
+		if (is_dot(de->d_name))
+			continue;
+		sdir = ck_path_join(top, de->d_name);
+		if (!sdir) {
+			rc = -ENOMEM;
+			break;
+		}
+		sd = opendir(sdir);
+		while (sd && rc == 0 && (e = readdir(sd)) != NULL) {
+			char *path;
+
+			if (is_dot(e->d_name))
+				continue;
+			path = ck_path_join(sdir, e->d_name);
+			rc = path ? fn(ctx, de->d_name, e->d_name, path) : -ENOMEM;
+			free(path);
+		}
+		if (sd)
+			closedir(sd);
+		free(sdir);
+	}
+	closedir(d);
+	free(top);
 	return rc;
 }
