@@ -13,6 +13,14 @@
  * 0, -EIO when the file ends first, or -errno. */
 int ck_pread_full(int fd, void *buf, size_t len, uint64_t off);
 
+/* The whole regular file at path, at most max bytes, in a new buffer (the
+ * caller frees it) with a NUL byte after its *len bytes.  A symbolic link
+ * is not followed.  0, or -ELOOP (a symbolic link), -EINVAL (not a
+ * regular file), -EFBIG (more than max bytes; *len says how many), -EIO
+ * (it ended before its size, changed while read, or the device failed),
+ * -ENOMEM or -errno. */
+int ck_read_file(const char *path, size_t max, uint8_t **out, size_t *len);
+
 /* write of all n bytes at the file offset, retrying short writes and
  * EINTR: 0 or -errno (the bytes before the failure may be written). */
 int ck_write_all(int fd, const void *p, size_t n);

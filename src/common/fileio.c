@@ -32,6 +32,43 @@ int ck_pread_full(int fd, void *buf, size_t len, uint64_t off)
 	return 0;
 }
 
+int ck_read_file(const char *path, size_t max, uint8_t **out, size_t *len)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	struct stat sb;
+	uint8_t *buf;
+	int rc;
+
+	*out = NULL;
+	*len = 0;
+	if (fd < 0)
+		return -errno;
+	if (fstat(fd, &sb) < 0) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	*len = (size_t)sb.st_size;
+	if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > max) {
+		close(fd);
+		return S_ISREG(sb.st_mode) ? -EFBIG : -EINVAL;
+	}
+	buf = malloc(*len + 1);
+	if (!buf) {
+		close(fd);
+		return -ENOMEM;
+	}
+	rc = ck_pread_full(fd, buf, *len, 0);
+	close(fd);
+	if (rc < 0) {
+		free(buf);
+		return rc;
+	}
+	buf[*len] = 0;
+	*out = buf;
+	return 0;
+}
+
 int ck_write_all(int fd, const void *p, size_t n)
 {
 	const uint8_t *b = p;

@@ -140,47 +140,23 @@ void ck_manifest_store_rollback(struct ck_manifest_txn *tx)
 
 int ck_manifest_load(const char *path, struct ck_manifest *out, struct ck_error *err)
 {
-	struct stat sb;
-	char *text;
-	size_t got = 0;
-	int fd, rc;
+	uint8_t *text;
+	size_t len;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
-	fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-	if (fd < 0)
-		return ck_fail(err, errno, "%s", errno == ELOOP ? "a symbolic link, not a manifest" : strerror(errno));
-	if (fstat(fd, &sb) < 0) {
-		rc = ck_fail(err, errno, "%s", strerror(errno));
-		close(fd);
-		return rc;
-	}
-	if (!S_ISREG(sb.st_mode) || (uint64_t)sb.st_size > CK_MANIFEST_MAX_BYTES) {
-		close(fd);
-		if (!S_ISREG(sb.st_mode))
-			return ck_fail(err, EINVAL, "not a regular file");
-		return ck_fail(err, E2BIG, "%" PRIu64 " bytes (a manifest has at most %u)", (uint64_t)sb.st_size,
-			       CK_MANIFEST_MAX_BYTES);
-	}
-	text = malloc((size_t)sb.st_size + 1);
-	if (!text) {
-		close(fd);
-		return ck_fail(err, ENOMEM, "out of memory");
-	}
-	while (got < (size_t)sb.st_size) {
-		ssize_t r = read(fd, text + got, (size_t)sb.st_size - got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0)
-			break;
-		got += (size_t)r;
-	}
-	rc = got == (size_t)sb.st_size ? 0 : -EIO;
-	close(fd);
-	if (rc == 0)
-		rc = ck_manifest_parse(text, got, out, err);
-	else
-		ck_fail(err, EIO, "short read (%zu of %" PRIu64 " bytes)", got, (uint64_t)sb.st_size);
+	rc = ck_read_file(path, CK_MANIFEST_MAX_BYTES, &text, &len);
+	if (rc == -ELOOP)
+		return ck_fail(err, ELOOP, "a symbolic link, not a manifest");
+	if (rc == -EINVAL)
+		return ck_fail(err, EINVAL, "not a regular file");
+	if (rc == -EFBIG)
+		return ck_fail(err, E2BIG, "%zu bytes (a manifest has at most %u)", len, CK_MANIFEST_MAX_BYTES);
+	if (rc == -EIO)
+		return ck_fail(err, EIO, "shorter than its size (%zu bytes)", len);
+	if (rc < 0)
+		return ck_fail(err, -rc, "%s", strerror(-rc));
+	rc = ck_manifest_parse((const char *)text, len, out, err);
 	free(text);
 	return rc;
 }

@@ -149,33 +149,19 @@ static int decode(const uint8_t *p, size_t n, struct ck_packmap *pm, struct ck_e
 
 int ck_packmap_load(const char *path, struct ck_packmap *out, struct ck_error *err)
 {
-	struct stat sb;
-	uint8_t *p = NULL;
-	int fd, rc = 0;
+	uint8_t *p;
+	size_t len;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ENOENT : ck_fail(err, errno, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > PACKMAP_MAX_BYTES) {
-		rc = ck_fail(err, EBADMSG, "%s: not a regular file of a packmap's size", path);
-		goto out;
-	}
-	p = malloc((size_t)sb.st_size + 1);
-	if (!p) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t got = 0; got < (size_t)sb.st_size;) {
-		ssize_t r = pread(fd, p + got, (size_t)sb.st_size - got, (off_t)got);
-
-		if (r <= 0) {
-			rc = ck_fail(err, r < 0 ? errno : EIO, "%s: read failed", path);
-			goto out;
-		}
-		got += (size_t)r;
-	}
-	rc = decode(p, (size_t)sb.st_size, out, err);
+	rc = ck_read_file(path, PACKMAP_MAX_BYTES, &p, &len);
+	if (rc == -ENOENT)
+		return -ENOENT;
+	if (rc == -ELOOP || rc == -EINVAL || rc == -EFBIG)
+		return ck_fail(err, EBADMSG, "%s: not a regular file of a packmap's size", path);
+	if (rc < 0)
+		return ck_fail(err, -rc, "%s: %s", path, strerror(-rc));
+	rc = decode(p, len, out, err);
 	if (rc < 0) {
 		char why[sizeof(err->msg)] = "";
 
@@ -184,9 +170,7 @@ int ck_packmap_load(const char *path, struct ck_packmap *out, struct ck_error *e
 		ck_packmap_clear(out);
 		ck_fail(err, -rc, "%s: %s", path, why);
 	}
-out:
 	free(p);
-	close(fd);
 	return rc;
 }
 

@@ -1,6 +1,6 @@
-/* src/common/fileio.c: whole writes, durable replacement of a file (what
- * it leaves on success and on each kind of failure), durable mkdir and
- * directory syncs, path joining. */
+/* src/common/fileio.c: whole reads and writes, durable replacement of a
+ * file (what it leaves on success and on each kind of failure), durable
+ * mkdir and directory syncs, path joining. */
 #include "config.h"
 
 #include <dirent.h>
@@ -56,6 +56,26 @@ static void write_all(void)
 	CHECK(back && len == sizeof(big) && !memcmp(back, big, len), "ck_write_all wrote %zu bytes, not 1 MiB", len);
 	free(back);
 	CHECK(ck_write_all(-1, big, 1) == -EBADF, "ck_write_all to a bad descriptor is not -EBADF");
+}
+
+static void read_whole(void)
+{
+	char path[512], link[512];
+	uint8_t *got;
+	size_t len;
+
+	write_bytes(pathf(path, sizeof(path), "%s/small", root), "abc\0def", 7);
+	CHECK(ck_read_file(path, 7, &got, &len) == 0 && len == 7 && !memcmp(got, "abc\0def", 8),
+	      "whole file, NUL-terminated");
+	free(got);
+	CHECK(ck_read_file(path, 6, &got, &len) == -EFBIG && len == 7 && !got, "over max: not -EFBIG with the size");
+	write_bytes(pathf(path, sizeof(path), "%s/empty", root), "", 0);
+	CHECK(ck_read_file(path, 0, &got, &len) == 0 && len == 0 && got && !got[0], "an empty file");
+	free(got);
+	SETUP(symlink(path, pathf(link, sizeof(link), "%s/link", root)) == 0);
+	CHECK(ck_read_file(link, 100, &got, &len) == -ELOOP, "a symbolic link is followed");
+	CHECK(ck_read_file(root, 100, &got, &len) == -EINVAL, "a directory is not -EINVAL");
+	CHECK(ck_read_file(pathf(path, sizeof(path), "%s/none", root), 100, &got, &len) == -ENOENT, "no file");
 }
 
 static void replace(void)
@@ -137,6 +157,7 @@ int main(void)
 
 	SETUP(mkdtemp(root) != NULL);
 	write_all();
+	read_whole();
 	replace();
 	dirs();
 	join();
