@@ -60,6 +60,11 @@ int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_
  * after saying why (the writer failed, or stdout did). */
 int jw_finish(struct jw *w);
 
+/* Moves the live checkpoints of c (not deleted by ckptctl rm) to its
+ * front, keeping their order, and the deleted ones after them; returns how
+ * many are live. */
+size_t cli_live_first(struct ck_ckpt_info *c, size_t n);
+
 /* "[2, 3]" */
 void cli_format_shape(char *out, size_t size, int ndim, const uint64_t *shape);
 

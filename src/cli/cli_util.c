@@ -111,6 +111,21 @@ int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_
 	return -1;
 }
 
+size_t cli_live_first(struct ck_ckpt_info *c, size_t n)
+{
+	size_t live = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!c[i].deleted) {
+			struct ck_ckpt_info t = c[live];
+
+			c[live++] = c[i];
+			c[i] = t;
+		}
+	}
+	return live;
+}
+
 void cli_format_shape(char *out, size_t size, int ndim, const uint64_t *shape)
 {
 	size_t len = 0;
