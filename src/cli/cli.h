@@ -7,15 +7,9 @@
 #include <stdint.h>
 
 #include "ckptfs/buf.h"
+#include "ckptfs/exitcodes.h"
 #include "ckptfs/json.h"
 #include "ckptfs/store.h"
-
-/* Exit statuses (documented in ckptctl(1)). */
-#define CLI_OK 0
-#define CLI_ERROR 1        /* the command failed */
-#define CLI_PARTIAL 2      /* import: some files refused, the rest indexed; reindex: some manifests damaged */
-#define CLI_DAMAGED 3      /* verify: damage found in the store */
-#define CLI_USAGE 64       /* bad command line (sysexits EX_USAGE) */
 
 struct cli_cmd {
 	const char *name;
@@ -34,7 +28,7 @@ extern const struct cli_cmd cli_cmd_gc;
 
 /* "ckptctl: <msg>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Prints the error and a hint to use --help; returns CLI_USAGE. */
+/* Prints the error and a hint to use --help; returns CK_EXIT_USAGE. */
 int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cli_print_help(const struct cli_cmd *cmd);
 
@@ -56,8 +50,8 @@ int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_
 		    char **ckpt);
 
 /* --json output is built with jw_* (ckptfs/json.h); jw_finish writes the
- * document and a newline to stdout and frees it: CLI_OK, or CLI_ERROR
- * after saying why (the writer failed, or stdout did). */
+ * document and a newline to stdout and frees it: CK_EXIT_OK, or
+ * CK_EXIT_FAILURE after saying why (the writer failed, or stdout did). */
 int jw_finish(struct jw *w);
 
 /* Moves the live checkpoints of c (not deleted by ckptctl rm) to its
