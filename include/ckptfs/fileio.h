@@ -25,6 +25,8 @@ int ck_read_file(const char *path, size_t max, uint8_t **out, size_t *len);
  * EINTR: 0 or -errno (the bytes before the failure may be written). */
 int ck_write_all(int fd, const void *p, size_t n);
 
+/* fsync of the file at path (not followed if a symbolic link): 0 or -errno. */
+int ck_fsync_file(const char *path);
 /* fsync of a directory, so that a rename, a new entry or a removal in it is
  * durable.  A filesystem that cannot sync directories (EINVAL) counts as
  * success.  0 or -errno. */

@@ -87,9 +87,9 @@ int ck_write_all(int fd, const void *p, size_t n)
 	return 0;
 }
 
-int ck_fsync_dir(const char *dir)
+static int fsync_open(const char *path, int flags)
 {
-	int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | flags);
 	int rc = 0;
 
 	if (fd < 0)
@@ -99,6 +99,16 @@ int ck_fsync_dir(const char *dir)
 		rc = -errno;
 	close(fd);
 	return rc;
+}
+
+int ck_fsync_file(const char *path)
+{
+	return fsync_open(path, O_NOFOLLOW);
+}
+
+int ck_fsync_dir(const char *dir)
+{
+	return fsync_open(dir, O_DIRECTORY);
 }
 
 /* The directory path is in ("/" for "/x", "." for "x"), allocated. */

@@ -107,19 +107,6 @@ int ck_tree_list(const char *root, char ***rel, size_t *n, struct ck_buf *reason
 	return 0;
 }
 
-static int fsync_path(const char *path, int flags)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | flags);
-	int rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0 && errno != EINVAL)
-		rc = -errno;
-	close(fd);
-	return rc;
-}
-
 /* The directories of the tree: root and every directory a listed file is in. */
 static int fsync_dirs(const char *root, char *const *rel, size_t n, struct ck_error *err)
 {
@@ -158,7 +145,7 @@ int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error 
 
 		if (!path)
 			return ck_fail(err, ENOMEM, "out of memory");
-		rc = fsync_path(path, 0);
+		rc = ck_fsync_file(path);
 		if (rc < 0) {
 			rc = ck_fail(err, -rc, "%s: fsync: %s", path, strerror(-rc));
 			free(path);

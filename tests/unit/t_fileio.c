@@ -129,6 +129,9 @@ static void dirs(void)
 	CHECK(ck_mkdir_durable(pathf(path, sizeof(path), "%s/no/such", root)) == -ENOENT,
 	      "mkdir without its parent is not -ENOENT");
 	CHECK(ck_fsync_dir(root) == 0, "fsync of a directory failed");
+	CHECK(ck_fsync_dir(pathf(path, sizeof(path), "%s/all", root)) == -ENOTDIR, "fsync_dir of a file");
+	CHECK(ck_fsync_file(path) == 0, "fsync of a file failed");
+	CHECK(ck_fsync_file(pathf(path, sizeof(path), "%s/link", root)) == -ELOOP, "fsync_file follows a link");
 	CHECK(ck_fsync_dir(pathf(path, sizeof(path), "%s/nothing", root)) == -ENOENT, "fsync of nothing");
 	CHECK(ck_fsync_parent(pathf(path, sizeof(path), "%s/made/not-there", root)) == 0, "fsync of the parent");
 	CHECK(ck_fsync_parent("/") == 0 && ck_fsync_parent("/tmp") == 0, "fsync of / as a parent");
