@@ -23,29 +23,13 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->json = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static int fail(const char *what, int rc)
 {
 	cli_error("ls: %s: %s", what, strerror(-rc));
-	return CLI_ERROR;
-}
-
-/* Moves the deleted checkpoints (ckptctl rm) of c to its end; returns how many are live. */
-static size_t live_only(struct ck_ckpt_info *c, size_t n)
-{
-	size_t live = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (!c[i].deleted) {
-			struct ck_ckpt_info t = c[live];
-
-			c[live++] = c[i];
-			c[i] = t;
-		}
-	}
-	return live;
+	return CK_EXIT_FAILURE;
 }
 
 static const char *status_of(const struct ck_ckpt_info *c, const struct cli_ckpt_summary *s)
@@ -77,7 +61,7 @@ static int ls_series(struct ck_store *st, const struct ls_args *a)
 		rc = ck_store_list_checkpoints(st, names[i], &c, &nc);
 		if (rc < 0)
 			break;
-		nc = live_only(c, nc);
+		nc = cli_live_first(c, nc);
 		if (a->json) {
 			jw_begin_obj(&w);
 			jw_key(&w, "name");
@@ -104,7 +88,7 @@ static int ls_series(struct ck_store *st, const struct ls_args *a)
 	}
 	ck_strv_free(names, n);
 	if (rc < 0) {
-		ck_buf_free(&w.b);
+		jw_free(&w);
 		return fail("cannot list checkpoints", rc);
 	}
 	if (a->json) {
@@ -112,7 +96,7 @@ static int ls_series(struct ck_store *st, const struct ls_args *a)
 		jw_end_obj(&w);
 		return jw_finish(&w);
 	}
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 static int ls_checkpoints(struct ck_store *st, const char *series, const struct ls_args *a)
@@ -129,7 +113,7 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 	if (n == 0) {
 		ck_ckpt_info_free(c, n);
 		cli_error("ls: no series '%s' in %s", series, ck_store_path(st));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	rc = cli_completeness_new(&cmp);
 	if (a->json) {
@@ -174,7 +158,7 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 	cli_completeness_free(cmp);
 	ck_ckpt_info_free(c, n);
 	if (rc < 0) {
-		ck_buf_free(&w.b);
+		jw_free(&w);
 		return fail(series, rc);
 	}
 	if (a->json) {
@@ -182,7 +166,7 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 		jw_end_obj(&w);
 		return jw_finish(&w);
 	}
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 static void print_file(const struct ck_file_info *f)
@@ -225,7 +209,7 @@ static int ls_files(struct ck_store *st, const char *series, const char *name, c
 	rc = ck_store_find_checkpoint(st, series, name, &c);
 	if (rc == -ENOENT) {
 		cli_error("ls: no checkpoint '%s/%s' in %s", series, name, ck_store_path(st));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	if (rc < 0)
 		return fail(name, rc);
@@ -257,7 +241,7 @@ static int ls_files(struct ck_store *st, const char *series, const char *name, c
 	}
 	ck_file_info_free(f, n);
 	ck_ckpt_info_free(c, 1);
-	return a->json ? jw_finish(&w) : CLI_OK;
+	return a->json ? jw_finish(&w) : CK_EXIT_OK;
 }
 
 static int run(const struct cli_cmd *cmd, int argc, char **argv)

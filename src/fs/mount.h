@@ -23,11 +23,11 @@
 #include "passthrough.h"
 
 /* The preferred I/O size reported to readers (st_blksize), which Python's io
- * and stdio size their buffers by.  Not a full request: torch.load seeks to
- * every storage's zip header and reads one buffer there, so a 1 MiB buffer
- * copied (and, for packed files, decoded) up to 1 MiB past each of a few
- * hundred headers.  128 KiB is the kernel's readahead window and the least
- * coreutils' cp and cat use; reads larger than the buffer bypass it. */
+ * and stdio size their buffers by.  Not a full request: torch.load reads
+ * one buffer at every storage's zip header, so a large buffer copies (and
+ * on packed files decodes) bytes it does not need (docs/bench.md,
+ * composite_read).  128 KiB is the kernel's readahead window; larger reads
+ * bypass the buffer. */
 #define CKFS_BLKSIZE (128u * 1024u)
 
 struct ckfs_listing;

@@ -1,5 +1,5 @@
-/* The ckptfs command line (options.c): what it decides, and the daemon's
- * exit statuses.  Called by main() before any other thread runs. */
+/* The ckptfs command line (options.c): what it decides.  Called by
+ * main() before any other thread runs. */
 #ifndef CKPTFS_FS_OPTIONS_H
 #define CKPTFS_FS_OPTIONS_H
 
@@ -51,13 +51,6 @@ enum {
 	CKFS_DIO_NONE,
 	CKFS_DIO_TORCH,
 	CKFS_DIO_ALL,
-};
-
-/* Exit statuses of ckptfs (documented in ckptfs.1). */
-enum {
-	CKFS_EXIT_OK = 0,
-	CKFS_EXIT_FAILURE = 1,  /* could not mount or serve */
-	CKFS_EXIT_USAGE = 2,    /* bad command line */
 };
 
 /* Parses argv into cfg (which the caller zeroes first).  Returns 0, or

@@ -6,8 +6,8 @@
  * /dev/fuse, and reads and mmaps of the open file go straight to the backing
  * file's page cache without a request to the daemon (Linux 6.9+,
  * CONFIG_FUSE_PASSTHROUGH, CAP_SYS_ADMIN for the registration).  That is
- * native page-cache speed where the FUSE page cache runs at about half of
- * it (docs/bench.md).
+ * native page-cache speed, which the FUSE page cache does not reach
+ * (docs/bench.md, composite_read).
  *
  * libfuse 3.14 has no API for it, so two protocol messages are written by
  * hand, both through documented libfuse calls:

@@ -220,8 +220,7 @@ static int all_in_memory(const struct ck_extent *ext, int n)
 /* Decoded (packed) bytes go to the kernel with one writev, which copies
  * them straight into the file's page cache.  fuse_reply_data would splice
  * several memory buffers: a copy into freshly allocated pipe pages, then a
- * second copy out of them (a fifth of the daemon's CPU on a cold packed
- * read, measured with perf). */
+ * second copy out of them (docs/bench.md, composite_read). */
 static void reply_from_memory(fuse_req_t req, const struct ck_extent *ext, int n)
 {
 	struct iovec stack_iov[STACK_EXTENTS];

@@ -17,6 +17,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/log.h"
 #include "grace.h"
 #include "tree_age.h"
@@ -76,7 +77,7 @@ void ckw_grace_schedule(struct ckw_grace *g, const char *series, const char *dir
 	if (!g)
 		return;
 	pthread_mutex_lock(&g->lock);
-	arm(g, series, dir, ckw_now_ns() + g->grace_ns);
+	arm(g, series, dir, ck_now_ns() + g->grace_ns);
 	pthread_mutex_unlock(&g->lock);
 }
 
@@ -92,7 +93,7 @@ static void expire(struct ckw_grace *g, struct pending *p)
 		return;	/* gone: committed, renamed or removed meanwhile */
 	}
 	free(path);
-	if (ckw_now_ns() - newest < g->grace_ns) {
+	if (ck_now_ns() - newest < g->grace_ns) {
 		pthread_mutex_lock(&g->lock);
 		arm(g, p->series, p->dir, newest + g->grace_ns);
 		pthread_mutex_unlock(&g->lock);
@@ -110,7 +111,7 @@ static void *grace_main(void *arg)
 	pthread_mutex_lock(&g->lock);
 	while (!g->stop) {
 		struct pending *p, **link, *due = NULL;
-		int64_t now = ckw_now_ns(), first = INT64_MAX;
+		int64_t now = ck_now_ns(), first = INT64_MAX;
 
 		for (link = &g->list; (p = *link) != NULL;) {
 			if (p->due_ns <= now) {

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/log.h"
 #include "ckptfs/ticker.h"
 #include "idle.h"
@@ -32,7 +33,7 @@ static void check_dir(struct ck_writer *w, unsigned secs, const char *series, co
 		return;
 	}
 	if (ckw_tree_newest_fd(fd, &newest, &files) || files == 0 ||
-	    ckw_now_ns() - newest < (int64_t)secs * 1000000000)
+	    ck_now_ns() - newest < (int64_t)secs * 1000000000)
 		return;
 	rc = ck_writer_commit_dir(w, series, name, 1);
 	if (rc && rc != -EAGAIN)

@@ -1,6 +1,7 @@
 /* How long a directory tree has rested (tree_age.c): what the marker
  * grace and the idle commits wait for.  mtimes, not a write clock: the
- * files are the truth, and a remount sees the same age.  Thread-safe. */
+ * files are the truth, and a remount sees the same age; compare with
+ * ck_now_ns() (include/ckptfs/clock.h).  Thread-safe. */
 #ifndef CKPTFS_WRITER_TREE_AGE_H
 #define CKPTFS_WRITER_TREE_AGE_H
 
@@ -13,7 +14,5 @@
 int ckw_tree_newest(const char *dir, int64_t *newest_ns, size_t *files);
 /* The same for the directory open as fd, which is closed here. */
 int ckw_tree_newest_fd(int fd, int64_t *newest_ns, size_t *files);
-/* Now on CLOCK_REALTIME, as mtimes are, in ns. */
-int64_t ckw_now_ns(void);
 
 #endif

@@ -15,6 +15,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/writer.h"
 #include "t_writer_util.h"
 #include "testutil.h"
@@ -59,7 +60,7 @@ static void grace_quiet(void *arg, const char *series, const char *dir)
 		seen.first_before_quiet = 0;
 	if (seen.nfired < 16) {
 		snprintf(seen.fired[seen.nfired], sizeof(seen.fired[0]), "%s/%s", series, dir);
-		seen.rested_ns[seen.nfired] = ckw_now_ns() - newest;
+		seen.rested_ns[seen.nfired] = ck_now_ns() - newest;
 		seen.nfired++;
 	}
 	pthread_mutex_unlock(&seen.lock);
