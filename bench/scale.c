@@ -31,6 +31,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/fileio.h"
 #include "ckptfs/store.h"
 #include "ckptfs/view.h"
@@ -39,22 +40,6 @@
 #include "store/manifest.h"
 
 #define TENSOR_BYTES 4096
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static int mkdirs(const char *path)
 {
@@ -121,7 +106,7 @@ static int make_checkpoint(const char *store, int step, int ntensors, struct ck_
 	m.ckpt.name = name;
 	m.ckpt.step = step;
 	m.ckpt.src_path = dir;
-	m.imported_ns = now_ns();
+	m.imported_ns = ck_now_ns();
 	m.series_created_ns = 1;
 	m.files = &f;
 	m.nfiles = 1;
@@ -143,7 +128,7 @@ static int cmd_make(const char *store, int n, int ntensors)
 {
 	struct ck_error err = { { 0 } };
 	struct ck_manifest_txn tx;
-	double t0 = now();
+	double t0 = ck_monotonic_s();
 	char *real;
 
 	if (ck_store_init(store, &err) < 0 && !strstr(err.msg, "already")) {
@@ -157,7 +142,7 @@ static int cmd_make(const char *store, int n, int ntensors)
 			return 1;
 		}
 	}
-	printf("made %d checkpoints x %d tensors in %.1f s\n", n, ntensors, now() - t0);
+	printf("made %d checkpoints x %d tensors in %.1f s\n", n, ntensors, ck_monotonic_s() - t0);
 	free(real);
 	return 0;
 }
@@ -181,11 +166,11 @@ static double refresh_once(struct ck_view *v)
 {
 	uint64_t changed[64];
 	size_t n;
-	double t0 = now();
+	double t0 = ck_monotonic_s();
 
 	if (ck_view_refresh(v, changed, 64, &n) < 0)
 		fprintf(stderr, "scale: refresh failed\n");
-	return now() - t0;
+	return ck_monotonic_s() - t0;
 }
 
 static uint64_t file_bytes(const char *path)
@@ -202,7 +187,7 @@ static int cmd_refresh(const char *store, int ntensors, int nadd, char **adds)
 	const struct ck_vnode *run;
 	struct ck_view *v;
 	struct ck_store *st;
-	double t0 = now(), samples[200];
+	double t0 = ck_monotonic_s(), samples[200];
 	const char *fs = NULL;
 	size_t nkids = 0;
 	int step = 0, shared;
@@ -218,8 +203,8 @@ static int cmd_refresh(const char *store, int ntensors, int nadd, char **adds)
 	/* The first open on a node builds its index from the manifests (on a
 	 * shared filesystem); the open timed below is a mount's. */
 	ck_view_close(v);
-	printf("first open: %.3f s\n", now() - t0);
-	t0 = now();
+	printf("first open: %.3f s\n", ck_monotonic_s() - t0);
+	t0 = ck_monotonic_s();
 	if (ck_view_open(store, &opts, &v, &err) < 0) {
 		fprintf(stderr, "scale: %s\n", err.msg);
 		return 1;
@@ -231,7 +216,7 @@ static int cmd_refresh(const char *store, int ntensors, int nadd, char **adds)
 		if (ck_view_children(v, run, &kids, &nkids, &ch) == 0)
 			free(kids);
 	}
-	printf("open to listed: %.3f s (%zu checkpoints), peak RSS %.1f MiB\n", now() - t0, nkids,
+	printf("open to listed: %.3f s (%zu checkpoints), peak RSS %.1f MiB\n", ck_monotonic_s() - t0, nkids,
 	       rss_kib() / 1024.0);
 	for (int i = 0; i < 200; i++)
 		samples[i] = refresh_once(v);

@@ -63,6 +63,9 @@ const char *ck_store_path(const struct ck_store *st);
  * named after the store's id and path.  Process-wide: call before opening
  * stores (ckptfs -o index_dir=, ckptctl --index-dir).  0 or -ENOMEM. */
 int ck_store_set_index_base(const char *dir);
+/* What ck_store_set_index_base set (NULL: the default), for a process to
+ * hand on to the children it runs. */
+const char *ck_store_index_base(void);
 
 /* Whether the store lives on a shared filesystem, and so keeps its index
  * on this node (docs/design.md, "One store, many nodes"): 1 or 0; *fs gets

@@ -34,6 +34,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/log.h"
 #include "ckptfs/pack.h"
 #include "chunk_table.h"
@@ -44,14 +45,6 @@
 
 #define BATCH 1024                          /* entries read per follow */
 #define STALE_NS (30LL * 1000000000)
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* ---- packs ---- */
 
@@ -129,44 +122,18 @@ static int drop_pack(struct ck_store *st, MDB_txn *txn, uint32_t id)
 	return rc;
 }
 
-static int get_meta_u64(MDB_txn *txn, struct ck_store *st, const char *key, uint64_t *out)
-{
-	MDB_val k = { strlen(key), (void *)key }, v;
-	int rc = mdb_get(txn, st->meta, &k, &v);
-
-	*out = 0;
-	if (rc == MDB_NOTFOUND)
-		return 0;
-	if (rc)
-		return ck_mdb_errno(rc);
-	*out = v.mv_size == 8 ? ck_le64(v.mv_data) : 0;
-	return 0;
-}
-
-static int put_meta_u64(MDB_txn *txn, struct ck_store *st, const char *key, uint64_t val)
-{
-	MDB_val k = { strlen(key), (void *)key }, v;
-	uint8_t le[8];
-
-	for (int i = 0; i < 8; i++)
-		le[i] = (uint8_t)(val >> (8 * i));
-	v.mv_size = 8;
-	v.mv_data = le;
-	return ck_mdb_errno(mdb_put(txn, st->meta, &k, &v, 0));
-}
-
 /* The pack position only moves forward. */
 static int apply_pos(struct ck_store *st, MDB_txn *txn, uint32_t cur, uint64_t end)
 {
 	uint64_t have_cur, have_end;
-	int rc = get_meta_u64(txn, st, CK_META_PACK_CUR, &have_cur);
+	int rc = ck_meta_get_u64(txn, st, CK_META_PACK_CUR, &have_cur);
 
 	if (rc == 0)
-		rc = get_meta_u64(txn, st, CK_META_PACK_END, &have_end);
+		rc = ck_meta_get_u64(txn, st, CK_META_PACK_END, &have_end);
 	if (rc == 0 && (cur > have_cur || (cur == have_cur && end > have_end))) {
-		rc = put_meta_u64(txn, st, CK_META_PACK_CUR, cur);
+		rc = ck_meta_put_u64(txn, st, CK_META_PACK_CUR, cur);
 		if (rc == 0)
-			rc = put_meta_u64(txn, st, CK_META_PACK_END, end);
+			rc = ck_meta_put_u64(txn, st, CK_META_PACK_END, end);
 	}
 	return rc;
 }
@@ -223,15 +190,6 @@ static int put_record(MDB_txn *txn, MDB_dbi dbi, const struct ck_buf *key, const
 	return ck_mdb_errno(mdb_put(txn, dbi, &k, &v, 0));
 }
 
-static uint64_t be64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
-}
-
 /* Raw chunk locations name their file's path: those of files whose path
  * changed (relocated) follow it. */
 static int move_raw_locations(struct ck_store *st, MDB_txn *txn, const uint64_t *ids, char *const *paths, size_t n)
@@ -274,8 +232,8 @@ static int move_raw_locations(struct ck_store *st, MDB_txn *txn, const uint64_t 
 			which = nwhich;
 			cap = nc;
 		}
-		keys[nk].hi = be64(k.mv_data);
-		keys[nk].lo = be64((const uint8_t *)k.mv_data + 8);
+		keys[nk].hi = ck_be64(k.mv_data);
+		keys[nk].lo = ck_be64((const uint8_t *)k.mv_data + 8);
 		which[nk++] = i;
 	}
 	mdb_cursor_close(cur);
@@ -581,7 +539,7 @@ int ck_store_follow(struct ck_store *st, int *changed_out, struct ck_error *err)
 				rc = apply(st, seqs[i], &skip, &changed, err);
 				continue;
 			}
-			if (now_ns() - e[i].time_ns < STALE_NS)
+			if (ck_now_ns() - e[i].time_ns < STALE_NS)
 				break;   /* not visible here yet: the next follow takes it */
 			ck_info("%s: journal entry %" PRIu64 " for %s/%s: its files changed since; applying them as "
 				"they are", st->path, seqs[i], e[i].series, e[i].name);

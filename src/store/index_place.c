@@ -51,6 +51,11 @@ int ck_store_set_index_base(const char *dir)
 	return 0;
 }
 
+const char *ck_store_index_base(void)
+{
+	return index_base;
+}
+
 /* mkdir -p, 0755. */
 static int make_dirs(const char *path)
 {

@@ -29,6 +29,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/fileio.h"
 #include "journal.h"
 #include "manifest.h"
@@ -402,27 +403,18 @@ static char *entry_path(const char *store, uint64_t seq)
 	return p;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 int ck_journal_append(struct ck_store *st, const struct ck_journal_entry *e, uint64_t *seq, struct ck_error *err)
 {
 	struct ck_journal_entry copy = *e;
 	struct ck_buf text = CK_BUF_INIT;
 	char *dir = ck_path_join(st->path, CK_JOURNAL_DIR), *tmp = NULL, *dst = NULL;
 	uint64_t next;
-	size_t off = 0;
 	int fd = -1, rc;
 
 	if (!dir)
 		return ck_fail(err, ENOMEM, "out of memory");
 	if (!copy.time_ns)
-		copy.time_ns = now_ns();
+		copy.time_ns = ck_now_ns();
 	rc = ck_journal_format(&text, &copy);
 	if (rc < 0) {
 		ck_fail(err, -rc, "cannot write a journal entry: %s", strerror(-rc));
@@ -434,7 +426,7 @@ int ck_journal_append(struct ck_store *st, const struct ck_journal_entry *e, uin
 		rc = ck_fail(err, errno, "%s: %s", dir, strerror(errno));
 		goto out;
 	}
-	if (asprintf(&tmp, "%s/.tmp.%ld.%" PRIx64, dir, (long)getpid(), (uint64_t)now_ns()) < 0) {
+	if (asprintf(&tmp, "%s/.tmp.%ld.%" PRIx64, dir, (long)getpid(), (uint64_t)ck_now_ns()) < 0) {
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		tmp = NULL;
 		goto out;
@@ -444,16 +436,10 @@ int ck_journal_append(struct ck_store *st, const struct ck_journal_entry *e, uin
 		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
 		goto out;
 	}
-	while (off < text.len) {
-		ssize_t w = write(fd, text.data + off, text.len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
-			goto out;
-		}
-		off += (size_t)w;
+	rc = ck_write_all(fd, text.data, text.len);
+	if (rc < 0) {
+		ck_fail(err, -rc, "%s: %s", tmp, strerror(-rc));
+		goto out;
 	}
 	if (fsync(fd) < 0) {
 		rc = ck_fail(err, errno, "%s: fsync: %s", tmp, strerror(errno));
@@ -592,32 +578,14 @@ int ck_journal_head(const char *store, uint64_t *head)
 
 int ck_journal_applied(MDB_txn *txn, struct ck_store *st, uint64_t *seq)
 {
-	MDB_val k = { sizeof(CK_META_JOURNAL) - 1, CK_META_JOURNAL }, v;
-	int rc = mdb_get(txn, st->meta, &k, &v);
-
-	*seq = 0;
-	if (rc == MDB_NOTFOUND)
-		return 0;
-	if (rc)
-		return ck_mdb_errno(rc);
-	if (v.mv_size != 8)
-		return -EIO;
-	*seq = ck_le64(v.mv_data);
-	return 0;
+	return ck_meta_get_u64(txn, st, CK_META_JOURNAL, seq);
 }
 
 int ck_journal_put_applied(MDB_txn *txn, struct ck_store *st, uint64_t seq)
 {
-	MDB_val k = { sizeof(CK_META_JOURNAL) - 1, CK_META_JOURNAL }, v;
-	uint8_t le[8];
-
-	for (int i = 0; i < 8; i++)
-		le[i] = (uint8_t)(seq >> (8 * i));
-	v.mv_size = 8;
-	v.mv_data = le;
 	if (seq > st->journal_hint)
 		st->journal_hint = seq;
-	return ck_mdb_errno(mdb_put(txn, st->meta, &k, &v, 0));
+	return ck_meta_put_u64(txn, st, CK_META_JOURNAL, seq);
 }
 
 int ck_journal_set_applied(struct ck_store *st, uint64_t seq, struct ck_error *err)
