@@ -19,6 +19,11 @@ static int64_t mtime_ns(const struct stat *sb)
 
 int ck_file_check(const struct ck_file_info *f, struct ck_error *err)
 {
+	return ck_file_check_owner(f, NULL, err);
+}
+
+int ck_file_check_owner(const struct ck_file_info *f, struct ck_owner *owner, struct ck_error *err)
+{
 	struct stat sb;
 
 	if (stat(f->src_path, &sb) < 0)
@@ -34,5 +39,10 @@ int ck_file_check(const struct ck_file_info *f, struct ck_error *err)
 	if (mtime_ns(&sb) != f->mtime_ns)
 		return ck_fail(err, ESTALE, "%s: changed since import (modified: mtime %" PRId64 " → %" PRId64 " ns)",
 			       f->src_path, f->mtime_ns, mtime_ns(&sb));
+	if (owner) {
+		owner->uid = (uint32_t)sb.st_uid;
+		owner->gid = (uint32_t)sb.st_gid;
+		owner->mode = (uint32_t)sb.st_mode & 07777;
+	}
 	return 0;
 }

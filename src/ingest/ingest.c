@@ -136,6 +136,10 @@ int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_
 	out->info.ino = (uint64_t)sb.st_ino;
 	out->info.size = (uint64_t)sb.st_size;
 	out->info.mtime_ns = mtime_ns(&sb);
+	out->info.has_owner = 1;
+	out->info.owner.uid = (uint32_t)sb.st_uid;
+	out->info.owner.gid = (uint32_t)sb.st_gid;
+	out->info.owner.mode = (uint32_t)sb.st_mode & 07777;
 	if (!S_ISREG(sb.st_mode)) {
 		rc = ck_ingest_bad(out, "not a regular file");
 		goto out;

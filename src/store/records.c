@@ -293,37 +293,47 @@ int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, struct ck_ckpt_info *out
 }
 
 /* ---- file: ver u8, kind u8, rsv u16, ntensors u32, id u64, dev u64, ino u64,
- *      size u64, mtime_ns i64, nstorages u32, src_len u32, err_len u32, rsv u32 | src err ---- */
+ *      size u64, mtime_ns i64, nstorages u32, src_len u32, err_len u32, then
+ *      format 1: rsv u32 | src err
+ *      format 2: mode u32, uid u32, gid u32 | src err   (the file's owner at import) ---- */
 
 #define FILE_HDR 64
+#define FILE_HDR_OWNER 72
+#define FILE_FORMAT_OWNER 2
 
 int ck_rec_put_file(struct ck_buf *b, const struct ck_file_info *f, uint32_t nstorages)
 {
 	size_t ns = strlen(f->src_path), ne = f->error ? strlen(f->error) : 0;
+	uint8_t format = f->has_owner ? FILE_FORMAT_OWNER : CK_STORE_FORMAT;
 
-	if (ck_buf_putc(b, CK_STORE_FORMAT) < 0 || ck_buf_putc(b, (uint8_t)f->kind) < 0 ||
+	if (ck_buf_putc(b, format) < 0 || ck_buf_putc(b, (uint8_t)f->kind) < 0 ||
 	    ck_buf_put_le16(b, 0) < 0 || ck_buf_put_le32(b, f->ntensors) < 0 ||
 	    ck_buf_put_le64(b, f->id) < 0 || ck_buf_put_le64(b, f->dev) < 0 ||
 	    ck_buf_put_le64(b, f->ino) < 0 || ck_buf_put_le64(b, f->size) < 0 ||
 	    ck_buf_put_le64(b, (uint64_t)f->mtime_ns) < 0 || ck_buf_put_le32(b, nstorages) < 0 ||
 	    ck_buf_put_le32(b, (uint32_t)ns) < 0 || ck_buf_put_le32(b, (uint32_t)ne) < 0 ||
-	    ck_buf_put_le32(b, 0) < 0 || ck_buf_put(b, f->src_path, ns) < 0 || ck_buf_put(b, f->error, ne) < 0)
+	    ck_buf_put_le32(b, f->has_owner ? f->owner.mode & 07777 : 0) < 0)
+		return -ENOMEM;
+	if (f->has_owner && (ck_buf_put_le32(b, f->owner.uid) < 0 || ck_buf_put_le32(b, f->owner.gid) < 0))
+		return -ENOMEM;
+	if (ck_buf_put(b, f->src_path, ns) < 0 || ck_buf_put(b, f->error, ne) < 0)
 		return -ENOMEM;
 	return 0;
 }
 
 int ck_rec_get_file(const MDB_val *k, const MDB_val *v, struct ck_file_info *out)
 {
-	uint32_t ns, ne;
+	uint32_t ns, ne, mode;
 	uint8_t kind;
 	struct rd r;
-	int rc;
+	int rc, owner;
 
 	memset(out, 0, sizeof(*out));
 	if (k->mv_size < 8)
 		return -EIO;
 	out->ckpt_id = ck_key_get_id(k->mv_data);
-	rd_init(&r, v, FILE_HDR, CK_STORE_FORMAT);
+	owner = v->mv_size >= 1 && ((const uint8_t *)v->mv_data)[0] == FILE_FORMAT_OWNER;
+	rd_init(&r, v, owner ? FILE_HDR_OWNER : FILE_HDR, owner ? FILE_FORMAT_OWNER : CK_STORE_FORMAT);
 	kind = rd_u8(&r);
 	rd_skip(&r, 2);
 	out->ntensors = rd_u32(&r);
@@ -335,7 +345,15 @@ int ck_rec_get_file(const MDB_val *k, const MDB_val *v, struct ck_file_info *out
 	rd_u32(&r);
 	ns = rd_u32(&r);
 	ne = rd_u32(&r);
-	rd_skip(&r, 4);
+	mode = rd_u32(&r);
+	if (owner) {
+		out->has_owner = 1;
+		out->owner.mode = mode;
+		out->owner.uid = rd_u32(&r);
+		out->owner.gid = rd_u32(&r);
+		if (mode & ~07777u)
+			r.bad = 1;
+	}
 	if (kind > CK_FILE_BAD)
 		r.bad = 1;
 	out->kind = (enum ck_file_kind)kind;
