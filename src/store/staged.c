@@ -108,7 +108,9 @@ static int validate(struct staged *s)
 	return 0;
 }
 
-static int write_file_durably(const char *dir, const char *name, const struct ck_buf *b, struct ck_error *err)
+/* Writes dir/name durably; with owner, the file gets its uid, gid and mode. */
+static int write_file_durably(const char *dir, const char *name, const struct ck_buf *b, const struct stat *owner,
+			      struct ck_error *err)
 {
 	char *tmp_name = malloc(strlen(name) + 5);
 	char *tmp = NULL, *dst = ck_path_join(dir, name);
@@ -139,6 +141,10 @@ static int write_file_durably(const char *dir, const char *name, const struct ck
 		}
 		off += (size_t)w;
 	}
+	if (owner && (fchown(fd, owner->st_uid, owner->st_gid) < 0 || fchmod(fd, owner->st_mode & 0644) < 0)) {
+		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
+		goto out;
+	}
 	if (fsync(fd) < 0 || close(fd) < 0) {
 		fd = -1;
 		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
@@ -166,9 +172,15 @@ out:
 int ck_store_write_reason(const char *dir, const char *text, struct ck_error *err)
 {
 	struct ck_buf b = CK_BUF_INIT;
+	struct stat sb;
 	int rc = ck_buf_puts(&b, text);
 
-	rc = rc < 0 ? ck_fail(err, ENOMEM, "out of memory") : write_file_durably(dir, CK_QUARANTINE_REASON, &b, err);
+	/* The REASON belongs to whoever the quarantined directory belongs to. */
+	if (rc == 0 && stat(dir, &sb) < 0)
+		rc = ck_fail(err, errno, "%s: %s", dir, strerror(errno));
+	else
+		rc = rc < 0 ? ck_fail(err, ENOMEM, "out of memory")
+			    : write_file_durably(dir, CK_QUARANTINE_REASON, &b, &sb, err);
 	ck_buf_free(&b);
 	return rc;
 }

@@ -186,18 +186,42 @@ static int mkdir_durable(const char *parent, const char *path, struct ck_error *
 	return rc < 0 ? ck_fail(err, -rc, "%s: fsync: %s", parent, strerror(-rc)) : 0;
 }
 
+/* A series directory made under data/ or quarantine/ takes the owner,
+ * group and mode of the series' directory under staging/ (the one a
+ * writable mount made for whoever created the series), which the mount
+ * shows for the series once its first checkpoint is committed. */
+static int copy_series_owner(const char *store, const char *series, const char *dir, struct ck_error *err)
+{
+	char *top = ck_path_join(store, CK_STORE_STAGING_DIR), *staged = top ? ck_path_join(top, series) : NULL;
+	struct stat sb;
+	int rc = 0;
+
+	if (!staged)
+		rc = ck_fail(err, ENOMEM, "out of memory");
+	else if (stat(staged, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+		 (chown(dir, sb.st_uid, sb.st_gid) < 0 || chmod(dir, sb.st_mode & 07777) < 0))
+		rc = ck_fail(err, errno, "%s: %s", dir, strerror(errno));
+	free(top);
+	free(staged);
+	return rc;
+}
+
 int ck_store_area_dir(const char *store, const char *area, const char *series, char **out, struct ck_error *err)
 {
 	char *top = ck_path_join(store, area), *dir = top ? ck_path_join(top, series) : NULL;
-	int rc;
+	struct stat sb;
+	int rc, made;
 
 	if (!top || !dir) {
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto out;
 	}
 	rc = mkdir_durable(store, top, err);
+	made = rc == 0 && stat(dir, &sb) < 0;
 	if (rc == 0)
 		rc = mkdir_durable(top, dir, err);
+	if (rc == 0 && made && strcmp(area, CK_STORE_STAGING_DIR) != 0)
+		rc = copy_series_owner(store, series, dir, err);
 	if (rc == 0) {
 		*out = dir;
 		dir = NULL;
