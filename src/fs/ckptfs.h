@@ -64,6 +64,7 @@ struct ckfs_config {
 	int direct_io;          /* CKFS_DIO_*: which committed files bypass the page cache */
 	int passthrough;        /* -o passthrough (default): the kernel reads whole raw files itself */
 	int warmup;             /* -o warmup (default): build the newest composites at mount */
+	int permissions;        /* -o permissions (default): the kernel and the daemon check access */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
@@ -125,8 +126,6 @@ struct ckfs {
 	const struct ckfs_config *cfg;
 	struct ck_view *view;
 	uint64_t root_ino;      /* the view's inode number of its root */
-	uid_t uid;              /* owner shown for every node: whoever mounted */
-	gid_t gid;
 	struct fuse_session *se;        /* for invalidations after a commit */
 	struct ckfs_staging *staging;   /* in-progress directories; NULL with -o ro */
 	struct ckfs_indexer *indexer;   /* parses files at their last close; NULL with -o ro */
@@ -274,6 +273,11 @@ static inline struct ckfs *ckfs_of(fuse_req_t req)
 const struct ck_vnode *ckfs_node(struct ckfs *fs, fuse_ino_t ino);
 /* stat for a node: 0 or -errno from the view. */
 int ckfs_stat(struct ckfs *fs, const struct ck_vnode *n, struct stat *st);
+/* Whether the user of req may do mask (CK_MAY_*) on view node n, by what n
+ * is made of (ck_view_access): 0, or -EACCES.  The kernel checks the modes
+ * it is shown (default_permissions); this adds what one mode cannot say,
+ * a composite's sources.  Always 0 with -o nopermissions. */
+int ckfs_may(fuse_req_t req, const struct ck_vnode *n, int mask);
 /* The entry for the view's child name of parent: 0 or -errno. */
 int ckfs_view_entry(struct ckfs *fs, fuse_ino_t parent, const char *name, struct fuse_entry_param *e);
 /* Directory listings of root and series directories in a writable mount

@@ -262,8 +262,6 @@ static int serve(struct mount_run *run)
 
 	run->fs.cfg = cfg;
 	run->fs.mount_lock = -1;
-	run->fs.uid = getuid();
-	run->fs.gid = getgid();
 	run->main_thread = pthread_self();
 	if (!cfg->read_only) {
 		struct ck_error err = { { 0 } };

@@ -68,8 +68,8 @@ int ckfs_stat(struct ckfs *fs, const struct ck_vnode *n, struct stat *st)
 	st->st_size = (off_t)a.size;
 	st->st_blocks = (blkcnt_t)((a.size + 511) / 512);
 	st->st_blksize = CKFS_BLKSIZE;
-	st->st_uid = fs->uid;
-	st->st_gid = fs->gid;
+	st->st_uid = a.uid;
+	st->st_gid = a.gid;
 	st->st_mtim.tv_sec = a.mtime_ns / 1000000000;
 	st->st_mtim.tv_nsec = a.mtime_ns % 1000000000;
 	if (st->st_mtim.tv_nsec < 0) {
@@ -305,23 +305,49 @@ void ckfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
-/* Only reached without -o default_permissions.  Everything is readable
- * (0444/0555) and nothing is writable. */
+/* Only reached without default_permissions (-o nopermissions): nothing
+ * is checked, and nothing committed is writable. */
 void ckfs_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct ckfs *fs = ckfs_of(req);
 	struct stat st;
 	int rc = stat_ino(fs, ino, NULL, &st);
 
-	if (rc) {
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	if (mask & W_OK)
-		fuse_reply_err(req, EROFS);
-	else if (((mask & R_OK) && !(st.st_mode & S_IROTH)) ||
-		 ((mask & X_OK) && !(st.st_mode & S_IXOTH)))
-		fuse_reply_err(req, EACCES);
 	else
-		fuse_reply_err(req, 0);
+		fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
+}
+
+/* Supplementary groups asked for: more are read from /proc only when needed. */
+#define CRED_GROUPS 64
+
+int ckfs_may(fuse_req_t req, const struct ck_vnode *n, int mask)
+{
+	struct ckfs *fs = ckfs_of(req);
+	const struct fuse_ctx *ctx = fuse_req_ctx(req);
+	gid_t stack[CRED_GROUPS], *groups = stack;
+	uint32_t ids[CRED_GROUPS], *idp = ids;
+	struct ck_cred c = { (uint32_t)ctx->uid, (uint32_t)ctx->gid, NULL, 0 };
+	int ng, rc;
+
+	if (!fs->cfg->permissions || ctx->uid == 0)
+		return 0;
+	ng = fuse_req_getgroups(req, CRED_GROUPS, stack);
+	if (ng > CRED_GROUPS) {
+		groups = malloc((size_t)ng * sizeof(*groups));
+		idp = malloc((size_t)ng * sizeof(*idp));
+		if (!groups || !idp || fuse_req_getgroups(req, ng, groups) != ng)
+			ng = 0;   /* without its groups the caller gets less, never more */
+	}
+	for (int i = 0; i < ng; i++)
+		idp[i] = (uint32_t)groups[i];
+	c.groups = idp;
+	c.ngroups = ng > 0 ? (size_t)ng : 0;
+	rc = ck_view_access(fs->view, n, &c, mask);
+	if (groups != stack)
+		free(groups);
+	if (idp != ids)
+		free(idp);
+	return rc;
 }
