@@ -237,7 +237,7 @@ static int quarantine(struct staged *s)
 	struct ck_error why = { { 0 } };
 	time_t now = time(NULL);
 	struct tm tm;
-	int rc, i;
+	int rc, i, keep;
 
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
@@ -249,12 +249,16 @@ static int quarantine(struct staged *s)
 		rc = ck_fail(s->err, ENOMEM, "out of memory");
 		goto out;
 	}
-	/* Quarantined twice in one second: a suffix keeps both. */
+	/* Quarantined twice in one second: a suffix keeps both.  The staged
+	 * name is cut so that name, time and suffix fit NAME_MAX (255). */
+	keep = (int)strlen(s->staged_name);
+	if (keep > 255 - 20)
+		keep = 255 - 20;
 	for (i = 0, rc = -EEXIST; rc == -EEXIST && i < 100; i++) {
 		if (i == 0)
-			sprintf(name, "%s.%s", s->staged_name, stamp);
+			sprintf(name, "%.*s.%s", keep, s->staged_name, stamp);
 		else
-			sprintf(name, "%s.%s-%d", s->staged_name, stamp, i);
+			sprintf(name, "%.*s.%s-%d", keep, s->staged_name, stamp, i);
 		rc = rename_durably(s->src, dir, name, &moved, &why);
 	}
 	if (rc < 0) {

@@ -155,6 +155,31 @@ int main(void)
 	ck_store_close(st);
 	check_view(store, cases, 3);
 
+	/* Written through the store: a 255-byte staged name commits under a
+	 * step name, and is quarantined (its name cut to fit) when torn. */
+	SETUP(ck_store_open(store, 0, &st, &err) == 0);
+	for (int torn = 0; torn < 2; torn++) {
+		char *dir = ck_store_staging_path(st, cases[0].series, s255);
+
+		SETUP(dir);
+		mkdirs(dir);
+		pathf(path, sizeof(path), "%s/%s", dir, torn ? "model.pt" : ODD);
+		write_bytes(path, torn ? "PK\x03\x04 torn" : "bytes", 5);
+		CHECK(ck_store_commit_staged(st, cases[0].series, s255, torn ? "checkpoint-8" : "checkpoint-7", NULL, NULL,
+					     &err) == (torn ? -EBADMSG : 0),
+		      "commit of a 255-byte staged name (%s): %s", torn ? "torn" : "good", err.msg);
+		free(dir);
+	}
+	{
+		struct ck_quarantine_info *q = NULL;
+		size_t nq = 0;
+
+		CHECK(ck_store_list_quarantine(st, &q, &nq) == 0 && nq == 1 && !strncmp(q[0].name, s255, 235) &&
+		      strlen(q[0].name) <= 255 && strstr(q[0].reason, "model.pt"), "quarantine of a 255-byte name");
+		ck_quarantine_info_free(q, nq);
+	}
+	ck_store_close(st);
+
 	/* Deleted by name. */
 	SETUP(ck_store_open(store, 0, &st, &err) == 0);
 	CHECK(ck_store_delete_checkpoint(st, s255, ckname, &err) == 0, "delete the 255-byte checkpoint: %s", err.msg);
