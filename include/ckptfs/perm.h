@@ -51,6 +51,18 @@ static inline uint32_t ck_perm_both(uint32_t a, uint32_t b)
  * may not search the directory loses all its bits on the file. */
 uint32_t ck_perm_through_dir(uint32_t file_mode, uint32_t dir_mode);
 
+/* Whether c may remove or rename an entry child (a directory when
+ * child_is_dir) out of directory dir: write and search permission on dir
+ * and, when dir has the sticky bit, c owns dir or child (or is root).
+ * 0, -EACCES or -EPERM (sticky), as rmdir(2) and rename(2) answer. */
+int ck_perm_may_delete(const struct ck_owner *dir, const struct ck_owner *child, const struct ck_cred *c);
+
+/* Whether c may change the owner of o to uid and its group to gid (-1:
+ * unchanged), as chown(2) decides: the owner only by root, or to itself by
+ * its owner; the group by o's owner to a group c is in, or by root.  0 or
+ * -EPERM. */
+int ck_perm_chown_ok(const struct ck_owner *o, const struct ck_cred *c, uint32_t uid, uint32_t gid);
+
 /* The owner a new file or directory created by c in parent gets on a local
  * filesystem: c's uid; the parent's group when the parent has the setgid
  * bit, else c's gid; mode (with the creator's umask already applied) as

@@ -35,6 +35,26 @@ int ck_perm_check(const struct ck_owner *o, int is_dir, const struct ck_cred *c,
 	return ((uint32_t)mask & ~bits & 7) ? -EACCES : 0;
 }
 
+int ck_perm_may_delete(const struct ck_owner *dir, const struct ck_owner *child, const struct ck_cred *c)
+{
+	int rc = ck_perm_check(dir, 1, c, CK_MAY_WRITE | CK_MAY_EXEC);
+
+	if (rc == 0 && (dir->mode & S_ISVTX) && c->uid != 0 && c->uid != dir->uid && c->uid != child->uid)
+		rc = -EPERM;
+	return rc;
+}
+
+int ck_perm_chown_ok(const struct ck_owner *o, const struct ck_cred *c, uint32_t uid, uint32_t gid)
+{
+	if (c->uid == 0)
+		return 0;
+	if (uid != (uint32_t)-1 && !(uid == o->uid && c->uid == o->uid))
+		return -EPERM;
+	if (gid != (uint32_t)-1 && !(c->uid == o->uid && (gid == o->gid || ck_cred_in_group(c, gid))))
+		return -EPERM;
+	return 0;
+}
+
 uint32_t ck_perm_through_dir(uint32_t file_mode, uint32_t dir_mode)
 {
 	uint32_t keep = 07000;

@@ -273,6 +273,17 @@ static inline struct ckfs *ckfs_of(fuse_req_t req)
 const struct ck_vnode *ckfs_node(struct ckfs *fs, fuse_ino_t ino);
 /* stat for a node: 0 or -errno from the view. */
 int ckfs_stat(struct ckfs *fs, const struct ck_vnode *n, struct stat *st);
+/* The credentials of the user of a request (owners.c): fsuid, fsgid and
+ * supplementary groups (read from /proc by libfuse; none for root).  Put
+ * what get took. */
+#define CKFS_CRED_GROUPS 64
+struct ckfs_cred {
+	struct ck_cred c;
+	uint32_t stack[CKFS_CRED_GROUPS];
+	uint32_t *heap;
+};
+void ckfs_cred_get(fuse_req_t req, struct ckfs_cred *out);
+void ckfs_cred_put(struct ckfs_cred *c);
 /* Whether the user of req may do mask (CK_MAY_*) on view node n, by what n
  * is made of (ck_view_access): 0, or -EACCES.  The kernel checks the modes
  * it is shown (default_permissions); this adds what one mode cannot say,

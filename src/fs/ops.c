@@ -318,36 +318,3 @@ void ckfs_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	else
 		fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
 }
-
-/* Supplementary groups asked for: more are read from /proc only when needed. */
-#define CRED_GROUPS 64
-
-int ckfs_may(fuse_req_t req, const struct ck_vnode *n, int mask)
-{
-	struct ckfs *fs = ckfs_of(req);
-	const struct fuse_ctx *ctx = fuse_req_ctx(req);
-	gid_t stack[CRED_GROUPS], *groups = stack;
-	uint32_t ids[CRED_GROUPS], *idp = ids;
-	struct ck_cred c = { (uint32_t)ctx->uid, (uint32_t)ctx->gid, NULL, 0 };
-	int ng, rc;
-
-	if (!fs->cfg->permissions || ctx->uid == 0)
-		return 0;
-	ng = fuse_req_getgroups(req, CRED_GROUPS, stack);
-	if (ng > CRED_GROUPS) {
-		groups = malloc((size_t)ng * sizeof(*groups));
-		idp = malloc((size_t)ng * sizeof(*idp));
-		if (!groups || !idp || fuse_req_getgroups(req, ng, groups) != ng)
-			ng = 0;   /* without its groups the caller gets less, never more */
-	}
-	for (int i = 0; i < ng; i++)
-		idp[i] = (uint32_t)groups[i];
-	c.groups = idp;
-	c.ngroups = ng > 0 ? (size_t)ng : 0;
-	rc = ck_view_access(fs->view, n, &c, mask);
-	if (groups != stack)
-		free(groups);
-	if (idp != ids)
-		free(idp);
-	return rc;
-}

@@ -31,6 +31,28 @@ fuse_ino_t ckfs_series_dir_ino(struct ckfs *fs, const char *series);
 void ckfs_commit_and_reply(fuse_req_t req, struct ckfs *fs, fuse_ino_t dir, const char *series,
 			   const char *name, const char *final);
 
+/* Owners in the writable mount (owners.c).
+ *  - ckfs_dir_owner: the owner, group and mode directory c shows.
+ *  - ckfs_give_new: the node just made at path (fd open on it, or -1) gets
+ *    the owner a local filesystem would give it, made by the user of req
+ *    in a directory of owner parent with mode (the umask applied by the
+ *    kernel): 0 or -errno (logged; the node stays the daemon's).
+ *  - ckfs_mirror_series: STORE/staging/<series> at path, just made for a
+ *    series the view has (series_dir), takes the owner, group and mode the
+ *    view shows for it.
+ *  - ckfs_may_chown: chown(2)'s rule for the user of req on path (fd, or
+ *    -1): 0 or -EPERM.
+ *  - ckfs_may_commit: whether the user of req may commit the in-progress
+ *    directory at dir_path of series by setting user.ckptfs.commit: what
+ *    renaming it inside the series directory needs (the kernel checked
+ *    write permission on it).  0, -EACCES, -EPERM; 0 with -o nopermissions. */
+int ckfs_dir_owner(struct ckfs *fs, const struct ckfs_dir_ctx *c, struct ck_owner *o);
+int ckfs_give_new(fuse_req_t req, const struct ck_owner *parent, const char *path, int fd, mode_t mode,
+		  int is_dir);
+void ckfs_mirror_series(struct ckfs *fs, const struct ck_vnode *series_dir, const char *path);
+int ckfs_may_chown(fuse_req_t req, const char *path, int fd, uint32_t uid, uint32_t gid);
+int ckfs_may_commit(fuse_req_t req, struct ckfs *fs, const char *series, const char *dir_path);
+
 /* Name operations (staged_names.c). */
 void ckfs_rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name);
 void ckfs_rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode);

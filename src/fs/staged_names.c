@@ -308,7 +308,9 @@ void ckfs_rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	struct ckfs *fs = ckfs_of(req);
 	struct ckfs_dir_ctx c;
 	struct fuse_entry_param e;
-	char *path = NULL;
+	struct ck_owner dir_owner;
+	struct stat st;
+	char *path = NULL, *series_dir = NULL;
 	int rc = ckfs_dir_ctx(fs, parent, &c);
 
 	if (rc == 0 && in_view(fs, &c, name))
@@ -316,10 +318,26 @@ void ckfs_rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	if (rc == 0 && c.kind == CKFS_DIR_STAGED && ckfs_staging_busy(fs->staging, c.staged))
 		rc = -EBUSY;	/* being committed */
 	if (rc == 0)
+		rc = ckfs_dir_owner(fs, &c, &dir_owner);
+	if (rc == 0)
 		rc = ckfs_child_path(fs, &c, name, &path);
+	/* The first in-progress directory of a committed series makes its
+	 * STORE/staging/<series>, which then shows as the series does. */
+	if (rc == 0 && c.kind == CKFS_DIR_SERIES && c.view_dir) {
+		series_dir = ckfs_staging_top_path(fs->staging, c.series, NULL);
+		if (series_dir && lstat(series_dir, &st) == 0) {
+			free(series_dir);
+			series_dir = NULL;
+		}
+	}
 	if (rc == 0)
 		rc = c.kind == CKFS_DIR_STAGED ? (mkdir(path, mode) ? -errno : 0) :
 		     mkdir_parent_too(path, mode);
+	if (rc == 0 && series_dir)
+		ckfs_mirror_series(fs, c.view_dir, series_dir);
+	if (rc == 0)
+		ckfs_give_new(req, &dir_owner, path, -1, mode, 1);
+	free(series_dir);
 	if (rc == 0)
 		rc = staged_entry(fs, &c, name, &e);
 	free(path);

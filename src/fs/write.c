@@ -291,10 +291,11 @@ static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 }
 
 /* Where create may make a file: inside an in-progress directory, or a
- * series marker right in a series directory.  The real path, node parent
- * and series (for a marker) of the new name; 0 or -errno. */
+ * series marker right in a series directory.  The real path, node parent,
+ * series (for a marker) and owner of the directory of the new name; 0 or
+ * -errno. */
 static int create_target(struct ckfs *fs, fuse_ino_t parent, const char *name, char **path,
-			 uint64_t *node_parent, char **series)
+			 uint64_t *node_parent, char **series, struct ck_owner *dir_owner)
 {
 	struct ckfs_dir_ctx c;
 	int rc = ckfs_dir_ctx(fs, parent, &c);
@@ -313,9 +314,13 @@ static int create_target(struct ckfs *fs, fuse_ino_t parent, const char *name, c
 		/* a series with no staging directory yet */
 		char *dir = ckfs_staging_top_path(fs->staging, c.series, NULL);
 
-		if (dir)
-			mkdir(dir, 0755);
+		if (dir && mkdir(dir, 0755) == 0)
+			ckfs_mirror_series(fs, c.view_dir, dir);
 		free(dir);
+	}
+	if (rc == 0)
+		rc = ckfs_dir_owner(fs, &c, dir_owner);
+	if (rc == 0 && c.kind == CKFS_DIR_SERIES) {
 		*node_parent = 0;
 		*series = c.series;
 		c.series = NULL;
@@ -331,12 +336,19 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
 	struct ckfs *fs = ckfs_of(req);
 	struct fuse_entry_param e;
+	struct ck_owner dir_owner;
 	char *path = NULL, *series = NULL;
 	uint64_t node_parent = 0, ino = 0;
-	int fd = -1, rc = create_target(fs, parent, name, &path, &node_parent, &series);
+	int fd = -1, rc = create_target(fs, parent, name, &path, &node_parent, &series, &dir_owner);
 
 	if (rc == 0) {
-		fd = open(path, (fi->flags | O_CREAT | O_CLOEXEC) & ~O_NOCTTY, mode);
+		/* A file made now belongs to whoever asked; one that was there
+		 * already keeps its owner (O_CREAT without O_EXCL). */
+		fd = open(path, (fi->flags | O_CREAT | O_EXCL | O_CLOEXEC) & ~O_NOCTTY, mode);
+		if (fd >= 0)
+			ckfs_give_new(req, &dir_owner, path, fd, mode, 0);
+		else if (errno == EEXIST && !(fi->flags & O_EXCL))
+			fd = open(path, (fi->flags | O_CLOEXEC) & ~(O_CREAT | O_NOCTTY));
 		if (fd < 0)
 			rc = -errno;
 	}
@@ -491,7 +503,7 @@ static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	free(path);
 }
 
-static int staged_setattr(struct ckfs *fs, fuse_ino_t ino, const struct stat *attr, int to_set,
+static int staged_setattr(fuse_req_t req, struct ckfs *fs, fuse_ino_t ino, const struct stat *attr, int to_set,
 			  struct fuse_file_info *fi)
 {
 	char *path;
@@ -500,7 +512,17 @@ static int staged_setattr(struct ckfs *fs, fuse_ino_t ino, const struct stat *at
 
 	if (rc)
 		return rc;
-	if ((to_set & FUSE_SET_ATTR_MODE) &&
+	/* chown(2)'s rule, whatever -o permissions says: who owns a file is not
+	 * a matter of trust.  Before the mode, which a chown may clear bits of. */
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		uint32_t uid = to_set & FUSE_SET_ATTR_UID ? (uint32_t)attr->st_uid : (uint32_t)-1;
+		uint32_t gid = to_set & FUSE_SET_ATTR_GID ? (uint32_t)attr->st_gid : (uint32_t)-1;
+
+		rc = ckfs_may_chown(req, path, fd, uid, gid);
+		if (rc == 0 && (fd >= 0 ? fchown(fd, uid, gid) : lchown(path, uid, gid)) != 0)
+			rc = -errno;
+	}
+	if (rc == 0 && (to_set & FUSE_SET_ATTR_MODE) &&
 	    (fd >= 0 ? fchmod(fd, attr->st_mode) : chmod(path, attr->st_mode)) != 0)
 		rc = -errno;
 	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE) &&
@@ -520,8 +542,6 @@ static int staged_setattr(struct ckfs *fs, fuse_ino_t ino, const struct stat *at
 		if ((fd >= 0 ? futimens(fd, tv) : utimensat(AT_FDCWD, path, tv, AT_SYMLINK_NOFOLLOW)) != 0)
 			rc = -errno;
 	}
-	if (rc == 0 && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
-		rc = -EPERM;	/* every node belongs to whoever mounted */
 	free(path);
 	return rc;
 }
@@ -546,7 +566,7 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (staged_stat(ckfs_of(req), ino, &st) == 0 && S_ISDIR(st.st_mode))
 			fi = NULL;
 	}
-	rc = staged_setattr(ckfs_of(req), ino, attr, to_set, fi);
+	rc = staged_setattr(req, ckfs_of(req), ino, attr, to_set, fi);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -597,6 +617,14 @@ static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	}
 	if (rc == 0 && !final && ckfs_step_of(fs, series, dir, &step) != 0)
 		rc = -EINVAL;	/* no step in the name: rename it instead */
+	if (rc == 0) {
+		/* A commit renames the directory within its series: it needs
+		 * what the rename needs, besides write permission on it. */
+		char *path = ckfs_staging_top_path(fs->staging, series, dir);
+
+		rc = path ? ckfs_may_commit(req, fs, series, path) : -ENOMEM;
+		free(path);
+	}
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else

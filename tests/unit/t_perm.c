@@ -50,6 +50,24 @@ static void table(void)
 	CHECK(ck_perm_through_dir(04755, 0750) == 04750, "through 0750");
 	CHECK(ck_perm_both(0640, 0604) == 0600, "both");
 
+	/* Sticky directories and chown, as rmdir(2) and chown(2) answer. */
+	{
+		struct ck_owner tmp = { 0, 0, 01777 }, mine = { 61003, 61003, 0755 }, theirs = { OWNER, GROUP, 0755 };
+		struct ck_owner file = { OWNER, GROUP, 0644 };
+
+		CHECK(ck_perm_may_delete(&tmp, &mine, &other) == 0, "own entry in a sticky dir");
+		CHECK(ck_perm_may_delete(&tmp, &theirs, &other) == -EPERM, "another's entry in a sticky dir");
+		CHECK(ck_perm_may_delete(&tmp, &theirs, &root) == 0, "root in a sticky dir");
+		tmp.mode = 0755;
+		CHECK(ck_perm_may_delete(&tmp, &mine, &other) == -EACCES, "entry of a 0755 dir of root's");
+		CHECK(ck_perm_chown_ok(&file, &owner, OWNER, (uint32_t)-1) == 0, "chown to oneself");
+		CHECK(ck_perm_chown_ok(&file, &owner, 61003, (uint32_t)-1) == -EPERM, "chown to another");
+		CHECK(ck_perm_chown_ok(&file, &member, (uint32_t)-1, GROUP) == -EPERM, "chgrp by a non-owner");
+		CHECK(ck_perm_chown_ok(&file, &owner, (uint32_t)-1, 7) == 0, "chgrp to the owner's group");
+		CHECK(ck_perm_chown_ok(&file, &owner, (uint32_t)-1, 5) == -EPERM, "chgrp to a group not one's own");
+		CHECK(ck_perm_chown_ok(&file, &root, 1, 1) == 0, "chown by root");
+	}
+
 	ck_perm_new_owner(&parent, &other, 0755, 1, &made);
 	CHECK(made.uid == 61003 && made.gid == 2 && made.mode == 02755, "dir in setgid parent: %u %u %o", made.uid,
 	      made.gid, made.mode);
