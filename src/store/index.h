@@ -12,7 +12,7 @@
 #include "ckptfs/store.h"
 
 #define CK_STORE_MARKER "ckptfs-store 1\n"
-#define CK_STORE_MARKER_FILE "ckptfs-store"
+#define CK_STORE_MARKER_FILE CK_STORE_MARKER_NAME
 #define CK_STORE_INDEX_DIR "index"
 #define CK_STORE_LAYERS_FILE "layers.conf"
 #define CK_STORE_LOCK_FILE "index.lock"      /* writers: shared; reindex: exclusive */
