@@ -32,6 +32,13 @@ int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error 
  * or quarantine/ takes the owner, group and mode of STORE/staging/series
  * when there is one.  0 or -errno with err. */
 int ck_store_area_dir(const char *store, const char *area, const char *series, char **out, struct ck_error *err);
+/* Calls fn(ctx, series, name, path) for every entry NAME (of any type) of
+ * every directory STORE/area/SERIES, "." and ".." aside, in directory
+ * order, until fn returns non-zero.  A missing STORE/area has no entries;
+ * an unreadable STORE/area/SERIES is passed over.  Returns 0, what fn
+ * returned, or -errno. */
+typedef int (*ck_area_entry_fn)(void *ctx, const char *series, const char *name, const char *path);
+int ck_store_area_each(const char *store, const char *area, ck_area_entry_fn fn, void *ctx);
 
 /* Writes dir/REASON durably (temporary file, fsync, rename, fsync of dir),
  * owned by dir's owner and group, readable as dir is (mode 0644 & dir's). */
