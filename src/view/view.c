@@ -673,6 +673,7 @@ static int reload_series(struct ck_view *v, struct view_series *s, uint64_t *cha
 	struct view_series **retired = realloc(v->retired, (v->nretired + 1) * sizeof(*retired));
 	struct ck_vnode **h = realloc(v->hidden, (v->nhidden + 1) * sizeof(*h));
 	size_t i;
+	int rc;
 
 	if (retired)
 		v->retired = retired;
@@ -691,7 +692,10 @@ static int reload_series(struct ck_view *v, struct view_series *s, uint64_t *cha
 	v->hidden[v->nhidden++] = s->dir;
 	note_changed(changed, max, nchanged, v->nodes[0]->ino);
 	ck_info("refresh: series %s has a checkpoint inserted before its newest: reloaded", s->name);
-	return load_series(v, s->name);
+	rc = load_series(v, s->name);
+	/* The new directory went last: lookups search the root's children by name. */
+	sort_children(v->nodes[0]);
+	return rc;
 }
 
 /* Follows one known series: checkpoints deleted (hidden), reclaimed (their
