@@ -100,7 +100,7 @@ static int validate(struct staged *s)
 		s->ningested++;
 		ck_ingest_report(&s->files[i], s->report, s->rctx);
 		if (s->files[i].info.kind == CK_FILE_BAD &&
-		    ck_buf_printf(&s->reasons, "%s: %s\n", s->rel[i], s->files[i].info.error) < 0)
+		    ck_reason_add(&s->reasons, "%s: %s", s->rel[i], s->files[i].info.error) < 0)
 			return ck_fail(s->err, ENOMEM, "out of memory");
 	}
 	if (ck_dcp_check(s->src, s->rel, s->n, &s->reasons) < 0)

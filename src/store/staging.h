@@ -40,6 +40,11 @@ int ck_store_area_dir(const char *store, const char *area, const char *series, c
 typedef int (*ck_area_entry_fn)(void *ctx, const char *series, const char *name, const char *path);
 int ck_store_area_each(const char *store, const char *area, ck_area_entry_fn fn, void *ctx);
 
+/* Appends one problem to a REASON text: the printf-style line, with a
+ * backslash written "\\" and a newline "\n" (names are data: a path may
+ * hold either), then a newline.  0 or -ENOMEM. */
+int ck_reason_add(struct ck_buf *reasons, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
 /* Writes dir/REASON durably (temporary file, fsync, rename, fsync of dir),
  * owned by dir's owner and group, readable as dir is (mode 0644 & dir's). */
 int ck_store_write_reason(const char *dir, const char *text, struct ck_error *err);
