@@ -136,6 +136,14 @@ grep -q "series-2 d $M:$M 755" "$tmp/tree.mount" || fail "a series made by $M is
 [ "$(stat -c %U:%G:%a "$store/data/s_0750")" = "$O:$G:750" ] ||
 	fail "the series directory in the store: $(stat -c %U:%G:%a "$store/data/s_0750")"
 
+# A torn checkpoint is set aside as it was: its owner's, and so is its REASON.
+ck_as "$M" sh -c "mkdir -m 750 '$mp/series-2/tmp-q' && printf 'PK\003\004 torn' >'$mp/series-2/tmp-q/model.pt'" ||
+	fail "$M cannot write into its own series"
+ck_as "$M" mv "$mp/series-2/tmp-q" "$mp/series-2/checkpoint-5" 2>/dev/null && fail "a torn checkpoint was committed"
+q=$(echo "$store/quarantine/series-2/tmp-q."*)
+[ "$(stat -c %U:%G:%a "$q" "$q/model.pt" "$q/REASON" | tr '\n' ' ')" = "$M:$M:750 $M:$M:644 $M:$M:640 " ] ||
+	fail "quarantined: $(stat -c %U:%G:%a "$q" "$q/model.pt" "$q/REASON" | tr '\n' ' ')"
+
 # The store is its owner's: users get nothing from it directly.
 for u in $M $X nobody; do
 	ck_as "$u" "$CKPTCTL" ls "$store" >/dev/null 2>&1 && fail "$u lists the store"
