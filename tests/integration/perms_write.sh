@@ -49,8 +49,10 @@ both() {
 }
 
 # The owner's tree: per series, per user k, a committed checkpoint for rm -r
-# (checkpoint-1k), one for ckptctl rm (checkpoint-3k), and in-progress
-# directories to commit by rename (tmp-c-k) and by ckptctl (tmp-x-k).
+# (checkpoint-k), one for ckptctl rm (checkpoint-(4+k)), and in-progress
+# directories to commit by rename (tmp-c-k, as checkpoint-k1) and by ckptctl
+# (tmp-x-k, as checkpoint-k2).  Steps only grow: a commit below the newest
+# step reloads its series, which is another test's matter.
 ops=$tmp/prep
 : >"$ops"
 for d in 0700 0750 0755 1777; do
@@ -63,19 +65,23 @@ for d in 0700 0750 0755 1777; do
 			op mkdir "$s/tmp-$t-$k" "$d"
 			op create "$s/tmp-$t-$k/data.txt" 0644
 		done
-		op rename "$s/tmp-rm-$k" "$s/checkpoint-1$k"
-		op rename "$s/tmp-ctl-$k" "$s/checkpoint-3$k"
+		op rename "$s/tmp-rm-$k" "$s/checkpoint-$k"
+	done
+	k=0
+	for u in $users; do
+		k=$((k + 1))
+		op rename "$s/tmp-ctl-$k" "$s/checkpoint-$((4 + k))"
 	done
 	op mkdir "$s/work" "$d"
 	for f in 600 640 644; do
 		op create "$s/work/f$f" "0$f"
 	done
 	op list "$s"
-	op stat "$s/checkpoint-11"
+	op stat "$s/checkpoint-1"
 done
 both "$O" "$ops" --umask 0
 grep -v "	OK" "$ops.local" && fail "the owner could not make the tree"
-[ -d "$store/data/s_0750/checkpoint-11" ] || fail "renaming tmp-rm-1 did not commit it"
+[ -d "$store/data/s_0750/checkpoint-1" ] || fail "renaming tmp-rm-1 did not commit it"
 
 k=0
 for u in $users; do
@@ -105,11 +111,11 @@ for u in $users; do
 		op utime "$w/new-$k"
 		op mkdir "$s/tmp-new-$k" 0777
 		op stat "$s/tmp-new-$k"
-		op read "$s/checkpoint-1$k/data.txt"
-		op rename "$s/tmp-c-$k" "$s/checkpoint-2$k"
-		op rmtree "$s/checkpoint-1$k"
-		op ckptctl_rm "$s/checkpoint-3$k"
-		op ckptctl_commit "$s/tmp-x-$k" "checkpoint-4$k"
+		op read "$s/checkpoint-$k/data.txt"
+		op rename "$s/tmp-c-$k" "$s/checkpoint-${k}1"
+		op rmtree "$s/checkpoint-$k"
+		op ckptctl_rm "$s/checkpoint-$((4 + k))"
+		op ckptctl_commit "$s/tmp-x-$k" "checkpoint-${k}2"
 		op list "$s"
 	done
 	both "$u" "$ops" --umask 022
@@ -119,7 +125,7 @@ for u in $users; do
 	*) grep -q "	EACCES" "$ops.local" || fail "$u was refused nothing: not a test" ;;
 	esac
 done
-grep -q "checkpoint-2[0-9]	OK" "$tmp/ops.$M.local" && fail "a group member committed in a directory without group write"
+grep -q "checkpoint-21	OK" "$tmp/ops.$M.local" && fail "a group member committed in a directory without group write"
 
 # Everything, as the owners and modes it ended with.
 tree() {
@@ -128,11 +134,11 @@ tree() {
 tree "$base" >"$tmp/tree.local"
 tree "$mp" >"$tmp/tree.mount"
 diff "$tmp/tree.local" "$tmp/tree.mount" || fail "the trees differ (< files, > mount)"
-grep -q "s_0755/checkpoint-41 d $O:$G 755" "$tmp/tree.mount" || fail "the owner's ckptctl commit is not there"
+grep -q "s_0755/checkpoint-12 d $O:$G 755" "$tmp/tree.mount" || fail "the owner's ckptctl commit is not there"
 grep -q "series-2 d $M:$M 755" "$tmp/tree.mount" || fail "a series made by $M is not $M's"
 # Committed through the mount, in the store: files keep their owners.
-[ "$(stat -c %U:%G:%a "$store/data/s_0750/checkpoint-21/data.txt")" = "$O:$G:644" ] ||
-	fail "committed file: $(stat -c %U:%G:%a "$store/data/s_0750/checkpoint-21/data.txt")"
+[ "$(stat -c %U:%G:%a "$store/data/s_0750/checkpoint-11/data.txt")" = "$O:$G:644" ] ||
+	fail "committed file: $(stat -c %U:%G:%a "$store/data/s_0750/checkpoint-11/data.txt")"
 [ "$(stat -c %U:%G:%a "$store/data/s_0750")" = "$O:$G:750" ] ||
 	fail "the series directory in the store: $(stat -c %U:%G:%a "$store/data/s_0750")"
 
@@ -147,15 +153,15 @@ q=$(echo "$store/quarantine/series-2/tmp-q."*)
 # The store is its owner's: users get nothing from it directly.
 for u in $M $X nobody; do
 	ck_as "$u" "$CKPTCTL" ls "$store" >/dev/null 2>&1 && fail "$u lists the store"
-	ck_as "$u" "$CKPTCTL" rm "$store" s_0755/checkpoint-32 >/dev/null 2>&1 && fail "$u deleted through the store"
+	ck_as "$u" "$CKPTCTL" rm "$store" s_0755/checkpoint-6 >/dev/null 2>&1 && fail "$u deleted through the store"
 	ck_as "$u" ls "$store/data" >/dev/null 2>&1 && fail "$u lists STORE/data"
 done
-[ -d "$mp/s_0755/checkpoint-32" ] || fail "checkpoint-32 deleted by a user through the store"
+[ -d "$mp/s_0755/checkpoint-6" ] || fail "checkpoint-6 deleted by a user through the store"
 
 # Committed checkpoints never change, whoever may write their files.
-ck_as "$O" sh -c "echo x >>'$mp/s_0755/checkpoint-21/data.txt'" 2>/dev/null &&
+ck_as "$O" sh -c "echo x >>'$mp/s_0755/checkpoint-11/data.txt'" 2>/dev/null &&
 	fail "the owner wrote into a committed checkpoint"
-ck_as "$O" chmod 600 "$mp/s_0755/checkpoint-21/data.txt" 2>/dev/null &&
+ck_as "$O" chmod 600 "$mp/s_0755/checkpoint-11/data.txt" 2>/dev/null &&
 	fail "the owner changed the mode of a committed file"
 
 ck_umount "$mp"
