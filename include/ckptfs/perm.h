@@ -24,6 +24,10 @@ struct ck_cred {
 	size_t ngroups;
 };
 
+/* The owner, group and permission bits of a stat(2) result. */
+struct stat;
+void ck_owner_from_stat(struct ck_owner *o, const struct stat *sb);
+
 /* Access bits, as access(2)'s R_OK, W_OK, X_OK. */
 #define CK_MAY_READ 4
 #define CK_MAY_WRITE 2

@@ -6,6 +6,13 @@
 
 #include "ckptfs/perm.h"
 
+void ck_owner_from_stat(struct ck_owner *o, const struct stat *sb)
+{
+	o->uid = (uint32_t)sb->st_uid;
+	o->gid = (uint32_t)sb->st_gid;
+	o->mode = (uint32_t)sb->st_mode & 07777;
+}
+
 int ck_cred_in_group(const struct ck_cred *c, uint32_t gid)
 {
 	if (c->gid == gid)

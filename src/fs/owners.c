@@ -63,13 +63,6 @@ int ckfs_may(fuse_req_t req, const struct ck_vnode *n, int mask)
 	return rc;
 }
 
-static void owner_of(const struct stat *st, struct ck_owner *o)
-{
-	o->uid = (uint32_t)st->st_uid;
-	o->gid = (uint32_t)st->st_gid;
-	o->mode = (uint32_t)st->st_mode & 07777;
-}
-
 static int view_owner(struct ckfs *fs, const struct ck_vnode *n, struct ck_owner *o)
 {
 	struct ck_vattr a;
@@ -87,21 +80,22 @@ int ckfs_dir_owner(struct ckfs *fs, const struct ckfs_dir_ctx *c, struct ck_owne
 {
 	struct stat st;
 	char *path = NULL;
-	int rc;
+	int rc = 0;
 
 	if (c->kind == CKFS_DIR_ROOT)
 		return view_owner(fs, ck_view_root(fs->view), o);
 	if (c->kind == CKFS_DIR_SERIES && c->view_dir)
 		return view_owner(fs, c->view_dir, o);
+	if (c->kind == CKFS_DIR_VIEW)
+		return -EROFS;
 	if (c->kind == CKFS_DIR_SERIES)
-		path = ckfs_staging_top_path(fs->staging, c->series, NULL);
-	else if (c->kind == CKFS_DIR_STAGED && ckfs_staging_path(fs->staging, c->staged, NULL, &path))
-		path = NULL;
-	if (!path)
-		return c->kind == CKFS_DIR_VIEW ? -EROFS : -ENOMEM;
-	rc = lstat(path, &st) == 0 ? 0 : -errno;
+		rc = (path = ckfs_staging_top_path(fs->staging, c->series, NULL)) ? 0 : -ENOMEM;
+	else
+		rc = ckfs_staging_path(fs->staging, c->staged, NULL, &path);
+	if (rc == 0 && lstat(path, &st) < 0)
+		rc = -errno;
 	if (rc == 0)
-		owner_of(&st, o);
+		ck_owner_from_stat(o, &st);
 	free(path);
 	return rc;
 }
@@ -137,9 +131,10 @@ int ckfs_give_new(fuse_req_t req, const struct ck_owner *parent, const char *pat
 void ckfs_mirror_series(struct ckfs *fs, const struct ck_vnode *series_dir, const char *path)
 {
 	struct ck_owner o;
+	int rc;
 
-	if (series_dir && view_owner(fs, series_dir, &o) == 0 && apply(path, -1, &o) < 0)
-		ck_warn("%s: cannot give it the owner of its series: %s", path, strerror(errno));
+	if (series_dir && view_owner(fs, series_dir, &o) == 0 && (rc = apply(path, -1, &o)) < 0)
+		ck_warn("%s: cannot give it the owner of its series: %s", path, strerror(-rc));
 }
 
 int ckfs_may_chown(fuse_req_t req, const char *path, int fd, uint32_t uid, uint32_t gid)
@@ -151,7 +146,7 @@ int ckfs_may_chown(fuse_req_t req, const char *path, int fd, uint32_t uid, uint3
 
 	if (rc)
 		return rc;
-	owner_of(&st, &o);
+	ck_owner_from_stat(&o, &st);
 	ckfs_cred_get(req, &c);
 	rc = ck_perm_chown_ok(&o, &c.c, uid, gid);
 	ckfs_cred_put(&c);
@@ -176,7 +171,7 @@ int ckfs_may_commit(fuse_req_t req, struct ckfs *fs, const char *series, const c
 		rc = -errno;
 	if (rc)
 		return rc;
-	owner_of(&st, &dir);
+	ck_owner_from_stat(&dir, &st);
 	ckfs_cred_get(req, &cred);
 	rc = ck_perm_may_delete(&sdir, &dir, &cred.c);
 	ckfs_cred_put(&cred);

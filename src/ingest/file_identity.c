@@ -35,10 +35,7 @@ int ck_file_check_owner(const struct ck_file_info *f, struct ck_owner *owner, st
 	if (ck_timespec_ns(sb.st_mtim) != f->mtime_ns)
 		return ck_fail(err, ESTALE, "%s: changed since import (modified: mtime %" PRId64 " → %" PRId64 " ns)",
 			       f->src_path, f->mtime_ns, ck_timespec_ns(sb.st_mtim));
-	if (owner) {
-		owner->uid = (uint32_t)sb.st_uid;
-		owner->gid = (uint32_t)sb.st_gid;
-		owner->mode = (uint32_t)sb.st_mode & 07777;
-	}
+	if (owner)
+		ck_owner_from_stat(owner, &sb);
 	return 0;
 }

@@ -127,9 +127,7 @@ int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_
 	out->info.size = (uint64_t)sb.st_size;
 	out->info.mtime_ns = ck_timespec_ns(sb.st_mtim);
 	out->info.has_owner = 1;
-	out->info.owner.uid = (uint32_t)sb.st_uid;
-	out->info.owner.gid = (uint32_t)sb.st_gid;
-	out->info.owner.mode = (uint32_t)sb.st_mode & 07777;
+	ck_owner_from_stat(&out->info.owner, &sb);
 	if (!S_ISREG(sb.st_mode)) {
 		rc = ck_ingest_bad(out, "not a regular file");
 		goto out;

@@ -32,13 +32,6 @@
 
 enum { OWNER_UNKNOWN = 0, OWNER_LIVE, OWNER_RECORDED, OWNER_DERIVED };
 
-static void owner_of(const struct stat *sb, struct ck_owner *o)
-{
-	o->uid = (uint32_t)sb->st_uid;
-	o->gid = (uint32_t)sb->st_gid;
-	o->mode = (uint32_t)sb->st_mode & 07777;
-}
-
 static int stat_dir(const char *path, struct ck_owner *o)
 {
 	struct stat sb;
@@ -47,7 +40,7 @@ static int stat_dir(const char *path, struct ck_owner *o)
 		return -errno;
 	if (!S_ISDIR(sb.st_mode))
 		return -ENOTDIR;
-	owner_of(&sb, o);
+	ck_owner_from_stat(o, &sb);
 	return 0;
 }
 
@@ -133,7 +126,7 @@ static void root_owner(struct ck_view *v, struct ck_owner *o)
 	}
 	free(data);
 	if (stat(ck_store_path(v->store), &sb) == 0) {
-		owner_of(&sb, o);
+		ck_owner_from_stat(o, &sb);
 		o->mode = 0755;
 	} else {
 		o->uid = o->gid = 0;
