@@ -70,6 +70,7 @@ struct ckfs_config {
 	struct ck_buf fuse_opts;
 	int has_fsname;
 	int has_subtype;
+	int has_default_permissions;
 };
 
 /* Completion markers (-o commit_markers=, markers.c).  DCP's .metadata and

@@ -313,8 +313,10 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		return 0;
 	}
 #undef KEY
-	if (in_list(fuse_flag_opts, opt))
+	if (in_list(fuse_flag_opts, opt)) {
+		cfg->has_default_permissions |= strcmp(opt, "default_permissions") == 0;
 		return add_fuse_opt(cfg, opt);
+	}
 	if (has_prefix_in(fuse_value_opts, opt)) {
 		if (!*val)
 			return bad_value(opt, "a value");
@@ -486,7 +488,7 @@ int ckfs_finish_fuse_opts(struct ckfs_config *cfg)
 		rc = add_fuse_opt(cfg, "ro");
 	/* Owners and modes are those of the files: the kernel checks them
 	 * for every user of the mount (allow_other), as on a local disk. */
-	if (!rc && cfg->permissions)
+	if (!rc && cfg->permissions && !cfg->has_default_permissions)
 		rc = add_fuse_opt(cfg, "default_permissions");
 	snprintf(opt, sizeof(opt), "max_read=%u", CKFS_MAX_REQUEST);
 	if (!rc)
