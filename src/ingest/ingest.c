@@ -118,6 +118,8 @@ int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_
 		goto out;
 	}
 	ck_file_identity_set(&out->info, &sb, ck_fs_shared_fd(io.fd, NULL) == 1);
+	out->info.has_owner = 1;
+	ck_owner_from_stat(&out->info.owner, &sb);
 	if (!S_ISREG(sb.st_mode)) {
 		rc = ck_ingest_bad(out, "not a regular file");
 		goto out;

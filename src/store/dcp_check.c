@@ -74,7 +74,7 @@ static int visit(struct names *nm, const struct pk_node *node, size_t depth)
 	if (node->kind == PK_STR && ck_ends_with(node->v.str.s, CK_DCP_DATA_SUFFIX) && !nm->missing) {
 		if (strchr(node->v.str.s, '/') || !listed(nm->rel, nm->n, nm->meta_rel, nm->dlen, node->v.str.s)) {
 			nm->missing = 1;
-			rc = ck_buf_printf(nm->reasons, "%s: names data file %.200s, which is not there\n",
+			rc = ck_reason_add(nm->reasons, "%s: names data file %.200s, which is not there",
 					   nm->meta_rel, node->v.str.s);
 		}
 		return rc;
@@ -110,7 +110,7 @@ static int check_metadata(const char *root, char *const *rel, size_t n, const ch
 	if (rc == -ENOMEM)
 		return rc;
 	if (rc < 0)
-		return ck_buf_printf(reasons, "%s: cannot read it: %s\n", meta_rel,
+		return ck_reason_add(reasons, "%s: cannot read it: %s", meta_rel,
 				     rc == -EFBIG ? "larger than 256 MiB" : rc == -EIO ? "shorter than its size" :
 				     strerror(-rc));
 	rc = pk_parse(data, len, NULL, &doc, &perr);
@@ -118,14 +118,14 @@ static int check_metadata(const char *root, char *const *rel, size_t n, const ch
 	if (rc == -ENOMEM)
 		return rc;
 	if (rc < 0)
-		return ck_buf_printf(reasons, "%s: not a complete pickle: %s\n", meta_rel, perr.msg);
+		return ck_reason_add(reasons, "%s: not a complete pickle: %s", meta_rel, perr.msg);
 	if (pk_doc_dangerous_global(doc, &g)) {
-		rc = ck_buf_printf(reasons, "%s: refers to dangerous global %s.%s (never executed)\n", meta_rel,
+		rc = ck_reason_add(reasons, "%s: refers to dangerous global %s.%s (never executed)", meta_rel,
 				   g->v.global.module, g->v.global.name);
 	} else {
 		rc = visit(&nm, pk_doc_root(doc), 0);
 		if (rc == -E2BIG)
-			rc = ck_buf_printf(reasons, "%s: too large a document to check\n", meta_rel);
+			rc = ck_reason_add(reasons, "%s: too large a document to check", meta_rel);
 	}
 	pk_doc_free(doc);
 	return rc;
@@ -143,7 +143,7 @@ int ck_dcp_check(const char *root, char *const *rel, size_t n, struct ck_buf *re
 		if (strcmp(base, METADATA) == 0)
 			rc = check_metadata(root, rel, n, rel[i], reasons);
 		else if (ck_ends_with(base, CK_DCP_DATA_SUFFIX) && !listed(rel, n, rel[i], dlen, METADATA))
-			rc = ck_buf_printf(reasons, "%s: DCP data file without a .metadata beside it (save not finished)\n",
+			rc = ck_reason_add(reasons, "%s: DCP data file without a .metadata beside it (save not finished)",
 					   rel[i]);
 	}
 	return rc;

@@ -18,9 +18,13 @@
 #include "ckptfs/store.h"
 #include "ckptfs/ingest.h"
 
-/* Version 2: paths inside the store are recorded relative to its root.
- * Readers read 1 and 2; writers write 2. */
-#define CK_MANIFEST_VERSION 2
+/* Version 1: files without owners, absolute paths; version 2 adds each
+ * file's owner, group and mode; version 3 (with owners) records paths
+ * inside the store relative to its root.  Readers read all three; writers
+ * write 3, or 1 for a checkpoint whose files have no owners recorded (one
+ * imported before owners were, rewritten by a reclaim). */
+#define CK_MANIFEST_VERSION 3
+#define CK_MANIFEST_VERSION_NO_OWNER 1
 #define CK_MANIFEST_OLDEST 1
 #define CK_MANIFEST_DIR "manifests"
 #define CK_MANIFEST_SUFFIX ".manifest"

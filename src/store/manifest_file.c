@@ -76,7 +76,7 @@ static void txn_clear(struct ck_manifest_txn *tx)
 }
 
 /* The text of m as the store records it: in the current format, with the
- * paths under root relative to it. */
+ * paths under root relative to it (manifest.h). */
 static int write_recorded(const char *root, const struct ck_manifest *m, struct ck_buf *text, struct ck_error *err)
 {
 	struct ck_manifest rec = *m;
@@ -85,11 +85,16 @@ static int write_recorded(const char *root, const struct ck_manifest *m, struct 
 
 	if (!files)
 		return ck_fail(err, ENOMEM, "out of memory");
+	/* A checkpoint whose files have no owners recorded is written in
+	 * version 1, which holds absolute paths only. */
+	int rel = !m->nfiles || m->files[0].info.has_owner;
+
 	rec.version = 0;
-	rec.ckpt.src_path = (char *)ck_store_rel_path(root, m->ckpt.src_path);
+	rec.ckpt.src_path = rel ? (char *)ck_store_rel_path(root, m->ckpt.src_path) : m->ckpt.src_path;
 	for (size_t i = 0; i < m->nfiles; i++) {
 		files[i] = m->files[i];
-		files[i].info.src_path = (char *)ck_store_rel_path(root, m->files[i].info.src_path);
+		if (rel)
+			files[i].info.src_path = (char *)ck_store_rel_path(root, m->files[i].info.src_path);
 	}
 	rec.files = files;
 	rc = ck_manifest_write(text, &rec, err);

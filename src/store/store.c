@@ -198,14 +198,17 @@ static int check_index_present(const char *dir, const char *idx, struct ck_error
 int ck_store_init(const char *dir, struct ck_error *err)
 {
 	struct ck_store st = { 0 };
-	char *marker = NULL, *real = NULL, id[33];
+	char *marker = NULL, *real = NULL, *data = NULL, id[33];
 	struct stat sb;
 	int rc;
 
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+	/* Only the store's owner reads the index, manifests and the
+	 * checkpoints under it; users go through the mount (ckptctl(1)). */
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return ck_fail(err, errno, "%s: %s", dir, strerror(errno));
 	marker = ck_path_join(dir, CK_STORE_MARKER_FILE);
 	real = realpath(dir, NULL);
+	data = ck_path_join(dir, CK_STORE_DATA_DIR);
 	if (!marker || !real) {
 		rc = real ? ck_fail(err, ENOMEM, "out of memory") : ck_fail(err, errno, "%s: %s", dir, strerror(errno));
 		goto out;
@@ -222,6 +225,16 @@ int ck_store_init(const char *dir, struct ck_error *err)
 	if (rc == 0) {
 		rc = ck_fail(err, ENOTEMPTY, "%s: directory is not empty (a store starts in an empty or new directory)",
 			     dir);
+		goto out;
+	}
+	if (chmod(dir, 0700) < 0) {
+		rc = ck_fail(err, errno, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	/* STORE/data is the mount's root directory: its owner and mode are the
+	 * root's (chmod 1777 lets every user create series, as in /tmp). */
+	if (!data || mkdir(data, 0755) < 0 || chmod(data, 0755) < 0) {
+		rc = ck_fail(err, data ? errno : ENOMEM, "%s: %s", data ? data : dir, strerror(data ? errno : ENOMEM));
 		goto out;
 	}
 	rc = ck_store_id(real, 1, id, err);
@@ -248,6 +261,7 @@ out:
 	ck_index_place_clear(&st.where);
 	free(marker);
 	free(real);
+	free(data);
 	return rc;
 }
 

@@ -60,16 +60,22 @@ static int phys_reidentify(struct ck_view *v, struct phys_file *pf, struct ck_er
 }
 
 /* Identity check on every open: a file changed behind the store's back is
- * refused, never served. */
+ * refused, never served.  The stat also gives the file's owner and mode
+ * now, which the permission checks of the open use. */
 int phys_check(struct ck_view *v, struct phys_file *pf)
 {
 	struct ck_error err;
-	int rc;
+	struct ck_owner o;
+	int rc, packed;
 
-	rc = packed_get(v, pf, NULL);
-	if (rc)
-		return rc < 0 ? rc : 0;   /* packed chunks are checked by hash on decode */
-	rc = ck_file_check(&pf->info, &err);
+	packed = packed_get(v, pf, NULL);
+	if (packed < 0)
+		return packed;
+	rc = ck_file_check_owner(&pf->info, &o, &err);
+	if (rc == 0)
+		phys_owner_update(v, pf, &o);
+	if (packed)
+		return 0;                 /* packed chunks are checked by hash on decode */
 	if (rc && packed_recheck(v, pf) > 0)
 		return 0;                 /* compaction packed it and removed the raw file */
 	if (rc == -ESTALE)

@@ -269,6 +269,7 @@ static struct view_series *add_series(struct ck_view *v, const char *name)
 		free(s);
 		return NULL;
 	}
+	s->dir->series = s;
 	v->series[v->nseries++] = s;
 	return s;
 }
@@ -674,6 +675,7 @@ static int reload_series(struct ck_view *v, struct view_series *s, uint64_t *cha
 	struct view_series **retired = realloc(v->retired, (v->nretired + 1) * sizeof(*retired));
 	struct ck_vnode **h = realloc(v->hidden, (v->nhidden + 1) * sizeof(*h));
 	size_t i;
+	int rc;
 
 	if (retired)
 		v->retired = retired;
@@ -692,7 +694,10 @@ static int reload_series(struct ck_view *v, struct view_series *s, uint64_t *cha
 	v->hidden[v->nhidden++] = s->dir;
 	note_changed(changed, max, nchanged, v->nodes[0]->ino);
 	ck_info("refresh: series %s has a checkpoint inserted before its newest: reloaded", s->name);
-	return load_series(v, s->name);
+	rc = load_series(v, s->name);
+	/* The new directory went last: lookups search the root's children by name. */
+	sort_children(v->nodes[0]);
+	return rc;
 }
 
 /* Follows one known series: checkpoints deleted (hidden), reclaimed (their
@@ -744,6 +749,7 @@ static int refresh_series(struct ck_view *v, struct view_series *s, uint64_t *ch
 
 		rc = append_checkpoints(v, s, infos, j, n);
 		sort_children(s->dir);
+		view_owner_forget(v, s->dir);   /* the newest checkpoint's directory holds it */
 		note_changed(changed, max, nchanged, s->dir->ino);
 		ck_info("refresh: series %s: %zu new checkpoint(s), newest %s", s->name, s->nckpts - first,
 			s->ckpts[s->nckpts - 1]->info.name);
@@ -931,10 +937,14 @@ int ck_view_getattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_vatt
 {
 	struct ck_vnode *n = (struct ck_vnode *)cn;
 	struct ck_vfile *f;
+	struct ck_owner o;
 
 	memset(out, 0, sizeof(*out));
 	out->ino = n->ino;
 	out->mtime_ns = n->mtime_ns;
+	view_node_owner(v, n, &o);
+	out->uid = o.uid;
+	out->gid = o.gid;
 	if (n->is_dir) {
 		uint32_t subdirs = 0;
 
@@ -943,11 +953,11 @@ int ck_view_getattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_vatt
 			subdirs += n->children[i]->is_dir;
 		out->mtime_ns = n->mtime_ns;
 		pthread_rwlock_unlock(&v->ns_lock);
-		out->mode = S_IFDIR | 0555;
+		out->mode = S_IFDIR | o.mode;
 		out->nlink = 2 + subdirs;
 		return 0;
 	}
-	out->mode = S_IFREG | 0444;
+	out->mode = S_IFREG | o.mode;
 	out->nlink = 1;
 	if (!view_node_vfile(v, n, &f)) {
 		out->size = f->size;

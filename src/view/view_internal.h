@@ -47,6 +47,9 @@ struct phys_file {
 	 * through the pack and the raw file may be gone. */
 	atomic_int packed_known;
 	_Atomic(struct ck_vpacked *) packed;    /* opened on first use */
+	/* Owner, group and mode (owners.c; under the view's lock) */
+	struct ck_owner owner;
+	int owner_state;            /* 0 not looked at yet, else where owner came from */
 };
 
 struct view_ckpt {
@@ -84,6 +87,9 @@ struct ck_vnode {
 	struct ck_vfile *vfile;     /* built composite, cached (under view->lock) */
 	int build_error;
 	int64_t mtime_ns;
+	struct view_series *series; /* series directories: theirs */
+	struct ck_owner owner;      /* directories: what they show (owners.c; view->lock) */
+	int owner_known;
 };
 
 struct ck_view {
@@ -236,6 +242,16 @@ void packed_free(struct ck_vpacked *p);
  * file is gone and the index no longer holds it), which no composite drew
  * from: a build skips it even before a refresh prunes it. */
 int view_version_reclaimed(struct ck_view *v, struct phys_file *pf);
+
+/* owners.c: owners and modes (docs/design.md, "Owners and modes").
+ * phys_owner: pf's owner (looked at once, then cached); phys_owner_update:
+ * pf's owner now, from a stat of the file that is still the imported one;
+ * view_node_owner: what node n shows (a file's composite is built);
+ * view_owner_forget: directory n looks again at what it is made of. */
+void phys_owner(struct ck_view *v, struct phys_file *pf, struct ck_owner *out);
+void phys_owner_update(struct ck_view *v, struct phys_file *pf, const struct ck_owner *o);
+void view_node_owner(struct ck_view *v, struct ck_vnode *n, struct ck_owner *out);
+void view_owner_forget(struct ck_view *v, struct ck_vnode *n);
 
 /* provenance.c */
 int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out);

@@ -45,6 +45,10 @@ static void file_init(struct ck_ingest *f, const char *relpath, enum ck_file_kin
 	f->info.ino = UINT64_MAX;
 	f->info.size = 12345;
 	f->info.mtime_ns = -1;
+	f->info.has_owner = 1;
+	f->info.owner.uid = UINT32_MAX;
+	f->info.owner.gid = 0;
+	f->info.owner.mode = 07640;
 }
 
 /* A checkpoint with one file of each kind, every dtype, 0 and 16
@@ -118,6 +122,8 @@ static int same_manifest(const struct ck_manifest *a, const struct ck_manifest *
 		    !same_str(x->info.src_path, y->info.src_path) || x->info.dev != y->info.dev ||
 		    x->info.ino != y->info.ino || x->info.size != y->info.size ||
 		    x->info.mtime_ns != y->info.mtime_ns || x->info.ntensors != y->info.ntensors ||
+		    x->info.has_owner != y->info.has_owner || x->info.owner.uid != y->info.owner.uid ||
+		    x->info.owner.gid != y->info.owner.gid || x->info.owner.mode != y->info.owner.mode ||
 		    !same_str(x->info.error, y->info.error) || x->nst != y->nst || x->nt != y->nt)
 			return 0;
 		for (j = 0; j < x->nst; j++) {
@@ -255,9 +261,15 @@ static void strictness(const struct ck_buf *text)
 	ck_manifest_clear(&m);
 	free(t);
 
-	expect_refused(text, "ckptfs-manifest 2", "ckptfs-manifest 3", -EPROTONOSUPPORT, "future version");
-	expect_refused(text, "ckptfs-manifest 2", "ckptfs-manifest 0", -EPROTONOSUPPORT, "version 0");
-	expect_refused(text, "ckptfs-manifest 2", "ckptfs-manifesto 2", -EINVAL, "not a manifest");
+	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifest 4", -EPROTONOSUPPORT, "future version");
+	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifest 0", -EPROTONOSUPPORT, "version 0");
+	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifesto 3", -EINVAL, "not a manifest");
+	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifest 1", -EINVAL, "owners in a version 1 manifest");
+	expect_refused(text, " uid=4294967295", "", -EINVAL, "version 2 without an owner");
+	expect_refused(text, "uid=4294967295", "uid=4294967296", -EINVAL, "uid over u32");
+	expect_refused(text, "mode=7640", "mode=640", -EINVAL, "mode of three digits");
+	expect_refused(text, "mode=7640", "mode=7680", -EINVAL, "mode with an 8");
+	expect_refused(text, "mode=7640", "mode=17640", -EINVAL, "mode of five digits");
 	expect_refused(text, "size=12345", "size=012345", -EINVAL, "leading zero");
 	expect_refused(text, "created-ns=0", "created-ns=-0", -EINVAL, "-0");
 	expect_refused(text, "dev=2049", "dev=18446744073709551616", -EINVAL, "u64 overflow");
@@ -284,29 +296,29 @@ static void strictness(const struct ck_buf *text)
 	expect_refused(text, "path=\"a.pt\"", "path=\"/a.pt\"", -EINVAL, "absolute relpath");
 	expect_refused(text, "path=\"a.pt\"", "path=\"c.pt\"", -EINVAL, "files out of order");
 	expect_refused(text, "path=\"bad.pt\"", "path=\"b/c d.safetensors\"", -EINVAL, "repeated file");
-	/* Version 2 records paths inside the store relative to it; version 1 only absolute ones. */
+	/* Version 3 records paths inside the store relative to it; versions 1 and 2 only absolute ones. */
 	expect_refused(text, "physical=\"/data/a.pt\"", "physical=\"data/a.pt\"", 0, "store-relative physical");
 	expect_refused(text, "source=\"/data", "source=\"data", 0, "store-relative source");
 	expect_refused(text, "physical=\"/data/a.pt\"", "physical=\"../a.pt\"", -EINVAL, "physical outside the store");
 	expect_refused(text, "physical=\"/data/a.pt\"", "physical=\"data//a.pt\"", -EINVAL, "physical with //");
 	expect_refused(text, "source=\"/data", "source=\"./data", -EINVAL, "source with .");
 	{
-		char *v1 = edited(text, "ckptfs-manifest 2", "ckptfs-manifest 1", &len);
+		char *v1 = edited(text, "ckptfs-manifest 3", "ckptfs-manifest 2", &len);
 		struct ck_buf b1 = { .data = (uint8_t *)v1, .len = len };
 		struct ck_manifest old;
 
-		CHECK(ck_manifest_parse(v1, len, &old, &err) == 0 && old.version == 1, "version 1: %s", err.msg);
-		if (old.version == 1) {
+		CHECK(ck_manifest_parse(v1, len, &old, &err) == 0 && old.version == 2, "version 2: %s", err.msg);
+		if (old.version == 2) {
 			struct ck_buf again = CK_BUF_INIT;
 
 			CHECK(ck_manifest_write(&again, &old, &err) == 0 && again.len == len &&
-			      !memcmp(again.data, v1, len), "a version 1 manifest is not written back as it was");
+			      !memcmp(again.data, v1, len), "a version 2 manifest is not written back as it was");
 			ck_buf_free(&again);
 			ck_manifest_clear(&old);
 		}
 		expect_refused(&b1, "physical=\"/data/a.pt\"", "physical=\"data/a.pt\"", -EINVAL,
-			       "relative physical in version 1");
-		expect_refused(&b1, "source=\"/data", "source=\"data", -EINVAL, "relative source in version 1");
+			       "relative physical in version 2");
+		expect_refused(&b1, "source=\"/data", "source=\"data", -EINVAL, "relative source in version 2");
 		free(v1);
 	}
 	expect_refused(text, "series name=\"run", "series name=\"a/run", -EINVAL, "series with a slash");
@@ -321,7 +333,7 @@ static void strictness(const struct ck_buf *text)
 	expect_refused(text, "error=none\n", "error=none\nextra\n", -EINVAL, "unknown line");
 	expect_refused(text, "xxh3-128=0123456789abcdef", "xxh3-128=0123456789ABCDEF", -EINVAL, "uppercase hash");
 	expect_refused(text, "pattern=\"", "pattern=none \"", -EINVAL, "none and a string");
-	expect_refused(text, "ckptfs-manifest 2\n", "", -EINVAL, "no header line");
+	expect_refused(text, "ckptfs-manifest 3\n", "", -EINVAL, "no header line");
 
 	/* Nothing but a valid checksum line, and an empty text. */
 	{
@@ -358,9 +370,32 @@ static void writer_refusals(void)
 	m.files[0].t[0].ndim = CK_MAX_DIMS + 1;
 	CHECK(ck_manifest_write(&b, &m, &err) == -EINVAL, "17 dimensions written");
 	m.files[0].t[0].ndim = 0;
+	m.files[2].info.has_owner = 0;
+	CHECK(ck_manifest_write(&b, &m, &err) == -EINVAL && strstr(err.msg, "owner"),
+	      "owners of some files only written: %s", err.msg);
+	m.files[2].info.has_owner = 1;
 	CHECK(ck_manifest_write(&b, &m, &err) == 0 && b.len > 6, "valid manifest refused: %s", err.msg);
 	ck_manifest_clear(&m);
 	ck_buf_free(&b);
+}
+
+/* A store imported before owners were recorded keeps its manifests: they
+ * read as version 1 and write back the same. */
+static void without_owners(void)
+{
+	struct ck_buf text = CK_BUF_INIT;
+	struct ck_manifest m;
+
+	sample(&m);
+	for (size_t i = 0; i < m.nfiles; i++) {
+		memset(&m.files[i].info.owner, 0, sizeof(m.files[i].info.owner));
+		m.files[i].info.has_owner = 0;
+	}
+	round_trip(&m, &text);
+	CHECK(text.len > 18 && !memcmp(text.data, "ckptfs-manifest 1\n", 18), "no owners: not written as version 1");
+	CHECK(!memmem(text.data, text.len, " uid=", 5), "version 1 manifest with an owner");
+	ck_manifest_clear(&m);
+	ck_buf_free(&text);
 }
 
 static void single_file(void)
@@ -472,6 +507,7 @@ int main(void)
 	}
 	ck_buf_free(&text);
 	writer_refusals();
+	without_owners();
 	single_file();
 	paths();
 	store_and_rollback();
