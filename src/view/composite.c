@@ -292,7 +292,7 @@ static int build_torch_archive(struct ck_vnode *n, struct phys_file *newest, con
 			       struct ck_vfile *f)
 {
 	struct torch_build tb = { 0 };
-	struct pk_emit_opts eo = { torch_storage_key, &tb, 0 };
+	struct pk_emit_opts eo = { torch_storage_key, &tb, 0, 2 };
 	struct ck_buf pkl = CK_BUF_INIT;
 	struct tz_record *recs = NULL;
 	struct rec_src *srcs = NULL;
