@@ -176,6 +176,9 @@ int pk_doc_dangerous_global(const struct pk_doc *doc, const struct pk_node **g);
 struct pk_node *pk_new(struct pk_doc *doc, enum pk_kind kind);
 struct pk_node *pk_new_str(struct pk_doc *doc, const char *s, size_t len);
 struct pk_node *pk_new_int(struct pk_doc *doc, int64_t v);
+/* The GLOBAL module.name of doc (one node per name, as pk_parse makes them;
+ * counted by pk_doc_nglobals).  Neither string may hold a NUL or newline. */
+struct pk_node *pk_new_global(struct pk_doc *doc, const char *module, const char *name);
 /* A shallow copy of `src` (same children) in doc, to be modified.  The
  * items array is copied; strings and v.tensor / v.storage are shared. */
 struct pk_node *pk_clone(struct pk_doc *doc, const struct pk_node *src);

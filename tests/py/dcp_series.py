@@ -36,6 +36,10 @@ the 2.x class paths onto 1.13's classes.
   dcp_series.py load DIR [--layout L]
       loads DIR with the real reader into a template made from its own
       .metadata; prints the number of items (fails as the reader fails)
+  dcp_series.py fixtures OUT
+      the .metadata files of tests/unit/data/dcp (steps 10 and 20, torch
+      1.13 with 1 and 2 ranks, the 2.0, 2.4 and 2.8 layouts with 2 ranks;
+      one with a layer saved as bfloat16 at step 20)
 """
 
 import argparse
@@ -516,9 +520,25 @@ def write_merged(plain_run, step, out, layout="real", ranks=1):
     print("%s: the offline merge of %s up to step %d (%d items)" % (out, plain_run, step, len(flat)))
 
 
+def fixtures(out):
+    import shutil
+    with tempfile.TemporaryDirectory() as d:
+        for layout, ranks in (("real", 1), ("real", 2), ("2.0", 2), ("2.4", 2), ("2.8", 2)):
+            run = os.path.join(d, "%s-%d" % (layout, ranks))
+            save(run, ranks, layout, (10, 20))
+            for s in (10, 20):
+                name = "%s-%drank-step%d.metadata" % ("torch113" if layout == "real" else "layout" + layout.replace(".", ""),
+                                                     ranks, s)
+                shutil.copyfile(os.path.join(run, "step-%d" % s, ".metadata"), os.path.join(out, name))
+        flat, paths = flatten(nested_at(20), "2.4")
+        flat["model.layers.1.weight"] = flat["model.layers.1.weight"].to(torch.bfloat16)
+        write_layout(os.path.join(d, "bf16"), flat, paths, "2.4", 2)
+        shutil.copyfile(os.path.join(d, "bf16", ".metadata"), os.path.join(out, "layout24-2rank-step20-bf16.metadata"))
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("cmd", choices=("save", "check", "merge", "load"))
+    ap.add_argument("cmd", choices=("save", "check", "merge", "load", "fixtures"))
     ap.add_argument("args", nargs="+")
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--layout", default="real", choices=("real", "2.0", "2.4", "2.8"))
@@ -529,6 +549,8 @@ def main(argv):
         save(a.args[0], a.ranks, a.layout, steps)
     elif a.cmd == "check":
         check(a.args[0], a.args[1], a.ranks, steps)
+    elif a.cmd == "fixtures":
+        fixtures(a.args[0])
     elif a.cmd == "merge":
         write_merged(a.args[0], int(a.args[1]), a.args[2], a.layout, a.ranks)
     else:
