@@ -118,6 +118,12 @@ int ck_dcp_check_files(const struct ck_dcp_meta *m, ck_dcp_size_fn size, void *c
 /* Writes "[0, 4]" (a chunk's offsets) into out.  0 or -ENOSPC. */
 int ck_dcp_format_dims(const uint64_t *v, int ndim, char *out, size_t size);
 
+/* What an item is called in the store's records and in listings: the FQN
+ * for a bytes item or a chunk that is the whole tensor, else the FQN and
+ * the chunk's slice, "model.layers.3.weight[8:16, 0:16]".  Allocated (the
+ * caller frees it), or NULL when out of memory. */
+char *ck_dcp_item_name(const struct ck_dcp_entry *e, const struct ck_dcp_chunk *c);
+
 /* ---- merging the saves of a series ---- */
 
 struct ck_dcp_source {

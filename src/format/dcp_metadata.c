@@ -116,6 +116,27 @@ int ck_dcp_format_dims(const uint64_t *v, int ndim, char *out, size_t size)
 	return n < 0 || (size_t)n >= size - len ? -ENOSPC : 0;
 }
 
+char *ck_dcp_item_name(const struct ck_dcp_entry *e, const struct ck_dcp_chunk *c)
+{
+	struct ck_buf b = CK_BUF_INIT;
+	int whole = 1, rc;
+
+	for (int d = 0; d < e->ndim && !e->is_bytes; d++)
+		whole &= c->offsets[d] == 0 && c->sizes[d] == e->size[d];
+	rc = ck_buf_puts(&b, e->fqn);
+	for (int d = 0; d < e->ndim && !whole && !rc; d++)
+		rc = ck_buf_printf(&b, "%s%" PRIu64 ":%" PRIu64, d ? ", " : "[", c->offsets[d], c->offsets[d] + c->sizes[d]);
+	if (!rc && !whole)
+		rc = ck_buf_puts(&b, "]");
+	if (!rc)
+		rc = ck_buf_putc(&b, 0);
+	if (rc) {
+		ck_buf_free(&b);
+		return NULL;
+	}
+	return (char *)b.data;
+}
+
 static const char *dims(const uint64_t *v, int ndim, char *buf, size_t size)
 {
 	if (ck_dcp_format_dims(v, ndim, buf, size))

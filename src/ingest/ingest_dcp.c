@@ -231,31 +231,6 @@ static int has_data_files(const struct dcp_dir *d)
 	return 0;
 }
 
-/* "model.w" for a whole tensor or a bytes item, "model.w[8:16, 0:16]" for a chunk. */
-static char *item_name(const struct ck_dcp_entry *e, const struct ck_dcp_chunk *c)
-{
-	struct ck_buf b = CK_BUF_INIT;
-	int whole = 1, rc;
-
-	for (int d = 0; d < e->ndim && !e->is_bytes; d++)
-		whole &= c->offsets[d] == 0 && c->sizes[d] == e->size[d];
-	rc = ck_buf_puts(&b, e->fqn);
-	if (!whole) {
-		for (int d = 0; d < e->ndim && !rc; d++)
-			rc = ck_buf_printf(&b, "%s%" PRIu64 ":%" PRIu64, d ? ", " : "[", c->offsets[d],
-					   c->offsets[d] + c->sizes[d]);
-		if (!rc)
-			rc = ck_buf_puts(&b, "]");
-	}
-	if (!rc)
-		rc = ck_buf_putc(&b, 0);
-	if (rc) {
-		ck_buf_free(&b);
-		return NULL;
-	}
-	return (char *)b.data;
-}
-
 /* The blob ordinal a record of an unnamed data file carries ("17/0" -> 17), or -1. */
 static long blob_of(const char *key)
 {
@@ -346,17 +321,18 @@ static int name_file(struct ck_ingest *f, const struct ck_dcp_meta *m, const cha
 	for (size_t i = 0; i < f->nst; i++)
 		if (blob_of(f->st[i].key) >= 0)
 			nst[blob_of(f->st[i].key)]++;
-	/* Each item: the blob of the records inside its bytes (storages are
-	 * in offset order), or a storage of its own. */
-	for (size_t k = 0; k < m->nchunks && !rc && f->info.kind != CK_FILE_BAD; k++) {
+	/* Each item: the blob of the records inside its bytes (the storages
+	 * ingested are in offset order; whole items are appended after them),
+	 * or a storage of its own. */
+	for (size_t k = 0, nst0 = f->nst; k < m->nchunks && !rc && f->info.kind != CK_FILE_BAD; k++) {
 		const struct ck_dcp_chunk *c = &m->chunks[k];
 		char *item;
 		long blob = -1;
-		size_t lo = 0, hi = f->nst;
+		size_t lo = 0, hi = nst0;
 
 		if (strcmp(c->relpath, rel))
 			continue;
-		item = item_name(&m->entries[c->entry], c);
+		item = ck_dcp_item_name(&m->entries[c->entry], c);
 		if (!item) {
 			rc = -ENOMEM;
 			break;
@@ -369,7 +345,7 @@ static int name_file(struct ck_ingest *f, const struct ck_dcp_meta *m, const cha
 			else
 				hi = mid;
 		}
-		if (lo < f->nst && f->st[lo].offset < c->offset + c->length)
+		if (lo < nst0 && f->st[lo].offset < c->offset + c->length)
 			blob = blob_of(f->st[lo].key);
 		if (blob >= 0 && !by_blob[blob]) {
 			by_blob[blob] = item;

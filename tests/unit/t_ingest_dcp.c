@@ -137,7 +137,7 @@ static void test_names(const char *tmp)
 	      "rank 0's chunk: %s %s", t ? t->layer : "-", t ? t->storage_key : "-");
 	t = find_tensor(&f[2], "model.layers.0.weight[2:4, 0:4]");
 	CHECK(t && !strcmp(t->layer, "layers.0"), "rank 1's chunk");
-	CHECK(f[2].nt == 1 && f[2].nst == 1, "rank 1: %zu tensors, %zu storages", f[2].nt, f[2].nst);
+	CHECK(f[2].nt == 5 && f[2].nst == 5, "rank 1: %zu tensors, %zu storages", f[2].nt, f[2].nst);
 	t = find_tensor(&f[1], "model.layers.0.bias");
 	CHECK(t && t->ndim == 1 && !strcmp(t->layer, "layers.0"), "the bias");
 	t = find_tensor(&f[1], "extra.t");
@@ -145,9 +145,15 @@ static void test_names(const char *tmp)
 	      t ? t->storage_key : "-");
 	s = find_storage(&f[1], "optim.param_groups.0.lr");
 	CHECK(s && s->length > 0 && (s->hash_lo || s->hash_hi), "a bytes item's own storage");
-	for (size_t i = 0; i < f[1].nst; i++)
-		CHECK(strchr(f[1].st[i].key, '/') == NULL || strncmp(f[1].st[i].key, "extra", 5) == 0, "unnamed storage %s",
-		      f[1].st[i].key);
+	for (size_t k = 1; k < 3; k++) {
+		for (size_t i = 0; i < f[k].nst; i++)
+			CHECK(f[k].st[i].key[0] < '0' || f[k].st[i].key[0] > '9', "unnamed storage %s", f[k].st[i].key);
+		for (size_t i = 0; i < f[k].nt; i++)
+			CHECK(f[k].t[i].name[0] < '0' || f[k].t[i].name[0] > '9', "unnamed tensor %s", f[k].t[i].name);
+	}
+	CHECK(f[1].nt + f[2].nt == 16, "%zu + %zu tensors", f[1].nt, f[2].nt);
+	CHECK(find_tensor(&f[2], "model.layers.4.weight[2:4, 0:4]") && find_tensor(&f[1], "model.layers.4.bias"),
+	      "the last items");
 	for (size_t i = 0; i < n; i++)
 		ck_ingest_clear(&f[i]);
 
