@@ -4,6 +4,7 @@
  *
  *   {"checkpoint": "run1/checkpoint-20", "file": "model.pt", "kind": "torch",
  *    "synthesized": true,
+ *    ["not_merged": "why older saves were left out", (DCP .metadata)]
  *    "sources": [{"checkpoint": "checkpoint-20", "step": 20, "path": "/data/...", "tensors": 8}, ...],
  *    "tensors": {"model.layers.0.weight": "checkpoint-10", ...}}
  *
@@ -43,8 +44,17 @@ static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors
 		rc = js_put_string(b, n->relpath && n->relpath[0] ? n->relpath : n->name,
 				   strlen(n->relpath && n->relpath[0] ? n->relpath : n->name));
 	if (!rc)
-		rc = ck_buf_printf(b, ", \"kind\": \"%s\", \"synthesized\": %s, \"sources\": [", f->kind,
+		rc = ck_buf_printf(b, ", \"kind\": \"%s\", \"synthesized\": %s, ", f->kind,
 				   f->synthesized ? "true" : "false");
+	if (!rc && f->note) {
+		rc = put_key(b, "not_merged");
+		if (!rc)
+			rc = js_put_string(b, f->note, strlen(f->note));
+		if (!rc)
+			rc = ck_buf_puts(b, ", ");
+	}
+	if (!rc)
+		rc = ck_buf_puts(b, "\"sources\": [");
 	for (size_t i = 0; i < f->nsrcs && !rc; i++) {
 		struct phys_file *pf = f->srcs[i];
 		size_t count = 0;

@@ -79,6 +79,11 @@ static int vfile_note_src(struct ck_vfile *f, struct phys_file *pf)
 	return 0;
 }
 
+int vfile_add_src(struct ck_vfile *f, struct phys_file *pf)
+{
+	return vfile_note_src(f, pf);
+}
+
 static int vfile_push_phys(struct ck_vfile *f, struct phys_file *pf, uint64_t off, uint64_t len,
 			   struct phys_range *r)
 {
@@ -175,6 +180,10 @@ void vfile_free(struct ck_vfile *f)
 	for (size_t i = 0; i < f->ntensors; i++)
 		free(f->tensors[i].name);
 	free(f->tensors);
+	for (size_t i = 0; i < f->nfrom; i++)
+		free(f->from[i].path);
+	free(f->from);
+	free(f->note);
 	free(f->ext);
 	free(f->srcs);
 	ck_buf_free(&f->mem);
