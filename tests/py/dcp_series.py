@@ -36,6 +36,21 @@ the 2.x class paths onto 1.13's classes.
   dcp_series.py load DIR [--layout L]
       loads DIR with the real reader into a template made from its own
       .metadata; prints the number of items (fails as the reader fails)
+  dcp_series.py bad KIND SAVE OUT
+      a copy of the save SAVE in OUT whose .metadata is wrong in one way:
+      truncated, garbled, absolute (a relative_path "/etc/hostname"),
+      escape ("../"), past-end (an item longer than its file), overlap (a
+      tensor's chunk twice), hole (a chunk one row short), hostile
+      (planner_data calls os.system to create OUT/../hostile.ran)
+  dcp_series.py megatron RUN
+      Megatron-Core torch_dist checkpoints in RUN: iter_0000010 (all layers)
+      and iter_0000020 (layers 1 and 3), each a DCP save (decoder.layers.N.*
+      FQNs and optimizer state, Metadata.mcore_data) with metadata.json and
+      common.pt; latest_checkpointed_iteration.txt
+  dcp_series.py megatron-check SERVED_RUN PLAIN_RUN
+      every iteration through SERVED_RUN: the DCP save loads the offline
+      merge, common.pt loads the merge of the common.pt files, mcore_data
+      covers every FQN, metadata.json is the newest
   dcp_series.py fixtures OUT
       the .metadata files of tests/unit/data/dcp (steps 10 and 20, torch
       1.13 with 1 and 2 ranks, the 2.0, 2.4 and 2.8 layouts with 2 ranks;
@@ -327,14 +342,14 @@ def _obj(c, **fields):
     return o
 
 
-def write_layout(path, flat, paths, layout="2.4", ranks=1, threads=1):
+def write_layout(path, flat, paths, layout="2.4", ranks=1, threads=1, mcore_data=None):
     """What torch 2.x's FileSystemWriter writes for flat (FQN -> tensor or
     object): rank r's items in __r_0.distcp (__r_T for writer thread T),
     bytes items first, each item a whole torch.save zip; matrices split by
     rows across ranks (their chunks in each rank's file), everything else
     on rank 0; then the pickled Metadata in .metadata.tmp, renamed to
     .metadata.  layout 2.0 (2.0-2.3 classes), 2.4 (storage_meta), 2.8
-    (version, StorageMeta.modules)."""
+    (version, StorageMeta.modules); mcore_data: Megatron's extra attribute."""
     md, fs = _fake_2x_modules(layout)
     os.makedirs(path)
     per_rank = [[] for _ in range(ranks)]
@@ -381,6 +396,8 @@ def write_layout(path, flat, paths, layout="2.4", ranks=1, threads=1):
         meta["storage_meta"] = _obj(md.StorageMeta, **sm)
     if layout == "2.8":
         meta["version"] = "1.0.0"
+    if mcore_data is not None:
+        meta["mcore_data"] = mcore_data
     saved = {k: sys.modules.get(k) for k in (md.__name__, fs.__name__)}
     sys.modules[md.__name__], sys.modules[fs.__name__] = md, fs
     try:
@@ -536,9 +553,131 @@ def fixtures(out):
         shutil.copyfile(os.path.join(d, "bf16", ".metadata"), os.path.join(out, "layout24-2rank-step20-bf16.metadata"))
 
 
+# ---- bad metadata -----------------------------------------------------------
+
+class _Hostile:
+    def __init__(self, path):
+        self.path = path
+
+    def __reduce__(self):
+        return (os.system, ("touch " + self.path,))
+
+
+def bad(kind, save_dir, out):
+    """A copy of save_dir whose .metadata has one defect."""
+    import copy
+    import shutil
+    shutil.copytree(save_dir, out)
+    mpath = os.path.join(out, ".metadata")
+    data = open(mpath, "rb").read()
+    if kind == "truncated":
+        data = data[:len(data) * 2 // 3]
+    elif kind == "garbled":
+        mid = len(data) // 2
+        data = data[:mid] + bytes(b ^ 0x5A for b in data[mid:mid + 64]) + data[mid + 64:]
+    else:
+        md = read_metadata(out)
+        keys = list(md.storage_data)
+        tensor_keys = [k for k in keys if getattr(k, "offset", None) is not None and len(k.offset) == 2]
+        if kind in ("absolute", "escape"):
+            md.storage_data[keys[0]].relative_path = "/etc/hostname" if kind == "absolute" else \
+                "../step-x/" + md.storage_data[keys[0]].relative_path
+        elif kind == "past-end":
+            md.storage_data[keys[-1]].length += 1 << 20
+        elif kind in ("overlap", "hole"):
+            fqn = tensor_keys[0].fqn
+            tsm = md.state_dict_metadata[fqn]
+            chunk = tsm.chunks[0]
+            if kind == "overlap":
+                tsm.chunks.append(copy.deepcopy(chunk))
+            else:
+                chunk.sizes = torch.Size([chunk.sizes[0] - 1] + list(chunk.sizes[1:]))
+        elif kind == "hostile":
+            md.planner_data = _Hostile(os.path.join(os.path.dirname(os.path.abspath(out)), "hostile.ran"))
+        else:
+            sys.exit("unknown defect " + kind)
+        data = pickle.dumps(md)
+    with open(mpath, "wb") as f:
+        f.write(data)
+    print("%s: %s .metadata" % (out, kind))
+
+
+# ---- Megatron-Core torch_dist ---------------------------------------------------
+
+MEGATRON_ITERS = (10, 20)
+
+
+def megatron_state(iteration):
+    """Flat DCP keys as Megatron-Core names them (one tensor per layer
+    here), and the common state."""
+    import argparse
+    torch.manual_seed(iteration)
+    flat = {"embedding.word_embeddings.weight": torch.randn(VOCAB, DIM),
+            "decoder.final_layernorm.weight": torch.randn(DIM),
+            "output_layer.weight": torch.randn(VOCAB, DIM)}
+    for i in range(NLAYERS):
+        for part in ("self_attention.linear_qkv.weight", "mlp.linear_fc1.weight"):
+            flat["decoder.layers.%d.%s" % (i, part)] = torch.randn(DIM, DIM)
+    for k in list(flat):
+        flat["optimizer.state.exp_avg." + k] = torch.randn(flat[k].shape)
+    common = {"args": argparse.Namespace(num_layers=NLAYERS, hidden_size=DIM, iteration=iteration),
+              "checkpoint_version": 3.0, "iteration": iteration,
+              "opt_param_scheduler": {"num_steps": iteration * 8, "max_lr": 3e-4}}
+    return flat, common
+
+
+def megatron_keep(k, iteration):
+    if iteration == 10:
+        return True
+    return any(".layers.%d." % i in k for i in (1, 3))
+
+
+def megatron(run):
+    import json
+    os.makedirs(run, exist_ok=True)
+    for it in MEGATRON_ITERS:
+        d = os.path.join(run, "iter_%07d" % it)
+        flat, common = megatron_state(it)
+        flat = {k: v for k, v in flat.items() if megatron_keep(k, it)}
+        mcore = {k: {"nd_reformulated_orig_global_shape": tuple(v.shape)} for k, v in flat.items()}
+        write_layout(d, flat, {k: (k,) for k in flat}, "2.4", 2, mcore_data=mcore)
+        with open(os.path.join(d, "metadata.json"), "w") as f:
+            json.dump({"sharded_backend": "torch_dist", "sharded_backend_version": 1, "common_backend": "torch",
+                       "common_backend_version": 1, "iteration": it}, f, separators=(",", ":"))
+        torch.save(common, os.path.join(d, "common.pt"))
+        with open(os.path.join(run, "latest_checkpointed_iteration.txt"), "w") as f:
+            f.write(str(it))
+        print("%s: %d DCP items, common.pt, metadata.json" % (d, len(flat)))
+
+
+def megatron_check(served_run, plain_run):
+    import json
+
+    import offline_merge
+    for it in MEGATRON_ITERS:
+        name = "iter_%07d" % it
+        served = os.path.join(served_run, name)
+        ref, common = {}, None
+        for old in MEGATRON_ITERS:
+            if old <= it:
+                ref.update(load_all(os.path.join(plain_run, "iter_%07d" % old)))
+                c = torch.load(os.path.join(plain_run, "iter_%07d" % old, "common.pt"), weights_only=False)
+                common = c if common is None else offline_merge.merge_trees(common, c)
+        got = load(served, {k: (torch.zeros_like(v) if isinstance(v, torch.Tensor) else None) for k, v in ref.items()})
+        deepcompare.assert_same(got, ref, "DCP load of " + served)
+        md = read_metadata(served)
+        assert set(md.mcore_data) == set(md.state_dict_metadata), "%s: mcore_data does not cover every FQN" % served
+        deepcompare.assert_same(torch.load(os.path.join(served, "common.pt"), weights_only=False), common,
+                                served + "/common.pt")
+        with open(os.path.join(served, "metadata.json")) as f:
+            assert json.load(f)["iteration"] == it, served + "/metadata.json is not the newest"
+        print("%s: %d DCP items, common.pt and metadata.json equal the offline merge" % (served, len(ref)))
+
+
 def main(argv):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("cmd", choices=("save", "check", "merge", "load", "fixtures"))
+    ap.add_argument("cmd", choices=("save", "check", "merge", "load", "fixtures", "bad", "megatron",
+                                    "megatron-check"))
     ap.add_argument("args", nargs="+")
     ap.add_argument("--ranks", type=int, default=1)
     ap.add_argument("--layout", default="real", choices=("real", "2.0", "2.4", "2.8"))
@@ -551,6 +690,12 @@ def main(argv):
         check(a.args[0], a.args[1], a.ranks, steps)
     elif a.cmd == "fixtures":
         fixtures(a.args[0])
+    elif a.cmd == "bad":
+        bad(*a.args)
+    elif a.cmd == "megatron":
+        megatron(a.args[0])
+    elif a.cmd == "megatron-check":
+        megatron_check(*a.args)
     elif a.cmd == "merge":
         write_merged(a.args[0], int(a.args[1]), a.args[2], a.layout, a.ranks)
     else:
