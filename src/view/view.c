@@ -1222,7 +1222,7 @@ int ck_view_getxattr(struct ck_view *v, const struct ck_vnode *cn, const char *n
 	if (n->is_dir || !n->nversions)
 		return -ENODATA;
 	if (!strcmp(name, "user.ckptfs.kind"))
-		return ck_buf_puts(out, kind_name(n->versions[0].pf->info.kind));
+		return ck_buf_puts(out, dcp_is_metadata(n) ? "dcp-metadata" : kind_name(n->versions[0].pf->info.kind));
 	if (!strcmp(name, "user.ckptfs.error")) {
 		struct ck_vfile *f;
 		int rc;

@@ -14,7 +14,8 @@
 #     storage_meta), and a series whose saves are of both: not mixed, the
 #     reason in user.ckptfs.sources;
 #   - Megatron-Core torch_dist (DCP, mcore_data, common.pt, metadata.json);
-#   - show and stats name FQNs and layers;
+#   - show and stats name FQNs and layers; deleting the full save keeps
+#     what the partial saves after it draw on;
 #   - bad .metadata refused at import with the file and the reason, never
 #     served, nothing executed.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
@@ -97,6 +98,14 @@ sed -n '/step-30 vs step-20/,$p' "$tmp/stats.out" >"$tmp/stats30.out"
 grep -Eq "^ +layers.0 +8 .* 0.0%$" "$tmp/stats30.out" || fail "stats: layers.0 at step 30: $(cat "$tmp/stats30.out")"
 grep -Eq "^ +layers.1 +8 .* 0 +100.0%$" "$tmp/stats30.out" || fail "stats: layers.1 at step 30: $(cat "$tmp/stats30.out")"
 "$CKPTCTL" verify "$store" two >"$tmp/verify.out" || fail "ckptctl verify: $(tail -3 "$tmp/verify.out")"
+ck_umount "$m"
+
+# Deleting the full save keeps what the merged ones draw on.
+"$CKPTCTL" rm "$store" one/step-10 >"$tmp/rm.out" || fail "ckptctl rm: $(tail -3 "$tmp/rm.out")"
+grep -q "kept .*one/step-10/.metadata" "$tmp/rm.out" || fail "step-10's .metadata was not kept: $(cat "$tmp/rm.out")"
+ck_mount "$store" "$m" -o ro
+[ ! -e "$m/one/step-10" ] || fail "the deleted step-10 is listed"
+ck_py dcp_series.py check "$m/one" "$tmp/one" --steps 20,30 || fail "the series after deleting step-10"
 ck_umount "$m"
 
 # Bad .metadata: refused at import with the file and the reason.

@@ -28,9 +28,9 @@ the 2.x class paths onto 1.13's classes.
       StorageMeta.modules); --steps saves only those steps (a series
       continued through a writable mount)
   dcp_series.py check SERVED_RUN PLAIN_RUN [--ranks N] [--layout L] [--steps ...]
-      each step of SERVED_RUN, loaded by torch's reader (one process, or N
-      ranks with a column split), equals the offline merge of PLAIN_RUN's
-      saves up to that step, bit for bit
+      each step (of --steps) of SERVED_RUN, loaded by torch's reader (one
+      process, or N ranks with a column split), equals the offline merge of
+      PLAIN_RUN's saves up to that step, bit for bit
   dcp_series.py merge PLAIN_RUN STEP OUT [--layout L]
       the offline merge written as one DCP save (what a user would do by hand)
   dcp_series.py load DIR [--layout L]
@@ -479,12 +479,12 @@ def load_all(path):
     return load(path, template_of(read_metadata(path)))
 
 
-def offline_merge(plain_run, step, steps=STEPS):
-    """{**older, **newer} by FQN over the saves up to step, each read whole
-    by torch's reader; the dict order is the merge's."""
+def offline_merge(plain_run, step):
+    """{**older, **newer} by FQN over the saves of plain_run up to step,
+    each read whole by torch's reader; the dict order is the merge's."""
     merged = {}
-    for s in steps:
-        if s <= step:
+    for s in STEPS:
+        if s <= step and os.path.isdir(os.path.join(plain_run, "step-%d" % s)):
             merged.update(load_all(os.path.join(plain_run, "step-%d" % s)))
     return merged
 
@@ -511,7 +511,7 @@ def _load_ranks(rank, nranks, path, ref, out_dir):
 
 def check(served_run, plain_run, ranks=1, steps=STEPS):
     for s in steps:
-        ref = offline_merge(plain_run, s, steps)
+        ref = offline_merge(plain_run, s)
         path = os.path.join(served_run, "step-%d" % s)
         if ranks == 1:
             got = load(path, {k: (torch.zeros_like(v) if isinstance(v, torch.Tensor) else None)
