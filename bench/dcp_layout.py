@@ -7,7 +7,8 @@ as torch 2.x's torch.distributed.checkpoint FileSystemWriter lays a save
 out (one file per rank): every item of the flattened state (model.<fqn>,
 optim.<path>) a whole torch.save zip appended to __0_0.distcp, and
 .metadata the pickled Metadata with 2.x's class paths, written by the
-tests' writer (tests/py/dcp_series.py), since Debian has torch 1.13.  Then:
+tests' writer (tests/py/dcp_series.py; docs/formats.md §4.1), since Debian has
+torch 1.13.  Then:
 
   ckptctl init S && ckptctl import S DST --series dcp && ckptctl compact S
 

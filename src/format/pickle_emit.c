@@ -1,5 +1,5 @@
 /* The emitter: writes a tree the way CPython's C pickler writes the
- * objects it stands for (FORMATS.md 1.4), so that a plain torch.save
+ * objects it stands for (docs/formats.md §2.1), so that a plain torch.save
  * data.pkl (protocol 2) comes out byte for byte as it went in, and a DCP
  * .metadata (protocol 4) in the same protocol.
  *
