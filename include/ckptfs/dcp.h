@@ -146,6 +146,10 @@ struct ck_dcp_merged {
 	struct ck_buf bytes;  /* the .metadata */
 };
 
+/* ck_dcp_merge flags: write the .metadata even when every FQN is the
+ * newest save's (which is then the result as it is). */
+#define CK_DCP_MERGE_ALWAYS_EMIT 0x1
+
 /* Merges the saves src[0..n) (newest first) the way a partial save is
  * meant to be read: every FQN of the newest save, plus every FQN that only
  * older saves have, from the newest one that has it, with all its chunks
@@ -157,9 +161,12 @@ struct ck_dcp_merged {
  * ends the merge (out->why says why).  The result is pickled with the
  * newest save's protocol (2 when it had none below 2) and class paths
  * (an older save's classes are mapped to the newest save's of the same
- * name), the dict order being Python's {**older, **newer}.  0, -EINVAL
- * with err, or -ENOMEM; free out with ck_dcp_merged_free. */
-int ck_dcp_merge(const struct ck_dcp_source *src, size_t n, struct ck_dcp_merged *out, struct ck_error *err);
+ * name), the dict order being Python's {**older, **newer}; unless flags
+ * has CK_DCP_MERGE_ALWAYS_EMIT, out->bytes stays empty when no FQN comes
+ * from an older save.  0, -EINVAL with err, or -ENOMEM; free out with
+ * ck_dcp_merged_free. */
+int ck_dcp_merge(const struct ck_dcp_source *src, size_t n, unsigned flags, struct ck_dcp_merged *out,
+		 struct ck_error *err);
 void ck_dcp_merged_free(struct ck_dcp_merged *m);
 
 #endif

@@ -421,7 +421,8 @@ static int build(struct merger *mg, struct pk_node **root)
 	return 0;
 }
 
-int ck_dcp_merge(const struct ck_dcp_source *src, size_t n, struct ck_dcp_merged *out, struct ck_error *err)
+int ck_dcp_merge(const struct ck_dcp_source *src, size_t n, unsigned flags, struct ck_dcp_merged *out,
+		 struct ck_error *err)
 {
 	struct merger mg = { .src = src, .out = out, .err = err };
 	struct pk_emit_opts eo = { 0 };
@@ -453,6 +454,14 @@ int ck_dcp_merge(const struct ck_dcp_source *src, size_t n, struct ck_dcp_merged
 		rc = setup_remap(&mg, s);
 	if (!rc)
 		rc = build(&mg, &root);
+	if (!rc && !(flags & CK_DCP_MERGE_ALWAYS_EMIT)) {
+		int older = 0;
+
+		for (size_t i = 0; i < out->npicks && !older; i++)
+			older = out->picks[i].source > 0;
+		if (!older)
+			goto out;   /* every FQN is the newest save's: nothing to write */
+	}
 	if (!rc) {
 		eo.protocol = src[0].meta->protocol > 2 ? src[0].meta->protocol : 2;
 		rc = pk_emit(root, &eo, &out->bytes, err);

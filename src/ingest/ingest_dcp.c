@@ -300,7 +300,8 @@ out:
 }
 
 /* Names the records of the items that data file f holds. */
-static int name_file(struct ck_ingest *f, const struct ck_dcp_meta *m, const char *rel,
+/* Names the records of the items idx[0..n) (chunks of m) that data file f holds. */
+static int name_file(struct ck_ingest *f, const struct ck_dcp_meta *m, const size_t *idx, size_t n,
 		     const struct ck_layer_rules *rules)
 {
 	char **by_blob = NULL;
@@ -324,14 +325,12 @@ static int name_file(struct ck_ingest *f, const struct ck_dcp_meta *m, const cha
 	/* Each item: the blob of the records inside its bytes (the storages
 	 * ingested are in offset order; whole items are appended after them),
 	 * or a storage of its own. */
-	for (size_t k = 0, nst0 = f->nst; k < m->nchunks && !rc && f->info.kind != CK_FILE_BAD; k++) {
-		const struct ck_dcp_chunk *c = &m->chunks[k];
+	for (size_t k = 0, nst0 = f->nst; k < n && !rc && f->info.kind != CK_FILE_BAD; k++) {
+		const struct ck_dcp_chunk *c = &m->chunks[idx[k]];
 		char *item;
 		long blob = -1;
 		size_t lo = 0, hi = nst0;
 
-		if (strcmp(c->relpath, rel))
-			continue;
 		item = ck_dcp_item_name(&m->entries[c->entry], c);
 		if (!item) {
 			rc = -ENOMEM;
@@ -433,13 +432,25 @@ static int read_metadata(const char *path, uint8_t **out, size_t *len)
 
 /* One .metadata: parsed, checked against the files beside it, its items
  * named in their data files. */
+/* qsort has no context argument; ck_ingest_dcp_names runs on one thread
+ * per checkpoint, but several imports may share a process: thread-local. */
+static _Thread_local const struct ck_dcp_meta *sort_chunks_m;
+
+static int cmp_chunk_relpath(const void *a, const void *b)
+{
+	size_t x = *(const size_t *)a, y = *(const size_t *)b;
+	int c = strcmp(sort_chunks_m->chunks[x].relpath, sort_chunks_m->chunks[y].relpath);
+
+	return c ? c : (x > y) - (x < y);
+}
+
 static int name_save(struct ck_ingest *files, size_t n, struct ck_ingest *meta, const struct ck_layer_rules *rules)
 {
 	struct dcp_dir d = { .files = files, .n = n, .dir = meta->info.relpath, .dlen = dir_len(meta->info.relpath) };
 	struct ck_dcp_meta *m = NULL;
 	struct ck_error err = { "" };
 	uint8_t *data = NULL;
-	size_t len = 0;
+	size_t len = 0, *order = NULL;
 	int rc;
 
 	rc = read_metadata(meta->info.src_path, &data, &len);
@@ -462,17 +473,27 @@ static int name_save(struct ck_ingest *files, size_t n, struct ck_ingest *meta, 
 		rc = ck_ingest_bad(meta, "%s", err.msg);
 		goto out;
 	}
-	for (size_t i = 0; i < m->nchunks && !rc; i++) {
-		const char *rel = m->chunks[i].relpath;
+	/* The items file by file. */
+	order = malloc((m->nchunks + 1) * sizeof(*order));
+	if (!order) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < m->nchunks; i++)
+		order[i] = i;
+	sort_chunks_m = m;
+	qsort(order, m->nchunks, sizeof(*order), cmp_chunk_relpath);
+	for (size_t i = 0, j; i < m->nchunks && !rc; i = j) {
+		const char *rel = m->chunks[order[i]].relpath;
 		struct ck_ingest *f = file_at(&d, rel);
-		int first = 1;
 
-		for (size_t j = 0; j < i && first; j++)
-			first = strcmp(m->chunks[j].relpath, rel) != 0;
-		if (first && f && f->info.kind != CK_FILE_BAD)
-			rc = name_file(f, m, rel, rules);
+		for (j = i + 1; j < m->nchunks && !strcmp(m->chunks[order[j]].relpath, rel); j++)
+			;
+		if (f && f->info.kind != CK_FILE_BAD)
+			rc = name_file(f, m, order + i, j - i, rules);
 	}
 out:
+	free(order);
 	ck_dcp_free(m);
 	return rc;
 }

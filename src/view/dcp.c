@@ -23,7 +23,12 @@
 #include <string.h>
 
 #include "ckptfs/log.h"
+#include "ckptfs/memtune.h"
 #include "view_internal.h"
+
+/* Parsed .metadata of this many bytes and more are given back to the
+ * kernel once freed (ck_release_memory): the daemon keeps smaller bursts. */
+#define BIG_METADATA (8u << 20)
 
 int dcp_is_metadata(const struct ck_vnode *n)
 {
@@ -121,46 +126,53 @@ static int list_items(struct ck_view *v, struct ck_vnode *n, struct phys_file **
 	return rc;
 }
 
+static void free_metas(struct ck_dcp_source *src, size_t n, struct phys_file **pfs)
+{
+	uint64_t bytes = 0;
+
+	for (size_t i = 0; src && i < n; i++) {
+		ck_dcp_free((struct ck_dcp_meta *)src[i].meta);
+		bytes += pfs[i]->info.size;
+	}
+	if (bytes >= BIG_METADATA)
+		ck_release_memory();
+}
+
+int dcp_list_items(struct ck_view *v, struct ck_vnode *n, struct ck_vfile *f)
+{
+	struct phys_file *newest = n->versions[0].pf;
+	struct ck_dcp_meta *m = NULL;
+	struct ck_dcp_source src = { NULL, NULL, NULL };
+	struct ck_dcp_merged mg = { 0 };
+	struct ck_error err = { "" };
+	int rc;
+
+	if (!f->tensors_pending)
+		return 0;
+	rc = phys_read_dcp(v, newest, &m);
+	if (rc)
+		return -EIO;
+	src.meta = m;
+	rc = ck_dcp_merge(&src, 1, 0, &mg, &err);
+	if (!rc)
+		rc = list_items(v, n, &newest, &src, &mg, f);
+	if (!rc)
+		f->tensors_pending = 0;
+	ck_dcp_merged_free(&mg);
+	free_metas(&src, 1, &newest);
+	return rc;
+}
+
 int dcp_build_metadata(struct ck_view *v, struct ck_vnode *n, struct phys_file **pfs, size_t np, struct ck_vfile *f)
 {
-	struct ck_dcp_source *src = calloc(np, sizeof(*src));
-	char **prefix = calloc(np, sizeof(*prefix));
+	struct ck_dcp_source *src = NULL;
+	char **prefix = NULL;
 	struct ck_dcp_merged mg = { 0 };
 	struct ck_error err = { "" };
 	const struct ck_vnode *from = NULL;
-	size_t nsrc = 0, older = 0;
+	size_t nsrc = 0;
 	int rc = 0;
 
-	if (!src || !prefix) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	if (!is_pickle(v, pfs[0])) {
-		rc = vfile_add_phys(f, pfs[0], 0, pfs[0]->info.size);   /* another tool's .metadata */
-		goto out;
-	}
-	for (size_t i = 0; i < np && !rc; i++) {
-		size_t len = strlen(CK_VIEW_DCP_FROM) + strlen(pfs[i]->ckpt->info.name) + 3;
-
-		rc = phys_parse_dcp(v, pfs[i], &src[i].meta);
-		if (rc) {
-			ck_err("%s/%s: cannot use the version from %s", n->ckpt->info.name, node_desc(n),
-			       pfs[i]->ckpt->info.name);
-			rc = -EIO;
-			break;
-		}
-		prefix[i] = malloc(len);
-		if (!prefix[i]) {
-			rc = -ENOMEM;
-			break;
-		}
-		snprintf(prefix[i], len, "%s/%s/", CK_VIEW_DCP_FROM, pfs[i]->ckpt->info.name);
-		src[i].prefix = i ? prefix[i] : NULL;
-		src[i].name = pfs[i]->ckpt->info.name;
-		nsrc++;
-	}
-	if (rc)
-		goto out;
 	/* The older saves' files go under a name the save itself must not use. */
 	pthread_rwlock_rdlock(&v->ns_lock);
 	for (size_t i = 0; n->parent && i < n->parent->nchildren; i++)
@@ -169,11 +181,47 @@ int dcp_build_metadata(struct ck_view *v, struct ck_vnode *n, struct phys_file *
 	if (from && !from->dcp_meta)
 		from = NULL;
 	pthread_rwlock_unlock(&v->ns_lock);
-	if (nsrc > 1 && !from) {
-		nsrc = 1;
+	if (np > 1 && !from) {
+		np = 1;
 		f->note = strdup("older saves not merged: the save has a file or directory named " CK_VIEW_DCP_FROM);
 	}
-	rc = ck_dcp_merge(src, nsrc, &mg, &err);
+	/* Nothing to merge, or another tool's .metadata: the file as it is,
+	 * its items read only when someone asks for them. */
+	if ((np == 1 && !v->opts.always_synthesize) || !is_pickle(v, pfs[0])) {
+		f->tensors_pending = is_pickle(v, pfs[0]);
+		return vfile_add_phys(f, pfs[0], 0, pfs[0]->info.size);
+	}
+	src = calloc(np, sizeof(*src));
+	prefix = calloc(np, sizeof(*prefix));
+	if (!src || !prefix) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < np && !rc; i++) {
+		size_t len = strlen(CK_VIEW_DCP_FROM) + strlen(pfs[i]->ckpt->info.name) + 3;
+		struct ck_dcp_meta *m;
+
+		rc = phys_read_dcp(v, pfs[i], &m);
+		if (rc) {
+			ck_err("%s/%s: cannot use the version from %s", n->ckpt->info.name, node_desc(n),
+			       pfs[i]->ckpt->info.name);
+			rc = -EIO;
+			break;
+		}
+		src[i].meta = m;
+		nsrc++;
+		prefix[i] = malloc(len);
+		if (!prefix[i]) {
+			rc = -ENOMEM;
+			break;
+		}
+		snprintf(prefix[i], len, "%s/%s/", CK_VIEW_DCP_FROM, pfs[i]->ckpt->info.name);
+		src[i].prefix = i ? prefix[i] : NULL;
+		src[i].name = pfs[i]->ckpt->info.name;
+	}
+	if (rc)
+		goto out;
+	rc = ck_dcp_merge(src, nsrc, v->opts.always_synthesize ? CK_DCP_MERGE_ALWAYS_EMIT : 0, &mg, &err);
 	if (rc) {
 		ck_err("%s/%s: cannot merge the saves: %s", n->ckpt->info.name, node_desc(n), err.msg);
 		rc = rc == -ENOMEM ? rc : -EIO;
@@ -188,9 +236,7 @@ int dcp_build_metadata(struct ck_view *v, struct ck_vnode *n, struct phys_file *
 		f->note = strdup(note);
 		ck_warn("%s/%s: %s", n->ckpt->info.name, node_desc(n), note);
 	}
-	for (size_t i = 0; i < mg.npicks; i++)
-		older += mg.picks[i].source > 0;
-	if (older || v->opts.always_synthesize) {
+	if (mg.bytes.len) {
 		f->synthesized = 1;
 		rc = vfile_add_mem(f, mg.bytes.data, mg.bytes.len);
 		/* the .metadata of every save an item comes from */
@@ -203,6 +249,7 @@ int dcp_build_metadata(struct ck_view *v, struct ck_vnode *n, struct phys_file *
 		rc = list_items(v, n, pfs, src, &mg, f);
 out:
 	ck_dcp_merged_free(&mg);
+	free_metas(src, nsrc, pfs);
 	for (size_t i = 0; prefix && i < np; i++)
 		free(prefix[i]);
 	free(prefix);

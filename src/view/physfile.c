@@ -242,34 +242,27 @@ out:
 	return rc;
 }
 
-int phys_parse_dcp(struct ck_view *v, struct phys_file *pf, const struct ck_dcp_meta **out)
+int phys_read_dcp(struct ck_view *v, struct phys_file *pf, struct ck_dcp_meta **out)
 {
 	struct ck_error err = { "" };
 	uint8_t *data = NULL;
 	int rc;
 
+	*out = NULL;
 	rc = phys_open_fd(v, pf);
 	if (rc)
 		return rc;
-	pthread_mutex_lock(&pf->parse_lock);
-	if (!pf->dcp_parsed) {
-		rc = pf->info.size > CK_INGEST_MAX_PICKLE ? -EFBIG : 0;
-		data = rc ? NULL : malloc(pf->info.size + 1);
-		if (!rc && !data)
-			rc = -ENOMEM;
-		if (!rc)
-			rc = phys_read(pf, data, pf->info.size, 0);
-		if (!rc)
-			rc = ck_dcp_parse(data, pf->info.size, &pf->dcp, &err);
-		free(data);
-		if (rc)
-			ck_err("%s: cannot read it as a DCP .metadata: %s", pf->info.src_path,
-			       err.msg[0] ? err.msg : strerror(-rc));
-		pf->dcp_parsed = rc ? rc : 1;
-	}
-	rc = pf->dcp_parsed < 0 ? pf->dcp_parsed : 0;
-	*out = pf->dcp;
-	pthread_mutex_unlock(&pf->parse_lock);
+	rc = pf->info.size > CK_INGEST_MAX_PICKLE ? -EFBIG : 0;
+	data = rc ? NULL : malloc(pf->info.size + 1);
+	if (!rc && !data)
+		rc = -ENOMEM;
+	if (!rc)
+		rc = phys_read(pf, data, pf->info.size, 0);
+	if (!rc)
+		rc = ck_dcp_parse(data, pf->info.size, out, &err);
+	free(data);
+	if (rc)
+		ck_err("%s: cannot read it as a DCP .metadata: %s", pf->info.src_path, err.msg[0] ? err.msg : strerror(-rc));
 	return rc;
 }
 
@@ -439,7 +432,6 @@ void phys_free(struct phys_file *pf)
 		free(pf->ranges[i].key);
 	free(pf->ranges);
 	free(pf->ranges_by_key);
-	ck_dcp_free(pf->dcp);
 	tz_archive_free(&pf->ar);
 	pk_doc_free(pf->doc);
 	st_file_free(&pf->st);

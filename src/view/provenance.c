@@ -102,7 +102,7 @@ int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 	struct ck_vfile *f;
 	int rc;
 
-	rc = view_node_vfile(v, n, &f);
+	rc = view_node_tensors(v, n, &f);
 	if (rc)
 		return rc;
 	rc = sources_json(n, f, 1, &b);

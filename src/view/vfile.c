@@ -145,10 +145,15 @@ int vfile_add_tensor(struct ck_vfile *f, const char *name, enum ck_dtype dt, int
 
 	if (ndim < 0 || ndim > CK_MAX_DIMS)
 		return -EINVAL;
-	t = realloc(f->tensors, (f->ntensors + 1) * sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	f->tensors = t;
+	if (f->ntensors == f->captensors) {
+		size_t cap = f->captensors ? 2 * f->captensors : 64;
+
+		t = realloc(f->tensors, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		f->tensors = t;
+		f->captensors = cap;
+	}
 	t = &f->tensors[f->ntensors];
 	memset(t, 0, sizeof(*t));
 	t->name = strdup(name);

@@ -1100,6 +1100,25 @@ int view_node_vfile(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out
 	return rc;
 }
 
+int view_node_tensors(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out)
+{
+	struct ck_vfile *f;
+	int rc = view_node_vfile(v, n, &f);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&v->build_lock);
+	if (f->tensors_pending)
+		rc = dcp_list_items(v, n, f);
+	pthread_mutex_unlock(&v->build_lock);
+	if (rc) {
+		ck_vfile_put(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
 int ck_view_open_file(struct ck_view *v, const struct ck_vnode *cn, struct ck_vfile **out)
 {
 	struct ck_vnode *n = (struct ck_vnode *)cn;
@@ -1166,7 +1185,7 @@ int ck_view_tensors(struct ck_view *v, const struct ck_vnode *cn, ck_vtensor_fn 
 	char layer[128];
 	int rc;
 
-	rc = view_node_vfile(v, n, &f);
+	rc = view_node_tensors(v, n, &f);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < f->ntensors && !rc; i++) {

@@ -44,8 +44,6 @@ struct phys_file {
 	struct pk_doc *doc;
 	struct st_file st;
 	int parsed;                 /* 0 not yet, 1 ok, -errno failed */
-	struct ck_dcp_meta *dcp;    /* a DCP .metadata, once read (phys_parse_dcp) */
-	int dcp_parsed;             /* 0 not yet, 1 ok, -errno failed */
 	int reclaimed;              /* a deleted checkpoint's file the index dropped: no version any more */
 	/* Packed (packed.c): once the index says so, every read goes
 	 * through the pack and the raw file may be gone. */
@@ -157,7 +155,9 @@ struct ck_vfile {
 	struct phys_file **srcs;    /* distinct physical files used */
 	size_t nsrcs;
 	struct vtensor_src *tensors;
-	size_t ntensors;
+	size_t ntensors, captensors;
+	int tensors_pending;        /* a DCP .metadata served as saved: its items not listed yet
+				     * (view_node_tensors) */
 	const char *kind;           /* "torch", "safetensors", "safetensors-index", "dcp-metadata", "file" */
 	int synthesized;            /* 0: served as the physical file is */
 	char *note;                 /* why it is not merged as far as it could be, or NULL */
@@ -182,9 +182,10 @@ int phys_load_ranges(struct ck_view *v, struct phys_file *pf);
 struct phys_range *phys_find_range(struct phys_file *pf, const char *key);
 int phys_parse(struct ck_view *v, struct phys_file *pf);
 int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off);
-/* The file read as a DCP .metadata, once (cached like phys_parse): 0 and
- * *out, -EINVAL (not a DCP .metadata, logged) or -errno. */
-int phys_parse_dcp(struct ck_view *v, struct phys_file *pf, const struct ck_dcp_meta **out);
+/* The file read as a DCP .metadata (not cached: a save of 80,000 chunks
+ * parses into some 300 MB): 0 and *out (free with ck_dcp_free), -EINVAL
+ * (not a DCP .metadata, logged) or -errno. */
+int phys_read_dcp(struct ck_view *v, struct phys_file *pf, struct ck_dcp_meta **out);
 int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r);
 /* phys_verify_range of r[0..n), on several threads when they are large
  * (a whole file before the kernel reads it itself).  0 or the first -errno. */
@@ -198,10 +199,13 @@ void phys_free(struct phys_file *pf);
  * file of that name, kind other: the import checked it).
  * dcp_build_metadata: its composite from the versions pfs[0..np) (newest
  * first): the saves of the series merged (ck_dcp_merge), older items'
- * data files listed in f->from, or the newest as it is. */
+ * data files listed in f->from, or, with no older save, the newest as it
+ * is without reading it (f->tensors_pending).  dcp_list_items: lists the
+ * items of such a composite (call under build_lock). */
 int dcp_is_metadata(const struct ck_vnode *n);
 int dcp_build_metadata(struct ck_view *v, struct ck_vnode *n, struct phys_file **pfs, size_t np,
 		       struct ck_vfile *f);
+int dcp_list_items(struct ck_view *v, struct ck_vnode *n, struct ck_vfile *f);
 /* view.c: makes the children of a pending CK_VIEW_DCP_FROM directory
  * from its .metadata's composite, once (call without ns_lock): 0, or
  * -errno when the composite cannot be built. */
@@ -236,6 +240,9 @@ int composite_build_index(struct ck_view *v, struct ck_vnode *n, struct phys_fil
 			  struct ck_vfile *f);
 /* view.c */
 int view_node_vfile(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out);
+/* view_node_vfile, with every tensor of the composite listed (DCP saves
+ * served as saved list theirs on first use). */
+int view_node_tensors(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out);
 
 /* A growable array of nodes (refs.c, warm.c); zero-initialized is empty. */
 struct node_list {

@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	{
 		struct ck_dcp_source src[2] = { { m, NULL, NULL }, { m, "older/", NULL } };
 
-		if (ck_dcp_merge(src, 2, &out, &err) == 0) {
+		if (ck_dcp_merge(src, 2, CK_DCP_MERGE_ALWAYS_EMIT, &out, &err) == 0) {
 			if (out.nmerged != 2 || out.npicks != m->nentries)
 				abort();
 			if (ck_dcp_parse(out.bytes.data, out.bytes.len, &back, &err) || back->nentries != m->nentries ||

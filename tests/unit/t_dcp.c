@@ -154,7 +154,7 @@ static void test_merge_series(const char *newest_name, const char *older_name, s
 
 	if (!newest || !older)
 		goto done;
-	rc = ck_dcp_merge(src, 2, &out, &err);
+	rc = ck_dcp_merge(src, 2, CK_DCP_MERGE_ALWAYS_EMIT, &out, &err);
 	CHECK(rc == 0, "merge %s + %s: %s", newest_name, older_name, err.msg);
 	if (rc)
 		goto done;
@@ -223,7 +223,7 @@ static void test_not_mixed(const char *newest_name, const char *older_name, cons
 
 	if (!newest || !older)
 		goto done;
-	CHECK(ck_dcp_merge(src, 2, &out, &err) == 0, "%s", err.msg);
+	CHECK(ck_dcp_merge(src, 2, CK_DCP_MERGE_ALWAYS_EMIT, &out, &err) == 0, "%s", err.msg);
 	CHECK(out.nmerged == 1 && strstr(out.why, why), "%s + %s: merged %zu, why '%s'", newest_name, older_name,
 	      out.nmerged, out.why);
 	CHECK(out.npicks == newest->nentries, "%zu FQNs", out.npicks);
@@ -232,6 +232,29 @@ static void test_not_mixed(const char *newest_name, const char *older_name, cons
 	ck_dcp_merged_free(&out);
 done:
 	ck_dcp_free(back);
+	ck_dcp_free(newest);
+	ck_dcp_free(older);
+}
+
+/* A full save over a partial one takes nothing from it: no .metadata to
+ * write unless asked. */
+static void test_nothing_older(void)
+{
+	struct ck_dcp_meta *newest = parse_file("torch113-1rank-step10.metadata");
+	struct ck_dcp_meta *older = parse_file("torch113-1rank-step20.metadata");
+	struct ck_dcp_source src[2] = { { newest, NULL, "step-30" }, { older, "x/", "step-20" } };
+	struct ck_dcp_merged out;
+	struct ck_error err = { "" };
+
+	if (newest && older) {
+		CHECK(ck_dcp_merge(src, 2, 0, &out, &err) == 0 && out.nmerged == 2 && out.npicks == 49 &&
+			      out.bytes.len == 0,
+		      "%s: %zu bytes written", err.msg, out.bytes.len);
+		ck_dcp_merged_free(&out);
+		CHECK(ck_dcp_merge(src, 2, CK_DCP_MERGE_ALWAYS_EMIT, &out, &err) == 0 && out.bytes.len > 1000, "%s",
+		      err.msg);
+		ck_dcp_merged_free(&out);
+	}
 	ck_dcp_free(newest);
 	ck_dcp_free(older);
 }
@@ -549,7 +572,7 @@ static void test_class_paths(void)
 	{
 		struct ck_dcp_source src[2] = { { ma, NULL, NULL }, { mb, "o/", NULL } };
 
-		CHECK(ck_dcp_merge(src, 2, &out, &err) == 0 && out.nmerged == 2 && out.npicks == 4, "%s %s", err.msg,
+		CHECK(ck_dcp_merge(src, 2, CK_DCP_MERGE_ALWAYS_EMIT, &out, &err) == 0 && out.nmerged == 2 && out.npicks == 4, "%s %s", err.msg,
 		      out.why);
 		CHECK(!memmem(out.bytes.data, out.bytes.len, "_shard", 6), "the older class path survived");
 		CHECK(ck_dcp_parse(out.bytes.data, out.bytes.len, &back, &err) == 0 && back->nentries == 4, "%s",
@@ -577,6 +600,7 @@ int main(void)
 	test_not_mixed("layout24-2rank-step20.metadata", "torch113-2rank-step10.metadata", "torch 1.13");
 	test_not_mixed("layout24-2rank-step20-bf16.metadata", "layout24-2rank-step10.metadata",
 		       "'model.layers.1.weight' is float32 [16, 16] in step-10 but bfloat16 [16, 16] in step-20");
+	test_nothing_older();
 	test_defects();
 	test_files();
 	test_garbled();
