@@ -100,6 +100,13 @@ grep -Eq "^ +layers.1 +8 .* 0 +100.0%$" "$tmp/stats30.out" || fail "stats: layer
 "$CKPTCTL" verify "$store" two >"$tmp/verify.out" || fail "ckptctl verify: $(tail -3 "$tmp/verify.out")"
 ck_umount "$m"
 
+# Every .metadata written by ckptfs's emitter, the full save's too.
+ck_mount "$store" "$m" -o ro,always_synthesize
+ck_py dcp_series.py check "$m/one" "$tmp/one" || fail "the one-process series, every .metadata synthesized"
+getfattr -n user.ckptfs.sources --only-values "$m/one/step-10/.metadata" | grep -q '"synthesized": true' ||
+	fail "step-10/.metadata is not synthesized with -o always_synthesize"
+ck_umount "$m"
+
 # Deleting the full save keeps what the merged ones draw on.
 "$CKPTCTL" rm "$store" one/step-10 >"$tmp/rm.out" || fail "ckptctl rm: $(tail -3 "$tmp/rm.out")"
 grep -q "kept .*one/step-10/.metadata" "$tmp/rm.out" || fail "step-10's .metadata was not kept: $(cat "$tmp/rm.out")"
