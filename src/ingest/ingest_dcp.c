@@ -36,6 +36,7 @@
 
 #include "ckptfs/dcp.h"
 #include "ckptfs/fileio.h"
+#include "ckptfs/str.h"
 #include "ingester.h"
 
 #define Z64_END_LEN 56
@@ -47,16 +48,6 @@ struct blob {
 	uint64_t start, end;
 };
 
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const uint8_t *p)
-{
-	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
 /* The start of the zip that ends at end, or -1 if none does. */
 static int64_t blob_start(const struct ck_ingest_io *io, uint64_t end)
 {
@@ -66,17 +57,17 @@ static int64_t blob_start(const struct ck_ingest_io *io, uint64_t end)
 
 	if (end < TAIL_LEN || ck_ingest_pread(io, t, sizeof(t), end - TAIL_LEN) < 0)
 		return -1;
-	if (le32(eocd) != 0x06054b50 || eocd[20] || eocd[21] || le32(loc) != 0x07064b50 ||
-	    le32(z64) != 0x06064b50 || le64(z64 + 4) != Z64_END_LEN - 12)
+	if (ck_le32(eocd) != 0x06054b50 || eocd[20] || eocd[21] || ck_le32(loc) != 0x07064b50 ||
+	    ck_le32(z64) != 0x06064b50 || ck_le64(z64 + 4) != Z64_END_LEN - 12)
 		return -1;
 	z64_pos = end - TAIL_LEN;
-	cd_size = le64(z64 + 40);
-	cd_off = le64(z64 + 48);
+	cd_size = ck_le64(z64 + 40);
+	cd_off = ck_le64(z64 + 48);
 	if (cd_size > z64_pos || cd_off > z64_pos - cd_size)
 		return -1;
 	start = z64_pos - cd_size - cd_off;
 	/* The locator points at the zip64 end record, blob-relative. */
-	if (le64(loc + 8) != z64_pos - start)
+	if (ck_le64(loc + 8) != z64_pos - start)
 		return -1;
 	return (int64_t)start;
 }
@@ -184,13 +175,6 @@ static size_t dir_len(const char *rel)
 	return slash ? (size_t)(slash - rel) : 0;
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && !strcmp(s + n - m, suffix);
-}
-
 struct dcp_dir {
 	struct ck_ingest *files;
 	size_t n;
@@ -225,7 +209,7 @@ static int has_data_files(const struct dcp_dir *d)
 	for (size_t i = 0; i < d->n; i++) {
 		const char *r = d->files[i].info.relpath;
 
-		if (dir_len(r) == d->dlen && !strncmp(r, d->dir, d->dlen) && ends_with(r, CK_DCP_DATA_SUFFIX))
+		if (dir_len(r) == d->dlen && !strncmp(r, d->dir, d->dlen) && ck_ends_with(r, CK_DCP_DATA_SUFFIX))
 			return 1;
 	}
 	return 0;
@@ -402,34 +386,6 @@ static int name_file(struct ck_ingest *f, const struct ck_dcp_meta *m, const siz
 	return rc;
 }
 
-static int read_metadata(const char *path, uint8_t **out, size_t *len)
-{
-	struct stat sb;
-	uint8_t *buf;
-	int fd = open(path, O_RDONLY | O_CLOEXEC), rc;
-
-	if (fd < 0 || fstat(fd, &sb) < 0) {
-		rc = -errno;
-		if (fd >= 0)
-			close(fd);
-		return rc;
-	}
-	if ((uint64_t)sb.st_size > MAX_METADATA) {
-		close(fd);
-		return -EFBIG;
-	}
-	buf = malloc((size_t)sb.st_size + 1);
-	rc = buf ? ck_pread_full(fd, buf, (size_t)sb.st_size, 0) : -ENOMEM;
-	close(fd);
-	if (rc < 0) {
-		free(buf);
-		return rc;
-	}
-	*out = buf;
-	*len = (size_t)sb.st_size;
-	return 0;
-}
-
 /* One .metadata: parsed, checked against the files beside it, its items
  * named in their data files. */
 /* qsort has no context argument; ck_ingest_dcp_names runs on one thread
@@ -453,7 +409,7 @@ static int name_save(struct ck_ingest *files, size_t n, struct ck_ingest *meta, 
 	size_t len = 0, *order = NULL;
 	int rc;
 
-	rc = read_metadata(meta->info.src_path, &data, &len);
+	rc = ck_read_file(meta->info.src_path, MAX_METADATA, &data, &len);
 	if (rc == -ENOMEM)
 		return rc;
 	if (rc < 0)

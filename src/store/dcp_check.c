@@ -11,14 +11,8 @@
 #include <string.h>
 
 #include "ckptfs/dcp.h"
+#include "ckptfs/str.h"
 #include "staging.h"
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
 
 /* Length of the directory part of rel ("a/b/x" -> 3, "x" -> 0). */
 static size_t dir_len(const char *rel)
@@ -44,7 +38,7 @@ int ck_dcp_check(char *const *rel, size_t n, struct ck_buf *reasons)
 	int rc = 0;
 
 	for (size_t i = 0; i < n && rc == 0; i++)
-		if (ends_with(rel[i], CK_DCP_DATA_SUFFIX) && !has_metadata(rel, n, rel[i], dir_len(rel[i])))
+		if (ck_ends_with(rel[i], CK_DCP_DATA_SUFFIX) && !has_metadata(rel, n, rel[i], dir_len(rel[i])))
 			rc = ck_buf_printf(reasons, "%s: DCP data file without a .metadata beside it (save not finished)\n",
 					   rel[i]);
 	return rc;

@@ -15,7 +15,9 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/log.h"
+#include "ckptfs/str.h"
 #include "view_internal.h"
 
 /* --- building ------------------------------------------------------------- */
@@ -220,13 +222,6 @@ struct dcp_owners {
 	size_t n;
 };
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && !strcmp(s + n - m, suffix);
-}
-
 static size_t dir_len(const char *rel)
 {
 	const char *slash = strrchr(rel, '/');
@@ -266,7 +261,7 @@ static int other_save(const struct dcp_owners *o, const struct view_ckpt *ck, co
 {
 	const struct dcp_owner *w;
 
-	if (!ends_with(rel, CK_DCP_DATA_SUFFIX))
+	if (!ck_ends_with(rel, CK_DCP_DATA_SUFFIX))
 		return 0;
 	w = owner_of(o, rel, dir_len(rel));
 	return w && w->ck != ck;
@@ -514,7 +509,6 @@ int ck_view_open(const char *store_dir, const struct ck_view_opts *opts, struct 
 {
 	struct ck_view *v = calloc(1, sizeof(*v));
 	pthread_mutexattr_t ma;
-	struct timespec ts;
 	struct ck_vnode *root;
 	char **names = NULL;
 	size_t nnames = 0;
@@ -534,8 +528,7 @@ int ck_view_open(const char *store_dir, const struct ck_view_opts *opts, struct 
 		v->opts = *opts;
 	else
 		v->opts.verify = CK_VERIFY_FIRST;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	v->open_time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	v->open_time_ns = ck_now_ns();
 	if (verify_ahead_init(v)) {
 		rc = -ENOMEM;
 		goto fail;
