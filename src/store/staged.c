@@ -98,12 +98,16 @@ static int validate(struct staged *s)
 		if (rc < 0)
 			return ck_fail(s->err, -rc, "out of memory");
 		s->ningested++;
+	}
+	if (ck_ingest_dcp_names(s->files, s->n, s->st->rules) < 0)
+		return ck_fail(s->err, ENOMEM, "out of memory");
+	for (i = 0; i < s->n; i++) {
 		ck_ingest_report(&s->files[i], s->report, s->rctx);
 		if (s->files[i].info.kind == CK_FILE_BAD &&
 		    ck_reason_add(&s->reasons, "%s: %s", s->rel[i], s->files[i].info.error) < 0)
 			return ck_fail(s->err, ENOMEM, "out of memory");
 	}
-	if (ck_dcp_check(s->src, s->rel, s->n, &s->reasons) < 0)
+	if (ck_dcp_check(s->rel, s->n, &s->reasons) < 0)
 		return ck_fail(s->err, ENOMEM, "out of memory");
 	return 0;
 }

@@ -50,9 +50,10 @@ int ck_reason_add(struct ck_buf *reasons, const char *fmt, ...) __attribute__((f
 int ck_store_write_reason(const char *dir, const char *text, struct ck_error *err);
 
 /* Torch Distributed Checkpoint (DCP) completeness of the listed files: in
- * every directory, .distcp files need a .metadata beside them, and every
- * data file a .metadata names must be there.  Appends a "relpath: why"
- * line to reasons for each problem.  0 or -ENOMEM. */
-int ck_dcp_check(const char *root, char *const *rel, size_t n, struct ck_buf *reasons);
+ * every directory, .distcp files need a .metadata beside them (what a
+ * .metadata names is ck_ingest_dcp_names's to check).  Appends a
+ * "relpath: why" line to reasons for each problem.  0 or
+ * -ENOMEM. */
+int ck_dcp_check(char *const *rel, size_t n, struct ck_buf *reasons);
 
 #endif
