@@ -41,6 +41,12 @@
 #include "ckptfs/chunk.h"
 #include "ckptfs/dtype.h"
 
+/* How a lossy file was coded, as file maps record it: this codec, each
+ * tensor within a bound relative to its largest |x|. */
+#define CK_LOSSY_METHOD 1
+/* "qres-linf" for CK_LOSSY_METHOD, else "?". */
+const char *ck_lossy_method_name(unsigned method);
+
 /* The element types coded lossily; the value is the payload's dtype field. */
 enum ck_lossy_dtype {
 	CK_LOSSY_F32 = 0,

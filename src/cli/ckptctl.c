@@ -11,6 +11,8 @@
  *   ckptctl recover STORE
  *   ckptctl stats STORE [SERIES] [--json] [--chunk-size N]
  *   ckptctl rm STORE SERIES/CKPT [--dry-run]
+ *   ckptctl compact STORE [--lossy B ...] [--dry-run]
+ *   ckptctl lossy STORE [SERIES [BOUND|off] [--keep-exact N] [--exact-every K]]
  */
 #include "config.h"
 
@@ -27,6 +29,7 @@ static const struct cli_cmd *const commands[] = {
 	&cli_cmd_stats, &cli_cmd_rm,
 	&cli_cmd_compact,
 	&cli_cmd_gc,
+	&cli_cmd_lossy,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "ckptfs/json.h"
+#include "ckptfs/packstore.h"
 #include "cli.h"
 
 void cli_error(const char *fmt, ...)
@@ -89,6 +90,19 @@ struct ck_store *cli_open_store(const char *dir, int readonly)
 		return NULL;
 	}
 	return st;
+}
+
+int cli_parse_bound(const char *arg, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v > 0 && v <= CK_LOSSY_BOUND_MAX))
+		return -1;
+	*out = v;
+	return 0;
 }
 
 int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_store **st, char **series,

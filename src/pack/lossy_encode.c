@@ -18,6 +18,11 @@
 /* Codes sampled to choose QUANT or QDELTA. */
 #define SAMPLES 4096
 
+const char *ck_lossy_method_name(unsigned method)
+{
+	return method == CK_LOSSY_METHOD ? "qres-linf" : "?";
+}
+
 int ck_lossy_dtype_of(enum ck_dtype dt, enum ck_lossy_dtype *out)
 {
 	switch (dt) {
