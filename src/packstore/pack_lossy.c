@@ -105,6 +105,9 @@ struct lossy {
 	struct ck_hash128 *written;      /* lossy records of the checkpoint at hand */
 	size_t nwritten, capwritten;
 	struct ck_lossy_report rep;
+	/* a dry run's maps, which the index never gets: the next versions' references */
+	struct { uint64_t file_id; struct ck_fmap map; } *dry;
+	size_t ndry, capdry;
 };
 
 /* Per storage of the file being coded. */
@@ -838,6 +841,46 @@ static int read_back(struct compact *c, MDB_txn *txn, void *arg)
 	return 0;
 }
 
+static int dry_keep(struct lossy *L, uint64_t file_id, struct ck_fmap *map)
+{
+	if (L->ndry == L->capdry) {
+		size_t cap = L->capdry ? 2 * L->capdry : 64;
+		void *g = realloc(L->dry, cap * sizeof(*L->dry));
+
+		if (!g)
+			return -ENOMEM;
+		L->dry = g;
+		L->capdry = cap;
+	}
+	L->dry[L->ndry].file_id = file_id;
+	L->dry[L->ndry].map = *map;   /* taken over */
+	L->ndry++;
+	memset(map, 0, sizeof(*map));
+	return 0;
+}
+
+/* A copy of the map a dry run made for file_id: 0, or -ENOENT. */
+static int dry_map(const struct lossy *L, uint64_t file_id, struct ck_fmap *out)
+{
+	for (size_t i = L->ndry; i-- > 0;) {
+		const struct ck_fmap *m = &L->dry[i].map;
+
+		if (L->dry[i].file_id != file_id)
+			continue;
+		*out = *m;
+		out->chunks = malloc((m->nchunks ? m->nchunks : 1) * sizeof(*m->chunks));
+		out->lossy = malloc((m->nlossy ? m->nlossy : 1) * sizeof(*m->lossy));
+		if (!out->chunks || !out->lossy) {
+			ck_fmap_clear(out);
+			return -ENOMEM;
+		}
+		memcpy(out->chunks, m->chunks, m->nchunks * sizeof(*m->chunks));
+		memcpy(out->lossy, m->lossy, m->nlossy * sizeof(*m->lossy));
+		return 0;
+	}
+	return -ENOENT;
+}
+
 static int usable_ref(const struct lossy *L, const struct ck_fmap *m, uint64_t ckpt_id)
 {
 	if (m->flags & CK_FMAP_LOSSY)
@@ -849,6 +892,36 @@ static int usable_ref(const struct lossy *L, const struct ck_fmap *m, uint64_t c
 			return L->exact[j] && L->p->exact_every && L->ck[j].step >= 0 &&
 			       (uint64_t)L->ck[j].step % L->p->exact_every == 0;
 	return 0;
+}
+
+/* The versions of relpath in the older checkpoints' files of[k] (nearest
+ * first) that serve as references: lossy ones (in the index, or made by
+ * this dry run), or exact ones kept for good. */
+static void lossy_refs(struct compact *c, struct lossy *L, MDB_txn *txn, struct ck_file_info *const *of,
+		       const size_t *on, size_t nolder, const char *relpath, struct refs *r)
+{
+	r->n = 0;
+	for (size_t k = 0; k < nolder && r->n < NEWER_MAX; k++) {
+		const struct ck_file_info *g = NULL;
+		int rc;
+
+		for (size_t i = 0; i < on[k] && !g; i++)
+			if (strcmp(of[k][i].relpath, relpath) == 0)
+				g = &of[k][i];
+		if (!g || g->kind == CK_FILE_BAD || ck_compact_fver_load(c->st, g, &r->v[r->n]) < 0)
+			continue;
+		rc = c->dry ? dry_map(L, g->id, &r->m[r->n]) : -ENOENT;
+		if (rc == -ENOENT)
+			rc = ck_fmap_lookup(txn, c->st, g->id, &r->m[r->n]);
+		if (rc == 0 && r->m[r->n].nchunks == r->v[r->n].lay.n && ck_layout_index(&r->v[r->n].lay) == 0 &&
+		    usable_ref(L, &r->m[r->n], g->ckpt_id)) {
+			r->n++;
+			continue;
+		}
+		if (rc == 0)
+			ck_fmap_clear(&r->m[r->n]);
+		ck_compact_fver_clear(&r->v[r->n]);
+	}
 }
 
 static int lossy_checkpoint(struct compact *c, void *arg)
@@ -906,18 +979,7 @@ static int lossy_checkpoint(struct compact *c, void *arg)
 			rc = ck_fail(c->err, -rc, "%s: %s", f[i].src_path, strerror(-rc));
 			break;
 		}
-		ck_compact_refs_load(c, txn, of, on, nolder, f[i].relpath, &refs);
-		for (size_t r = 0; r < refs.n;) {   /* only versions that stay as they are */
-			if (usable_ref(L, &refs.m[r], refs.v[r].f->ckpt_id)) {
-				r++;
-				continue;
-			}
-			ck_fmap_clear(&refs.m[r]);
-			ck_compact_fver_clear(&refs.v[r]);
-			memmove(&refs.m[r], &refs.m[r + 1], (refs.n - r - 1) * sizeof(refs.m[0]));
-			memmove(&refs.v[r], &refs.v[r + 1], (refs.n - r - 1) * sizeof(refs.v[0]));
-			refs.n--;
-		}
+		lossy_refs(c, L, txn, of, on, nolder, f[i].relpath, &refs);
 		rc = lossy_file(c, L, txn, j->at, &v, have ? &old : NULL, &refs, &map);
 		if (rc == 0 && have && (old.flags & CK_FMAP_PACKED) && !(map.flags & CK_FMAP_LOSSY)) {
 			ck_fmap_clear(&map);   /* packed exactly already, nothing to code */
@@ -938,6 +1000,8 @@ static int lossy_checkpoint(struct compact *c, void *arg)
 			L->rep.logical_bytes += f[i].size;
 			L->rep.before_bytes += have && (old.flags & CK_FMAP_PACKED) ? old.stored_bytes : f[i].size;
 			L->rep.after_bytes += map.stored_bytes;
+			if (c->dry && (map.flags & CK_FMAP_LOSSY) && dry_keep(L, f[i].id, &map) < 0)
+				rc = ck_fail(c->err, ENOMEM, "out of memory");
 			ck_fmap_clear(&map);
 			changed++;
 		}
@@ -1038,4 +1102,7 @@ out:
 	free(L.hold);
 	free(L.written);
 	free(L.made.v);
+	for (size_t i = 0; i < L.ndry; i++)
+		ck_fmap_clear(&L.dry[i].map);
+	free(L.dry);
 }

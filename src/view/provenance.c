@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "ckptfs/json.h"
+#include "ckptfs/lossy.h"
 #include "view_internal.h"
 
 #define XATTR_MAX 65536
@@ -105,4 +106,58 @@ int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 	ck_buf_free(&b);
 	ck_vfile_put(f);
 	return rc;
+}
+
+/* The lossy sources of a composite (the user.ckptfs.lossy xattr): how
+ * and within what they were coded, and the worst error achieved.
+ *
+ *   {"method": "qres-linf", "bound": 0.05, "max_rel_error": 0.0499,
+ *    "sources": [{"checkpoint": "checkpoint-20", "bound": 0.05, "tensors": 81,
+ *                 "max_rel_error": 0.0499}]}
+ *
+ * bound: every element within bound times its tensor's largest |x|.
+ * -ENODATA when every byte the file serves is exact. */
+int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
+{
+	struct ck_buf b = CK_BUF_INIT;
+	struct ck_vfile *f;
+	double bound = 0, worst = 0;
+	unsigned method = 0;
+	size_t lossy = 0;
+	int rc;
+
+	rc = view_node_vfile(v, n, &f);
+	if (rc)
+		return rc;
+	rc = ck_buf_puts(&b, "\"sources\": [");
+	for (size_t i = 0; i < f->nsrcs && !rc; i++) {
+		struct phys_file *pf = f->srcs[i];
+		struct ck_file_pack_info pi;
+
+		if (ck_store_file_pack_info(v->store, pf->info.id, &pi) < 0 || !pi.lossy)
+			continue;
+		rc = ck_buf_puts(&b, lossy++ ? ", {" : "{");
+		if (!rc)
+			rc = put_key(&b, "checkpoint");
+		if (!rc)
+			rc = js_put_string(&b, pf->ckpt->info.name, strlen(pf->ckpt->info.name));
+		if (!rc)
+			rc = ck_buf_printf(&b, ", \"bound\": %.17g, \"tensors\": %u, \"max_rel_error\": %.17g}",
+					   pi.lossy_bound, pi.lossy_storages, pi.lossy_max_rel);
+		if (pi.lossy_bound > bound)
+			bound = pi.lossy_bound;
+		if (pi.lossy_max_rel > worst)
+			worst = pi.lossy_max_rel;
+		method = pi.lossy_method;
+	}
+	if (!rc && lossy)
+		rc = ck_buf_printf(out, "{\"method\": \"%s\", \"bound\": %.17g, \"max_rel_error\": %.17g, ",
+				   ck_lossy_method_name(method), bound, worst);
+	if (!rc && lossy)
+		rc = ck_buf_put(out, b.data, b.len);
+	if (!rc && lossy)
+		rc = ck_buf_puts(out, "]}\n");
+	ck_buf_free(&b);
+	ck_vfile_put(f);
+	return rc ? rc : lossy ? 0 : -ENODATA;
 }

@@ -47,6 +47,11 @@ struct phys_file {
 	 * through the pack and the raw file may be gone. */
 	atomic_int packed_known;
 	_Atomic(struct ck_vpacked *) packed;    /* opened on first use */
+	/* Coded lossily after this view opened the raw file: its bytes are
+	 * no longer the packed form's, so the view keeps reading the raw file
+	 * through fd (which holds them even once compaction removed the
+	 * file), and a file is never served half exact, half lossy. */
+	atomic_int raw_pinned;
 };
 
 struct view_ckpt {
@@ -239,5 +244,7 @@ int view_version_reclaimed(struct ck_view *v, struct phys_file *pf);
 
 /* provenance.c */
 int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out);
+/* The user.ckptfs.lossy xattr: -ENODATA for a file served exactly. */
+int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out);
 
 #endif
