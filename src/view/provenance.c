@@ -142,7 +142,7 @@ int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 		if (!rc)
 			rc = js_put_string(&b, pf->ckpt->info.name, strlen(pf->ckpt->info.name));
 		if (!rc)
-			rc = ck_buf_printf(&b, ", \"bound\": %.17g, \"tensors\": %u, \"max_rel_error\": %.17g}",
+			rc = ck_buf_printf(&b, ", \"bound\": %.15g, \"tensors\": %u, \"max_rel_error\": %.15g}",
 					   pi.lossy_bound, pi.lossy_storages, pi.lossy_max_rel);
 		if (pi.lossy_bound > bound)
 			bound = pi.lossy_bound;
@@ -151,7 +151,7 @@ int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 		method = pi.lossy_method;
 	}
 	if (!rc && lossy)
-		rc = ck_buf_printf(out, "{\"method\": \"%s\", \"bound\": %.17g, \"max_rel_error\": %.17g, ",
+		rc = ck_buf_printf(out, "{\"method\": \"%s\", \"bound\": %.15g, \"max_rel_error\": %.15g, ",
 				   ck_lossy_method_name(method), bound, worst);
 	if (!rc && lossy)
 		rc = ck_buf_put(out, b.data, b.len);
