@@ -7,7 +7,9 @@
  *
  *     y[i] = round(b[i] + T[q[i]])      T[q] = q * step, in binary32
  *
- * where b[i] is the reference chunk's element (QDELTA: a residual against
+ * (y[i] = b[i] bit for bit where q[i] is 0: most residuals are, and a
+ * decoder of a sparse plane of codes touches only the others), where
+ * b[i] is the reference chunk's element (QDELTA: a residual against
  * the reference as it decodes, so that errors never add up along a chain)
  * or one constant (QUANT: self-contained), the sum is one binary32
  * addition (round to nearest even, subnormals kept) and round() is the

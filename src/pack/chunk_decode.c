@@ -31,8 +31,8 @@ static int check_desc(const struct ck_chunk_desc *d, struct ck_error *err)
 }
 
 /* A sparse plane's data (len bytes at p) expanded into plane (n bytes). */
-static int expand_sparse(struct ck_chunk_ctx *ctx, int compact, unsigned k, const uint8_t *p, uint32_t len,
-			 size_t n, uint8_t *plane, struct ck_error *err)
+int ck_sparse_parts(struct ck_chunk_ctx *ctx, int compact, unsigned k, const uint8_t *p, uint32_t len, size_t n,
+		    const uint8_t **bitmap_out, const uint8_t **vals_out, struct ck_error *err)
 {
 	uint8_t *bitmap = ctx->bitmap, *vals = ctx->bitmap + CK_SPARSE_BITMAP;
 	ZSTD_DCtx *dctx = compact ? ctx->dctx_bare : ctx->dctx;
@@ -56,8 +56,20 @@ static int expand_sparse(struct ck_chunk_ctx *ctx, int compact, unsigned k, cons
 	if (ZSTD_isError(got) || got != m)
 		return ck_fail(err, EINVAL, "chunk: sparse plane %u: %s where the bitmap has %zu bytes", k,
 			       ZSTD_isError(got) ? ZSTD_getErrorName(got) : "another number of values", m);
-	ck_sparse_expand(bitmap, vals, n, plane);
+	*bitmap_out = bitmap;
+	*vals_out = vals;
 	return 0;
+}
+
+static int expand_sparse(struct ck_chunk_ctx *ctx, int compact, unsigned k, const uint8_t *p, uint32_t len,
+			 size_t n, uint8_t *plane, struct ck_error *err)
+{
+	const uint8_t *bitmap, *vals;
+	int rc = ck_sparse_parts(ctx, compact, k, p, len, n, &bitmap, &vals, err);
+
+	if (rc == 0)
+		ck_sparse_expand(bitmap, vals, n, plane);
+	return rc;
 }
 
 /* Directory entry k: its mode and length. */

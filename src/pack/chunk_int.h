@@ -142,6 +142,12 @@ size_t ck_sparse_split(const uint8_t *plane, size_t n, uint8_t *bitmap, uint8_t 
 /* The inverse: n bytes into out from bitmap and the nonzero bytes vals
  * (which may be read up to 8 bytes past the last one). */
 void ck_sparse_expand(const uint8_t *bitmap, const uint8_t *vals, size_t n, uint8_t *out);
+/* The bitmap ((n + 7) / 8 bytes) and the nonzero bytes of a sparse plane
+ * of n bytes whose data is the len bytes at p (plane k, for messages),
+ * decoded into ctx->bitmap: 0, or -EINVAL with err.  The values may be
+ * read up to 8 bytes past the last one. */
+int ck_sparse_parts(struct ck_chunk_ctx *ctx, int compact, unsigned k, const uint8_t *p, uint32_t len, size_t n,
+		    const uint8_t **bitmap, const uint8_t **vals, struct ck_error *err);
 /* Bits set in the n / 8 rounded up bytes of bitmap. */
 size_t ck_sparse_count(const uint8_t *bitmap, size_t n);
 

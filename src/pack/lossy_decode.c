@@ -32,29 +32,104 @@ const float *ck_lossy_table_for(struct ck_chunk_ctx *ctx, float step, size_t n)
 	return ctx->table;
 }
 
-/* The elements, one loop per dtype and code width; base is the reference
- * (delta) or the constant. */
-#define DECODE_LOOP(LOAD, STORE)                                                         \
-	for (size_t i = 0; i < n; i++) {                                                 \
-		uint32_t z = wide ? (uint32_t)c0[i] | (uint32_t)c1[i] << 8 : c0[i];      \
-		float b = ref ? LOAD : base;                                             \
-		float v = ck_lossy_recon(b, t[z], nonneg);                               \
-		STORE;                                                                   \
-	}
+/* The elements: one loop for each dtype, code width, base (the reference
+ * or a constant) and clamp, so that none of them branches per element
+ * (a chain decodes every step of it, and this loop is most of the time).
+ * Code 0 is the base itself, bit for bit. */
+#define LOAD_F32(p, i) ck_f32_of_bits(ck_le_load4((p) + 4 * (i)))
+#define LOAD_BF16(p, i) ck_bf16_to_f32(ck_le_load2((p) + 2 * (i)))
+#define LOAD_F16(p, i) ck_f16_to_f32(ck_le_load2((p) + 2 * (i)))
+#define STORE_F32(p, i, v) ck_le_store4((p) + 4 * (i), ck_bits_of_f32(v))
+#define STORE_BF16(p, i, v) ck_le_store2((p) + 2 * (i), ck_f32_to_bf16(v))
+#define STORE_F16(p, i, v) ck_le_store2((p) + 2 * (i), ck_f32_to_f16(v))
+#define COPY_F32(d, s, i) ck_le_store4((d) + 4 * (i), ck_le_load4((s) + 4 * (i)))
+#define COPY_BF16(d, s, i) ck_le_store2((d) + 2 * (i), ck_le_load2((s) + 2 * (i)))
+#define COPY_F16(d, s, i) COPY_BF16(d, s, i)
 
-static void decode_elems(enum ck_lossy_dtype dt, size_t n, const uint8_t *c0, const uint8_t *c1, int wide,
-			 int nonneg, float base, const float *t, const uint8_t *ref, uint8_t *out)
+#define DECODE_FN(NAME, DT, WIDE, DELTA, NONNEG)                                         \
+static void NAME(size_t n, const uint8_t *c0, const uint8_t *c1, float base, const float *t, \
+		 const uint8_t *ref, uint8_t *out)                                       \
+{                                                                                        \
+	(void)c1;                                                                        \
+	(void)base;                                                                      \
+	(void)ref;                                                                       \
+	for (size_t i = 0; i < n; i++) {                                                 \
+		uint32_t z = WIDE ? (uint32_t)c0[i] | (uint32_t)c1[i] << 8 : c0[i];      \
+		if (DELTA && !z)                                                         \
+			COPY_##DT(out, ref, i);                                          \
+		else                                                                     \
+			STORE_##DT(out, i, z ? ck_lossy_recon(DELTA ? LOAD_##DT(ref, i) : base, t[z], NONNEG) \
+						: base);                                 \
+	}                                                                                \
+}
+
+/* The same for one-byte codes kept as a sparse plane (most residuals):
+ * out holds the bases already (the reference, or the constant), and only
+ * the elements whose bit is set are computed. */
+#define SPARSE_FN(NAME, DT, DELTA, NONNEG)                                               \
+static void NAME(size_t n, const uint8_t *bitmap, const uint8_t *vals, float base, const float *t, \
+		 uint8_t *out)                                                           \
+{                                                                                        \
+	(void)base;                                                                      \
+	for (size_t w = 0; w < (n + 7) / 8; w++) {                                       \
+		for (unsigned bits = bitmap[w]; bits; bits &= bits - 1) {                \
+			size_t i = w * 8 + (unsigned)__builtin_ctz(bits);                \
+			uint32_t z = *vals++;                                            \
+			if (z)                                                           \
+				STORE_##DT(out, i, ck_lossy_recon(DELTA ? LOAD_##DT(out, i) : base, t[z], \
+								  NONNEG));              \
+		}                                                                        \
+	}                                                                                \
+}
+
+#define DECODE_FNS(DT)                                                                   \
+DECODE_FN(dec_##DT##_0000, DT, 0, 0, 0) DECODE_FN(dec_##DT##_0001, DT, 0, 0, 1)          \
+DECODE_FN(dec_##DT##_0010, DT, 0, 1, 0) DECODE_FN(dec_##DT##_0011, DT, 0, 1, 1)          \
+DECODE_FN(dec_##DT##_0100, DT, 1, 0, 0) DECODE_FN(dec_##DT##_0101, DT, 1, 0, 1)          \
+DECODE_FN(dec_##DT##_0110, DT, 1, 1, 0) DECODE_FN(dec_##DT##_0111, DT, 1, 1, 1)          \
+SPARSE_FN(sparse_##DT##_00, DT, 0, 0) SPARSE_FN(sparse_##DT##_01, DT, 0, 1)              \
+SPARSE_FN(sparse_##DT##_10, DT, 1, 0) SPARSE_FN(sparse_##DT##_11, DT, 1, 1)
+
+DECODE_FNS(F32)
+DECODE_FNS(BF16)
+DECODE_FNS(F16)
+
+typedef void (*decode_fn)(size_t, const uint8_t *, const uint8_t *, float, const float *, const uint8_t *,
+			  uint8_t *);
+typedef void (*sparse_fn)(size_t, const uint8_t *, const uint8_t *, float, const float *, uint8_t *);
+
+/* [dtype][wide << 2 | delta << 1 | nonneg] */
+static const decode_fn decoders[3][8] = {
+	{ dec_F32_0000, dec_F32_0001, dec_F32_0010, dec_F32_0011,
+	  dec_F32_0100, dec_F32_0101, dec_F32_0110, dec_F32_0111 },
+	{ dec_BF16_0000, dec_BF16_0001, dec_BF16_0010, dec_BF16_0011,
+	  dec_BF16_0100, dec_BF16_0101, dec_BF16_0110, dec_BF16_0111 },
+	{ dec_F16_0000, dec_F16_0001, dec_F16_0010, dec_F16_0011,
+	  dec_F16_0100, dec_F16_0101, dec_F16_0110, dec_F16_0111 },
+};
+/* [dtype][delta << 1 | nonneg] */
+static const sparse_fn sparse_decoders[3][4] = {
+	{ sparse_F32_00, sparse_F32_01, sparse_F32_10, sparse_F32_11 },
+	{ sparse_BF16_00, sparse_BF16_01, sparse_BF16_10, sparse_BF16_11 },
+	{ sparse_F16_00, sparse_F16_01, sparse_F16_10, sparse_F16_11 },
+};
+
+/* n elements of the constant base (rounded to dt). */
+static void fill(enum ck_lossy_dtype dt, size_t n, float base, uint8_t *out)
 {
-	switch (dt) {
-	case CK_LOSSY_BF16:
-		DECODE_LOOP(ck_bf16_to_f32(ck_le_load2(ref + 2 * i)), ck_le_store2(out + 2 * i, ck_f32_to_bf16(v)))
-		break;
-	case CK_LOSSY_F16:
-		DECODE_LOOP(ck_f16_to_f32(ck_le_load2(ref + 2 * i)), ck_le_store2(out + 2 * i, ck_f32_to_f16(v)))
-		break;
-	default:
-		DECODE_LOOP(ck_f32_of_bits(ck_le_load4(ref + 4 * i)), ck_le_store4(out + 4 * i, ck_bits_of_f32(v)))
-		break;
+	uint8_t one[4];
+
+	ck_lossy_store(one, 0, dt, base);
+	if (dt == CK_LOSSY_F32) {
+		uint32_t v = ck_le_load4(one);
+
+		for (size_t i = 0; i < n; i++)
+			ck_le_store4(out + 4 * i, v);
+	} else {
+		uint16_t v = ck_le_load2(one);
+
+		for (size_t i = 0; i < n; i++)
+			ck_le_store2(out + 2 * i, v);
 	}
 }
 
@@ -67,7 +142,8 @@ static int get_f32(const uint8_t *p, float *out)
 int ck_lossy_decode(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload,
 		    const uint8_t *ref, uint8_t *out, struct ck_error *err)
 {
-	unsigned es = d->elem_size, width;
+	unsigned es = d->elem_size, width, w;
+	int delta, nonneg;
 	size_t n = d->raw_len / es, len = d->enc_len, pos, esc_at, vals, end;
 	const uint8_t *planes[8];
 	enum ck_lossy_dtype dt;
@@ -109,16 +185,33 @@ int ck_lossy_decode(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, con
 		return ck_fail(err, EINVAL, "lossy chunk: escaped values past the payload's end");
 	pos += (size_t)nesc * es;
 	width = flags & CK_LOSSY_WIDE ? 2 : 1;
-	rc = ck_planes_decode(ctx, 1, payload + pos, len - pos, n, width, planes, &end, err);
-	if (rc)
-		return rc;
-	if (end != len - pos)
-		return ck_fail(err, EINVAL, "lossy chunk: %zu bytes after the codes", len - pos - end);
 	t = ck_lossy_table_for(ctx, step, (size_t)1 << (8 * width));
 	if (!t)
 		return ck_fail(err, ENOMEM, "out of memory");
-	decode_elems(dt, n, planes[0], width == 2 ? planes[1] : NULL, width == 2, !!(flags & CK_LOSSY_NONNEG),
-		     base, t, d->codec == CK_CODEC_QDELTA ? ref : NULL, out);
+	delta = d->codec == CK_CODEC_QDELTA;
+	nonneg = !!(flags & CK_LOSSY_NONNEG);
+	w = ck_dirent_width(n);
+	if (width == 1 && len - pos >= w && ((ck_le_get(payload + pos, w) & 3) == CK_PLANE_SPARSE) &&
+	    (ck_le_get(payload + pos, w) >> 2) == len - pos - w) {
+		const uint8_t *bitmap, *nonzero;
+
+		rc = ck_sparse_parts(ctx, 1, 0, payload + pos + w, (uint32_t)(len - pos - w), n, &bitmap, &nonzero, err);
+		if (rc)
+			return rc;
+		if (!delta)
+			fill(dt, n, base, out);
+		else if (out != ref)
+			memcpy(out, ref, n * es);
+		sparse_decoders[dt][delta << 1 | nonneg](n, bitmap, nonzero, base, t, out);
+	} else {
+		rc = ck_planes_decode(ctx, 1, payload + pos, len - pos, n, width, planes, &end, err);
+		if (rc)
+			return rc;
+		if (end != len - pos)
+			return ck_fail(err, EINVAL, "lossy chunk: %zu bytes after the codes", len - pos - end);
+		decoders[dt][(width == 2) << 2 | delta << 1 | nonneg](n, planes[0], width == 2 ? planes[1] : NULL,
+								       base, t, ref, out);
+	}
 	at = 0;
 	for (uint32_t k = 0; k < nesc; k++) {
 		uint32_t gap;

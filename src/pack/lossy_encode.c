@@ -113,8 +113,11 @@ static int code_of(const struct enc *e, float x, float b, uint32_t *z, float *y)
 
 		if (zz > 0xffff)
 			continue;
-		ck_lossy_store(one, 0, e->dt, ck_lossy_recon(b, e->t[zz], e->nonneg));
+		/* as the decoder: code 0 is the base itself */
+		ck_lossy_store(one, 0, e->dt, zz ? ck_lossy_recon(b, e->t[zz], e->nonneg) : b);
 		v = ck_lossy_load(one, 0, e->dt);
+		if (e->nonneg && v < 0.0f)
+			continue;
 		if (fabs((double)v - (double)x) <= e->bound) {
 			*z = zz;
 			*y = v;
