@@ -35,7 +35,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 	case 'E':
 		if (parse_count(arg, 1000000, &v) < 0 || v == 0) {
 			cli_error("--keep-exact: expected a count of at least 1, not '%s'", arg);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		a->p.keep_newest = (unsigned)v;
 		a->keep_set = 1;
@@ -43,13 +43,13 @@ static int on_opt(void *ctx, int c, const char *arg)
 	case 'e':
 		if (parse_count(arg, ULONG_MAX, &v) < 0) {
 			cli_error("--exact-every: expected a step count, not '%s'", arg);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		a->p.exact_every = v;
 		a->every_set = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static void show(const char *series, const struct ck_lossy_policy *p)
@@ -91,7 +91,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 				       CK_LOSSY_BOUND_MAX, what);
 	st = cli_open_store(store, what == NULL);
 	if (!st)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	if (what) {
 		rc = ck_lossy_policy_set(st, series, strcmp(what, "off") ? &a.p : NULL, &err);
 		if (rc == 0 && strcmp(what, "off") != 0)
@@ -116,9 +116,9 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	ck_store_close(st);
 	if (rc < 0) {
 		cli_error("lossy: %s", err.msg[0] ? err.msg : strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 const struct cli_cmd cli_cmd_lossy = {
