@@ -126,6 +126,7 @@ void ck_chunk_ctx_free(struct ck_chunk_ctx *ctx)
 	free(ctx->out[0]);
 	free(ctx->out[1]);
 	free(ctx->table);
+	free(ctx->values);
 	free(ctx->esc);
 	free(ctx);
 }

@@ -127,6 +127,7 @@ struct ck_chunk_ctx {
 	float *table;       /* CK_LOSSY_TABLE_MAX reconstruction offsets */
 	float table_step;   /* the step table[] was built for ... */
 	size_t table_n;     /* ... and how many entries (0: none yet) */
+	uint32_t *values;   /* CK_LOSSY_TABLE_MAX: a self-contained chunk's decoded elements by code */
 	uint32_t *esc;      /* the encoder's escaped elements */
 };
 

@@ -20,8 +20,14 @@ const float *ck_lossy_table_for(struct ck_chunk_ctx *ctx, float step, size_t n)
 {
 	if (!ctx->table) {
 		ctx->table = malloc(CK_LOSSY_TABLE_MAX * sizeof(*ctx->table));
-		if (!ctx->table)
+		ctx->values = malloc(CK_LOSSY_TABLE_MAX * sizeof(*ctx->values));
+		if (!ctx->table || !ctx->values) {
+			free(ctx->table);
+			free(ctx->values);
+			ctx->table = NULL;
+			ctx->values = NULL;
 			return NULL;
+		}
 		ctx->table_n = 0;
 	}
 	if (ctx->table_n < n || ck_bits_of_f32(ctx->table_step) != ck_bits_of_f32(step)) {
@@ -113,6 +119,37 @@ static const sparse_fn sparse_decoders[3][4] = {
 	{ sparse_BF16_00, sparse_BF16_01, sparse_BF16_10, sparse_BF16_11 },
 	{ sparse_F16_00, sparse_F16_01, sparse_F16_10, sparse_F16_11 },
 };
+
+/* A self-contained chunk's elements depend on their code alone: every
+ * value a code decodes to, as the element's bytes (rounded to dt), once
+ * per chunk, and then each element is one lookup. */
+static void quant_values(enum ck_lossy_dtype dt, size_t nz, float base, const float *t, int nonneg, uint32_t *v)
+{
+	uint8_t one[4] = { 0 };
+
+	for (size_t z = 0; z < nz; z++) {
+		ck_lossy_store(one, 0, dt, z ? ck_lossy_recon(base, t[z], nonneg) : base);
+		v[z] = dt == CK_LOSSY_F32 ? ck_le_load4(one) : ck_le_load2(one);
+	}
+}
+
+static void quant_elems(enum ck_lossy_dtype dt, size_t n, const uint8_t *c0, const uint8_t *c1, const uint32_t *v,
+			uint8_t *out)
+{
+	if (dt == CK_LOSSY_F32 && !c1) {
+		for (size_t i = 0; i < n; i++)
+			ck_le_store4(out + 4 * i, v[c0[i]]);
+	} else if (dt == CK_LOSSY_F32) {
+		for (size_t i = 0; i < n; i++)
+			ck_le_store4(out + 4 * i, v[(uint32_t)c0[i] | (uint32_t)c1[i] << 8]);
+	} else if (!c1) {
+		for (size_t i = 0; i < n; i++)
+			ck_le_store2(out + 2 * i, (uint16_t)v[c0[i]]);
+	} else {
+		for (size_t i = 0; i < n; i++)
+			ck_le_store2(out + 2 * i, (uint16_t)v[(uint32_t)c0[i] | (uint32_t)c1[i] << 8]);
+	}
+}
 
 /* n elements of the constant base (rounded to dt). */
 static void fill(enum ck_lossy_dtype dt, size_t n, float base, uint8_t *out)
@@ -209,8 +246,13 @@ int ck_lossy_decode(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, con
 			return rc;
 		if (end != len - pos)
 			return ck_fail(err, EINVAL, "lossy chunk: %zu bytes after the codes", len - pos - end);
-		decoders[dt][(width == 2) << 2 | delta << 1 | nonneg](n, planes[0], width == 2 ? planes[1] : NULL,
-								       base, t, ref, out);
+		if (!delta && ctx->values) {
+			quant_values(dt, (size_t)1 << (8 * width), base, t, nonneg, ctx->values);
+			quant_elems(dt, n, planes[0], width == 2 ? planes[1] : NULL, ctx->values, out);
+		} else {
+			decoders[dt][(width == 2) << 2 | delta << 1 | nonneg](n, planes[0], width == 2 ? planes[1] : NULL,
+									       base, t, ref, out);
+		}
 	}
 	at = 0;
 	for (uint32_t k = 0; k < nesc; k++) {
