@@ -218,12 +218,19 @@ def main():
 	ap.add_argument("--keep-exact", type=int, default=2)
 	ap.add_argument("--runs", type=int, default=5)
 	ap.add_argument("--resume-steps", type=int, default=200)
+	ap.add_argument("--loads-only", action="store_true",
+			help="time torch.load only (the stores in --work are coded lossily already)")
 	args = ap.parse_args()
 	torch.set_num_threads(max(1, os.cpu_count() or 1))
 	if not os.path.isdir(os.path.join(args.work, "store-full")):
 		os.makedirs(args.work, exist_ok=True)
 		log("training bench/train_gpt.py through writable mounts ...")
 		packs.train(args.work, args.steps, 0)
+	if args.loads_only:
+		store = os.path.join(args.work, "store-full")
+		lossy = [line.split()[1] for line in ctl("ls", store, "full").splitlines()[1:] if line.split()[-1] != "-"]
+		print_loads(args.work, {"coded": dict.fromkeys(lossy), "names": packs.checkpoints(store, "full")}, args.runs)
+		return
 	bounds = [float(b) for b in args.bounds.split(",")]
 	rows = []
 	for s in SERIES:
