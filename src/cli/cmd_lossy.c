@@ -136,8 +136,8 @@ const struct cli_cmd cli_cmd_lossy = {
 		"coded lossily already stay as they are.  'ckptctl compact --dry-run' prints\n"
 		"what a policy would save.\n"
 		"\n"
-		"      --keep-exact N       the newest N checkpoints stay exact (default 2, at least 1)\n"
-		"      --exact-every K      checkpoints whose step is a multiple of K stay exact\n"
+		"  --keep-exact N     the newest N checkpoints stay exact (default 2, at least 1)\n"
+		"  --exact-every K    checkpoints whose step is a multiple of K stay exact\n"
 		"\n"
 		"Exit status: 0 done, 1 error.\n",
 	.run = run,
