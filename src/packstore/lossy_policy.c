@@ -1,17 +1,13 @@
 /* The series' lossy policies: STORE/lossy.conf, one line a series
- * (docs/format.md, "Lossy policies"), read by every compaction and
- * rewritten whole by ckptctl lossy. */
+ * (docs/format.md, "The lossy tier"), read by every compaction and
+ * rewritten whole (ck_file_replace) by ckptctl lossy. */
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "ckptfs/fileio.h"
 #include "ckptfs/packstore.h"
@@ -165,36 +161,21 @@ static char *conf_path(const char *store)
 int ck_lossy_policies_load(const char *store, struct ck_lossy_policy_entry **out, size_t *n, struct ck_error *err)
 {
 	char *path = conf_path(store);
-	struct stat sb;
-	char *text = NULL;
-	int fd, rc;
+	uint8_t *text = NULL;
+	size_t len = 0;
+	int rc;
 
 	*out = NULL;
 	*n = 0;
 	if (!path)
 		return ck_fail(err, ENOMEM, "out of memory");
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0) {
-		rc = errno == ENOENT ? 0 : ck_fail(err, errno, "%s: %s", path, strerror(errno));
-		free(path);
-		return rc;
-	}
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > CONF_MAX_BYTES) {
-		rc = ck_fail(err, EINVAL, "%s: not a regular file under %u bytes", path, CONF_MAX_BYTES);
-		goto out;
-	}
-	text = malloc((size_t)sb.st_size + 1);
-	if (!text) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	rc = ck_pread_full(fd, text, (size_t)sb.st_size, 0);
-	if (rc < 0)
-		ck_fail(err, -rc, "%s: %s", path, strerror(-rc));
+	rc = ck_read_file(path, CONF_MAX_BYTES, &text, &len);
+	if (rc == -ENOENT)
+		rc = 0;   /* no policy recorded */
+	else if (rc < 0)
+		ck_fail(err, -rc, "%s: %s", path, rc == -EFBIG ? "over 1 MiB" : strerror(-rc));
 	else
-		rc = ck_lossy_policies_parse(text, (size_t)sb.st_size, out, n, err);
-out:
-	close(fd);
+		rc = ck_lossy_policies_parse((const char *)text, len, out, n, err);
 	free(text);
 	free(path);
 	return rc;
@@ -218,21 +199,6 @@ int ck_lossy_policy_get(const char *store, const char *series, struct ck_lossy_p
 	return rc;
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 /* The policies as lossy.conf text, the series in name order. */
 static int cmp_entry(const void *a, const void *b)
 {
@@ -243,8 +209,8 @@ static int cmp_entry(const void *a, const void *b)
 static int store_conf(const char *store, struct ck_lossy_policy_entry *v, size_t n, struct ck_error *err)
 {
 	struct ck_buf b = CK_BUF_INIT;
-	char *path = conf_path(store), *tmp = NULL, line[96];
-	int fd = -1, rc = 0;
+	char *path = conf_path(store), line[96];
+	int rc = 0;
 
 	qsort(v, n, sizeof(*v), cmp_entry);
 	rc |= ck_buf_puts(&b, HEADER);
@@ -255,33 +221,11 @@ static int store_conf(const char *store, struct ck_lossy_policy_entry *v, size_t
 		rc |= ck_buf_puts(&b, v[i].series);
 		rc |= ck_buf_putc(&b, '\n');
 	}
-	tmp = path ? malloc(strlen(path) + 32) : NULL;
-	if (rc || !tmp) {
+	if (rc || !path)
 		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	snprintf(tmp, strlen(path) + 32, "%s.tmp.%ld", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	rc = write_all(fd, (const char *)b.data, b.len);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc == 0)
-		rc = ck_fsync_dir(store);
-	if (rc < 0) {
-		unlink(tmp);
-		ck_fail(err, -rc, "%s: %s", path, strerror(-rc));
-	}
-out:
+	else
+		rc = ck_file_replace(path, b.data, b.len, err);
 	ck_buf_free(&b);
-	free(tmp);
 	free(path);
 	return rc;
 }

@@ -149,17 +149,6 @@ static uint8_t *skel_at(const struct skel *s, uint64_t off, uint64_t len)
 	return NULL;
 }
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint16_t le16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | p[1] << 8);
-}
-
 /* The file being coded: where its exact bytes come from. */
 struct src {
 	int fd;                        /* the raw file, or -1 */
@@ -490,13 +479,13 @@ static void find_record(const struct skel *sk, const struct ck_storage_info *s, 
 	for (uint64_t back = 30; back <= LH_SEARCH && back <= s->offset; back++) {
 		const uint8_t *h = skel_at(sk, s->offset - back, 30);
 
-		if (!h || memcmp(h, "PK\3\4", 4) != 0 || 30u + le16(h + 26) + le16(h + 28) != back)
+		if (!h || memcmp(h, "PK\3\4", 4) != 0 || 30u + ck_le16(h + 26) + ck_le16(h + 28) != back)
 			continue;
 		st->zip = 1;
 		st->lh = s->offset - back;
-		st->descriptor = (le16(h + 6) & 0x08) != 0;
-		st->name = skel_at(sk, st->lh + 30, le16(h + 26));
-		st->name_len = le16(h + 26);
+		st->descriptor = (ck_le16(h + 6) & 0x08) != 0;
+		st->name = skel_at(sk, st->lh + 30, ck_le16(h + 26));
+		st->name_len = ck_le16(h + 26);
 		return;
 	}
 }
@@ -537,9 +526,9 @@ static int patch_directory(const struct skel *sk, const struct fver *v, struct s
 			if (b[i] != 'P' || memcmp(b + i, "PK\1\2", 4) != 0)
 				continue;
 			csize = ck_le32(b + i + 20);
-			nlen = le16(b + i + 28);
-			elen = le16(b + i + 30);
-			clen = le16(b + i + 32);
+			nlen = ck_le16(b + i + 28);
+			elen = ck_le16(b + i + 30);
+			clen = ck_le16(b + i + 32);
 			if (i + 46 + nlen + elen + clen > len)
 				continue;
 			if (csize == 0xffffffffu) {   /* zip64: the extra field has it */
@@ -547,7 +536,7 @@ static int patch_directory(const struct skel *sk, const struct fver *v, struct s
 
 				csize = UINT64_MAX;
 				for (uint64_t x = 0; x + 4 <= elen;) {
-					uint16_t id = le16(e + x), sz = le16(e + x + 2);
+					uint16_t id = ck_le16(e + x), sz = ck_le16(e + x + 2);
 
 					if (x + 4 + sz > elen)
 						break;
@@ -572,7 +561,7 @@ static int patch_directory(const struct skel *sk, const struct fver *v, struct s
 				found[s] = 1;
 			}
 			if (have && rc == 0)
-				put_le32(b + i + 16, crc);
+				ck_set_le32(b + i + 16, crc);
 		}
 	}
 	for (size_t s = 0; s < v->ns && rc == 0; s++)
@@ -767,7 +756,7 @@ static int lossy_file(struct compact *c, struct lossy *L, MDB_txn *txn, size_t a
 			continue;
 		crc = record_crc(&sk, &v->s[k], &st[k]);
 		if (crc)
-			put_le32(crc, st[k].crc_new);
+			ck_set_le32(crc, st[k].crc_new);
 	}
 	if (rc == 0 && zipped && (rc = patch_directory(&sk, v, st)) < 0)
 		ck_fail(c->err, -rc, "%s: the zip's central directory does not name a coded record as expected",

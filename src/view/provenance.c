@@ -16,94 +16,86 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/json.h"
 #include "ckptfs/lossy.h"
 #include "view_internal.h"
 
 #define XATTR_MAX 65536
 
-static int put_key(struct ck_buf *b, const char *k)
+/* The document for f (without the per-tensor map unless with_tensors). */
+static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors, struct jw *w)
 {
-	int rc = js_put_string(b, k, strlen(k));
+	const char *file = n->relpath && n->relpath[0] ? n->relpath : n->name;
+	char *where = ck_path_join(n->ckpt->series->name, n->ckpt->info.name);   /* as in the mount */
 
-	return rc ? rc : ck_buf_puts(b, ": ");
-}
-
-static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors, struct ck_buf *b)
-{
-	int rc;
-
-	rc = ck_buf_puts(b, "{");
-	if (!rc)
-		rc = put_key(b, "checkpoint");
-	if (!rc)
-		rc = ck_buf_printf(b, "\"%s/%s\", ", n->ckpt->series->name, n->ckpt->info.name);
-	if (!rc)
-		rc = put_key(b, "file");
-	if (!rc)
-		rc = js_put_string(b, n->relpath && n->relpath[0] ? n->relpath : n->name,
-				   strlen(n->relpath && n->relpath[0] ? n->relpath : n->name));
-	if (!rc)
-		rc = ck_buf_printf(b, ", \"kind\": \"%s\", \"synthesized\": %s, \"sources\": [", f->kind,
-				   f->synthesized ? "true" : "false");
-	for (size_t i = 0; i < f->nsrcs && !rc; i++) {
+	if (!where)
+		return -ENOMEM;
+	jw_begin_obj(w);
+	jw_key(w, "checkpoint");
+	jw_str(w, where);
+	jw_key(w, "file");
+	jw_str(w, file);
+	jw_key(w, "kind");
+	jw_str(w, f->kind);
+	jw_key(w, "synthesized");
+	jw_bool(w, f->synthesized);
+	jw_key(w, "sources");
+	jw_begin_arr(w);
+	for (size_t i = 0; i < f->nsrcs; i++) {
 		struct phys_file *pf = f->srcs[i];
-		size_t count = 0;
+		uint64_t count = 0;
 
 		for (size_t t = 0; t < f->ntensors; t++)
 			count += f->tensors[t].pf == pf;
-		rc = ck_buf_puts(b, i ? ", {" : "{");
-		if (!rc)
-			rc = put_key(b, "checkpoint");
-		if (!rc)
-			rc = js_put_string(b, pf->ckpt->info.name, strlen(pf->ckpt->info.name));
-		if (!rc)
-			rc = ck_buf_printf(b, ", \"step\": %lld, ", (long long)pf->ckpt->info.step);
-		if (!rc)
-			rc = put_key(b, "path");
-		if (!rc)
-			rc = js_put_string(b, pf->info.src_path, strlen(pf->info.src_path));
-		if (!rc)
-			rc = ck_buf_printf(b, ", \"tensors\": %zu}", count);
+		jw_begin_obj(w);
+		jw_key(w, "checkpoint");
+		jw_str(w, pf->ckpt->info.name);
+		jw_key(w, "step");
+		jw_int(w, pf->ckpt->info.step);
+		jw_key(w, "path");
+		jw_str(w, pf->info.src_path);
+		jw_key(w, "tensors");
+		jw_uint(w, count);
+		jw_end_obj(w);
 	}
-	if (!rc)
-		rc = ck_buf_puts(b, "]");
-	if (!rc && with_tensors) {
-		rc = ck_buf_puts(b, ", \"tensors\": {");
-		for (size_t t = 0; t < f->ntensors && !rc; t++) {
-			if (t)
-				rc = ck_buf_puts(b, ", ");
-			if (!rc)
-				rc = put_key(b, f->tensors[t].name);
-			if (!rc)
-				rc = js_put_string(b, f->tensors[t].pf->ckpt->info.name,
-						   strlen(f->tensors[t].pf->ckpt->info.name));
+	jw_end_arr(w);
+	if (with_tensors) {
+		jw_key(w, "tensors");
+		jw_begin_obj(w);
+		for (size_t t = 0; t < f->ntensors; t++) {
+			jw_key(w, f->tensors[t].name);
+			jw_str(w, f->tensors[t].pf->ckpt->info.name);
 		}
-		if (!rc)
-			rc = ck_buf_puts(b, "}");
-	} else if (!rc) {
-		rc = ck_buf_puts(b, ", \"tensors_omitted\": true");
+		jw_end_obj(w);
+	} else {
+		jw_key(w, "tensors_omitted");
+		jw_bool(w, 1);
 	}
-	return rc ? rc : ck_buf_puts(b, "}\n");
+	jw_end_obj(w);
+	free(where);
+	return jw_error(w);
 }
 
 int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 {
-	struct ck_buf b = CK_BUF_INIT;
+	struct jw w = { .b = CK_BUF_INIT, .spaced = 1 };
 	struct ck_vfile *f;
 	int rc;
 
 	rc = view_node_vfile(v, n, &f);
 	if (rc)
 		return rc;
-	rc = sources_json(n, f, 1, &b);
-	if (!rc && b.len > XATTR_MAX) {
-		b.len = 0;
-		rc = sources_json(n, f, 0, &b);
+	rc = sources_json(n, f, 1, &w);
+	if (!rc && w.b.len + 1 > XATTR_MAX) {
+		jw_free(&w);
+		rc = sources_json(n, f, 0, &w);
 	}
 	if (!rc)
-		rc = ck_buf_put(out, b.data, b.len);
-	ck_buf_free(&b);
+		rc = ck_buf_put(out, w.b.data, w.b.len);
+	if (!rc)
+		rc = ck_buf_putc(out, '\n');
+	jw_free(&w);
 	ck_vfile_put(f);
 	return rc;
 }
@@ -119,7 +111,8 @@ int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
  * -ENODATA when every byte the file serves is exact. */
 int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 {
-	struct ck_buf b = CK_BUF_INIT;
+	struct jw w = { .b = CK_BUF_INIT, .spaced = 1 };
+	struct ck_file_pack_info *pi;
 	struct ck_vfile *f;
 	double bound = 0, worst = 0;
 	unsigned method = 0;
@@ -129,35 +122,57 @@ int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 	rc = view_node_vfile(v, n, &f);
 	if (rc)
 		return rc;
-	rc = ck_buf_puts(&b, "\"sources\": [");
-	for (size_t i = 0; i < f->nsrcs && !rc; i++) {
-		struct phys_file *pf = f->srcs[i];
-		struct ck_file_pack_info pi;
-
-		if (ck_store_file_pack_info(v->store, pf->info.id, &pi) < 0 || !pi.lossy)
-			continue;
-		rc = ck_buf_puts(&b, lossy++ ? ", {" : "{");
-		if (!rc)
-			rc = put_key(&b, "checkpoint");
-		if (!rc)
-			rc = js_put_string(&b, pf->ckpt->info.name, strlen(pf->ckpt->info.name));
-		if (!rc)
-			rc = ck_buf_printf(&b, ", \"bound\": %.15g, \"tensors\": %u, \"max_rel_error\": %.15g}",
-					   pi.lossy_bound, pi.lossy_storages, pi.lossy_max_rel);
-		if (pi.lossy_bound > bound)
-			bound = pi.lossy_bound;
-		if (pi.lossy_max_rel > worst)
-			worst = pi.lossy_max_rel;
-		method = pi.lossy_method;
+	pi = calloc(f->nsrcs ? f->nsrcs : 1, sizeof(*pi));
+	if (!pi) {
+		ck_vfile_put(f);
+		return -ENOMEM;
 	}
-	if (!rc && lossy)
-		rc = ck_buf_printf(out, "{\"method\": \"%s\", \"bound\": %.15g, \"max_rel_error\": %.15g, ",
-				   ck_lossy_method_name(method), bound, worst);
-	if (!rc && lossy)
-		rc = ck_buf_put(out, b.data, b.len);
-	if (!rc && lossy)
-		rc = ck_buf_puts(out, "]}\n");
-	ck_buf_free(&b);
+	for (size_t i = 0; i < f->nsrcs; i++) {
+		if (ck_store_file_pack_info(v->store, f->srcs[i]->info.id, &pi[i]) < 0 || !pi[i].lossy) {
+			pi[i].lossy = 0;
+			continue;
+		}
+		lossy++;
+		method = pi[i].lossy_method;
+		if (pi[i].lossy_bound > bound)
+			bound = pi[i].lossy_bound;
+		if (pi[i].lossy_max_rel > worst)
+			worst = pi[i].lossy_max_rel;
+	}
+	if (lossy) {
+		jw_begin_obj(&w);
+		jw_key(&w, "method");
+		jw_str(&w, ck_lossy_method_name(method));
+		jw_key(&w, "bound");
+		jw_double(&w, bound);
+		jw_key(&w, "max_rel_error");
+		jw_double(&w, worst);
+		jw_key(&w, "sources");
+		jw_begin_arr(&w);
+		for (size_t i = 0; i < f->nsrcs; i++) {
+			if (!pi[i].lossy)
+				continue;
+			jw_begin_obj(&w);
+			jw_key(&w, "checkpoint");
+			jw_str(&w, f->srcs[i]->ckpt->info.name);
+			jw_key(&w, "bound");
+			jw_double(&w, pi[i].lossy_bound);
+			jw_key(&w, "tensors");
+			jw_uint(&w, pi[i].lossy_storages);
+			jw_key(&w, "max_rel_error");
+			jw_double(&w, pi[i].lossy_max_rel);
+			jw_end_obj(&w);
+		}
+		jw_end_arr(&w);
+		jw_end_obj(&w);
+		rc = jw_error(&w);
+		if (!rc)
+			rc = ck_buf_put(out, w.b.data, w.b.len);
+		if (!rc)
+			rc = ck_buf_putc(out, '\n');
+	}
+	jw_free(&w);
+	free(pi);
 	ck_vfile_put(f);
 	return rc ? rc : lossy ? 0 : -ENODATA;
 }

@@ -73,7 +73,10 @@ for c in 30 40; do exact checkpoint-$c "$ro"; done
 "$CKPTCTL" ls "$store" run/checkpoint-20 | grep -q "optimizer.pt  \[lossy: .* within $B x max|x|\]" || fail "ls of the files"
 x=$(getfattr --only-values -n user.ckptfs.lossy "$ro/run/checkpoint-20/optimizer.pt") || fail "no user.ckptfs.lossy"
 echo "user.ckptfs.lossy: $x"
-echo "$x" | grep -q "\"method\": \"qres-linf\", \"bound\": $B," || fail "user.ckptfs.lossy: $x"
+"$TORCH_PYTHON" -c 'import json, sys
+d = json.loads(sys.argv[1])
+assert d["method"] == "qres-linf" and d["bound"] == float(sys.argv[2]) and 0 < d["max_rel_error"] <= d["bound"]
+assert d["sources"][0]["checkpoint"] == "checkpoint-20"' "$x" $B || fail "user.ckptfs.lossy: $x"
 getfattr -n user.ckptfs.lossy "$ro/run/checkpoint-40/model.pt" >/dev/null 2>&1 && fail "an exact file has user.ckptfs.lossy"
 getfattr -n user.ckptfs.lossy "$ro/run/checkpoint-20/config.json" >/dev/null 2>&1 && fail "config.json has user.ckptfs.lossy"
 "$CKPTCTL" show "$store" run/checkpoint-20 optimizer.pt --json >"$tmp/show.json" || fail "show failed"
