@@ -4,8 +4,8 @@
         trains tinyllama.py's model, widened so that its matrices are coded
         lossily (at least 4096 elements), with fp32 AdamW, and writes a full
         checkpoint every EVERY steps: OUT/checkpoint-N/ as tinyllama saves it,
-        plus a DCP data file (__0_0.distcp: one torch.save blob per tensor, as
-        torch 2.x's DCP writes them) and its .metadata.
+        plus a DCP save of the model by torch's own writer (a data file of
+        one torch.save blob per tensor, and its .metadata).
     lossy_check.py bound ORIG SERVED BOUND [either]
         every file of the checkpoint directory ORIG read through SERVED (a
         mount's checkpoint): float tensors of at least 4096 elements within
@@ -38,6 +38,7 @@ import zipfile
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import dcp_series  # noqa: E402
 import safetensors_ref  # noqa: E402
 import tinyllama  # noqa: E402
 
@@ -51,14 +52,10 @@ def trainer():
 
 
 def write_dcp(d, sd):
-    """torch.save blobs end to end, as DCP's FileSystemWriter appends them."""
-    with open(os.path.join(d, "__0_0.distcp"), "wb") as f:
-        for name, t in sd.items():
-            buf = io.BytesIO()
-            torch.save(t.clone(), buf)
-            f.write(buf.getvalue())
-    with open(os.path.join(d, ".metadata"), "wb") as f:
-        pickle.dump({"relative_path": "__0_0.distcp", "names": list(sd)}, f, protocol=2)
+    """A torch DCP save of the model into the checkpoint directory, by
+    torch's own writer (dcp_series.py): one torch.save blob per tensor in a
+    data file, and its .metadata."""
+    dcp_series.save_real(d, {"model." + k: v.clone() for k, v in sd.items()}, 1)
 
 
 def train(out, steps, every):
