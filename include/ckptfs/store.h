@@ -145,6 +145,7 @@ int ck_store_reindex(const char *dir, const struct ck_reindex_opts *opts, ck_imp
 #define CK_STORE_STAGING_DIR "staging"
 #define CK_STORE_DATA_DIR "data"
 #define CK_STORE_QUARANTINE_DIR "quarantine"
+#define CK_STORE_WRITERS_DIR "writers"       /* SERIES/DIR: see ck_writers_share */
 
 /* Statuses report() gets from the calls below besides those of an import
  * (0 / -errno per file): the directory was quarantined (path: where it is
@@ -178,14 +179,51 @@ char *ck_store_staging_path(const struct ck_store *st, const char *series, const
  * node committed this very directory since it was validated (under
  * STORE/commit.lock the staged directory is gone and final_name is
  * committed), returns -EALREADY: the checkpoint is committed, exactly once.
- * 0 or -errno with err. */
+ * Before reading the files it holds the directory's writers lock
+ * exclusive (ck_writers_exclusive): -EBUSY when files in it are still
+ * open for writing through a writable mount, on this node or another,
+ * after CK_WRITERS_COMMIT_WAIT_MS.  0 or -errno with err. */
 int ck_store_commit_staged(struct ck_store *st, const char *series, const char *staged_name,
 			   const char *final_name, ck_import_report_fn report, void *ctx, struct ck_error *err);
 
-/* ck_store_commit_staged, reusing what preparsed (may be NULL) returns. */
+/* ck_store_commit_staged, reusing what preparsed (may be NULL) returns,
+ * waiting wait_ms (ck_store_commit_staged: CK_WRITERS_COMMIT_WAIT_MS) for
+ * writers of the directory on other nodes to close their files. */
 int ck_store_commit_staged_with(struct ck_store *st, const char *series, const char *staged_name,
 				const char *final_name, ck_import_report_fn report, void *ctx,
-				ck_preparsed_fn preparsed, void *pctx, struct ck_error *err);
+				ck_preparsed_fn preparsed, void *pctx, unsigned wait_ms, struct ck_error *err);
+
+/* Who writes into a staged directory, on every node: the lock file
+ * STORE/writers/<series>/<dir> (docs/design.md, "Writers on many nodes").
+ * Coordinates through flock only, which the store's filesystem carries
+ * between its clients; no other state is shared.
+ *
+ * share: a writable mount holds it shared (LOCK_SH) from the first file of
+ *   the directory it opens for writing to the last close, after closing
+ *   its own descriptors of those files (so that its writes reached the
+ *   filesystem).  -EBUSY when a commit holds it for
+ *   CK_WRITERS_SHARE_WAIT_MS (the directory is being committed).
+ * exclusive: a commit holds it exclusive (LOCK_EX) from before it reads
+ *   the files until the directory left staging: then no node has a file
+ *   of it open for writing.  Tries for wait_ms, then -EBUSY (err: files
+ *   are open for writing elsewhere).  A process holding it shared itself
+ *   must give that up first (flock locks of one process conflict too).
+ * unlock: gives up either (closes fd; -1 is ignored).
+ * done: the directory left staging (committed, quarantined, gone): the
+ *   lock file is removed, under the exclusive lock fd, which is given up.
+ * sweep: removes the lock files of directories no longer staged that
+ *   nobody holds (what a process killed between its commit and done left).
+ * Descriptors are close-on-exec; a forked child shares the lock until it
+ * closes its copy too.  Names are checked as staged names (-EINVAL).
+ * 0 or -errno with err (may be NULL). */
+#define CK_WRITERS_SHARE_WAIT_MS 200
+#define CK_WRITERS_COMMIT_WAIT_MS 5000
+int ck_writers_share(const char *store, const char *series, const char *dir, int *fd, struct ck_error *err);
+int ck_writers_exclusive(const char *store, const char *series, const char *dir, unsigned wait_ms, int *fd,
+			 struct ck_error *err);
+void ck_writers_unlock(int fd);
+void ck_writers_done(const char *store, const char *series, const char *dir, int fd);
+int ck_writers_sweep(const char *store);
 
 /* The writable mount of a store (STORE/mount.lock, held with flock for
  * as long as the daemon runs).  claim: takes it for mountpoint, fd to

@@ -115,17 +115,22 @@ int ck_writer_commit_target(struct ck_writer *w, const char *series, const char 
  * claim, forgets its node once it left STORE/staging, and lets the view
  * catch up (ck_writer_catch_up).  The names are not notified: answer the
  * request first (the kernel holds the directory's lock until then), then
- * tell the kernel.  0; -EBUSY when a commit of it runs; -EIO when it was
- * quarantined (or the child was killed: the next writable open finishes
- * it); or the store's -errno (-EINVAL: final carries no step, -EEXIST:
- * committed already, -ENOENT: no such directory). */
+ * tell the kernel.  The commit waits up to CK_WRITERS_COMMIT_WAIT_MS for
+ * files of the directory open for writing through other mounts (other
+ * nodes) to be closed; this mount's own handles do not hold it up.  0
+ * (also when another node committed it meanwhile); -EBUSY when a commit of
+ * it runs here, or files of it stay open for writing elsewhere; -EIO when
+ * it was quarantined (or the child was killed: the next writable open
+ * finishes it); or the store's -errno (-EINVAL: final carries no step,
+ * -EEXIST: committed already, -ENOENT: no such directory). */
 int ck_writer_commit_now(struct ck_writer *w, const char *series, const char *name, const char *final);
 /* Commits top directory name of series under its own name when it carries
  * a step, is a directory, and (need_closed) no handle is open in it; the
  * view catches up while it is still claimed (a lookup meanwhile waits,
  * see ck_staging_wait_unclaimed), then names_changed is notified.  0,
- * -EAGAIN when it is not (or no longer) to be committed, or the commit's
- * -errno as for ck_writer_commit_now. */
+ * -EAGAIN when it is not (or no longer) to be committed here, or the
+ * commit's -errno as for ck_writer_commit_now (-EBUSY: files of it are
+ * open for writing on another node, whose last close commits it). */
 int ck_writer_commit_dir(struct ck_writer *w, const char *series, const char *name, int need_closed);
 /* The view follows the index (ck_view_refresh), then inodes_changed is
  * notified with the directories that changed.  Logs a failure to read

@@ -279,8 +279,10 @@ static int serve(struct mount_run *run)
 		struct ck_error err = { { 0 } };
 		struct ck_store *st;
 
-		/* One writable mount per store: in-progress directories are
-		 * claimed per daemon. */
+		/* One writable mount per store and node (beside the node's
+		 * index): in-progress directories are claimed per daemon;
+		 * other nodes' mounts wait for this one's writers through the
+		 * store's writers locks. */
 		if (ck_store_mount_claim(cfg->store, cfg->mountpoint, &run->mount_lock, &err)) {
 			ck_err("%s", err.msg);
 			return status;

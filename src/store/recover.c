@@ -1,5 +1,5 @@
 /* After a crash: finishing staged commits that were cut short, removing
- * temporary files, and listing the quarantine.
+ * temporary files and stale writers locks, and listing the quarantine.
  *
  * A directory under STORE/data/<series>/ was validated and made durable
  * before it was renamed there (staged.c), so one that the index does not
@@ -190,6 +190,10 @@ int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx,
 		keep_first(&r, applied < 0 ? applied : 0, &why);
 	}
 	ck_store_unlock(lock);
+	/* Writers locks of directories that left staging, which a process
+	 * killed right after its commit left (writers.c). */
+	if (rc == 0)
+		ck_writers_sweep(st->path);
 	if (rc < 0)
 		return ck_fail(err, -rc, "%s: recovery: %s", st->path, strerror(-rc));
 	return r.first_rc < 0 ? r.first_rc : r.recovered;

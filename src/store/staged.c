@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "ckptfs/fileio.h"
+#include "ckptfs/log.h"
 #include "commit.h"
 #include "index.h"
 #include "ckptfs/ingest.h"
@@ -366,19 +367,47 @@ static int check_names(const struct ck_store *st, const char *series, const char
 int ck_store_commit_staged(struct ck_store *st, const char *series, const char *staged_name, const char *final_name,
 			   ck_import_report_fn report_fn, void *ctx, struct ck_error *err)
 {
-	return ck_store_commit_staged_with(st, series, staged_name, final_name, report_fn, ctx, NULL, NULL, err);
+	return ck_store_commit_staged_with(st, series, staged_name, final_name, report_fn, ctx, NULL, NULL,
+					   CK_WRITERS_COMMIT_WAIT_MS, err);
+}
+
+/* No node writes into the directory from here until it left staging
+ * (STORE/writers): -EBUSY while one still does after wait_ms.  A store
+ * whose filesystem cannot lock (or that this user cannot write) commits
+ * as a single node would, saying so. */
+static int hold_writers(struct staged *s, unsigned wait_ms, int *fd)
+{
+	struct ck_error why = { { 0 } };
+	int rc = ck_writers_exclusive(s->st->path, s->series, s->staged_name, wait_ms, fd, &why);
+
+	if (rc == -EBUSY)
+		return ck_fail(s->err, EBUSY, "%s", why.msg);
+	if (rc < 0)
+		ck_warn("%s: committed without waiting for other nodes' writers: %s", s->src, why.msg);
+	return 0;
+}
+
+/* After the commit: the lock file goes with the staged directory. */
+static void release_writers(struct staged *s, int fd)
+{
+	struct stat sb;
+
+	if (fd >= 0 && lstat(s->src, &sb) < 0 && errno == ENOENT)
+		ck_writers_done(s->st->path, s->series, s->staged_name, fd);
+	else
+		ck_writers_unlock(fd);
 }
 
 int ck_store_commit_staged_with(struct ck_store *st, const char *series, const char *staged_name,
 				const char *final_name, ck_import_report_fn report_fn, void *ctx,
-				ck_preparsed_fn preparsed, void *pctx, struct ck_error *err)
+				ck_preparsed_fn preparsed, void *pctx, unsigned wait_ms, struct ck_error *err)
 {
 	struct staged s = { .st = st, .series = series, .staged_name = staged_name,
 			    .final_name = final_name ? final_name : staged_name, .report = report_fn, .rctx = ctx,
 			    .preparsed = preparsed, .pctx = pctx, .err = err, .reasons = CK_BUF_INIT };
 	struct stat sb;
 	int64_t step;
-	int lock = -1, rc;
+	int lock = -1, writers = -1, rc;
 	size_t i;
 
 	if (st->readonly)
@@ -389,6 +418,9 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 	s.src = ck_store_staging_path(st, series, staged_name);
 	if (!s.src)
 		return ck_fail(err, ENOMEM, "out of memory");
+	rc = hold_writers(&s, wait_ms, &writers);
+	if (rc < 0)
+		goto out;
 	if (lstat(s.src, &sb) < 0) {
 		rc = errno == ENOENT && committed_elsewhere(&s, 0) ? -EALREADY :
 		     ck_fail(err, errno, "%s: %s", s.src, strerror(errno));
@@ -430,6 +462,7 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 	}
 out:
 	ck_store_unlock(lock);
+	release_writers(&s, writers);
 	for (i = 0; i < s.ningested; i++)
 		ck_ingest_clear(&s.files[i]);
 	free(s.files);

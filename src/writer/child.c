@@ -67,6 +67,8 @@ static void log_commit(const char *series, const char *staged, const char *final
 {
 	if (rc == -EBADMSG)
 		ck_warn("%s/%s: not committed, moved to the quarantine: %s", series, staged, err->msg);
+	else if (rc == -EALREADY || rc == -EBUSY)
+		ck_info("%s/%s: %s", series, staged, err->msg);   /* another node's business */
 	else if (rc)
 		ck_warn("%s/%s: commit as %s failed: %s", series, staged, final,
 			err->msg[0] ? err->msg : strerror(-rc));
@@ -97,7 +99,8 @@ static int commit_staged(const char *store, const char *series, const char *stag
 	if (rc == 0) {
 		/* Files parsed at their last close are not read again. */
 		rc = ck_store_commit_staged_with(st, series, staged, final, NULL, NULL,
-						 ix ? ckw_indexer_find_in_child : NULL, ix, &err);
+						 ix ? ckw_indexer_find_in_child : NULL, ix, CK_WRITERS_COMMIT_WAIT_MS,
+						 &err);
 		ck_store_close(st);
 	}
 	log_commit(series, staged, final, rc, &err);

@@ -10,6 +10,13 @@
  * the claim.  A rename or xattr commit needs none of that: the kernel
  * holds the directory's lock until the request is answered, after the
  * catch-up.
+ *
+ * Other nodes: the child's commit waits for writers of the directory on
+ * other nodes to close their files (its writers lock, held exclusive;
+ * ck_store_commit_staged), and fails with -EBUSY when they do not within
+ * CK_WRITERS_COMMIT_WAIT_MS.  Another node may commit the directory first:
+ * the child's -EALREADY is a commit done, and the view catches up to show
+ * it.
  */
 #include "config.h"
 
@@ -47,13 +54,27 @@ static void forget_if_gone(struct ck_writer *w, const char *path, const char *se
 		ck_staging_removed(w->staging, 0, series, name);
 }
 
+/* -EALREADY: another node committed it. */
+static int committed_elsewhere(const char *series, const char *name, int rc)
+{
+	if (rc != -EALREADY)
+		return rc;
+	ck_info("%s/%s: committed by another node", series, name);
+	return 0;
+}
+
 int ck_writer_commit_now(struct ck_writer *w, const char *series, const char *name, const char *final)
 {
 	char *path = ck_staging_top_path(w->staging, series, name);
 	int rc = ck_staging_claim(w->staging, series, name, 0);
 
 	if (rc == 0) {
-		rc = ckw_commit_in_child(w, series, name, final);
+		/* This mount's own handles, whose releases may not have come
+		 * yet, must not hold the commit up (flock locks of one process
+		 * conflict too); the claim keeps new ones out. */
+		ck_staging_writers_off(w->staging, series, name);
+		rc = committed_elsewhere(series, name, ckw_commit_in_child(w, series, name, final));
+		ck_staging_writers_on(w->staging, series, name);
 		ck_staging_unclaim(w->staging, series, name);
 	}
 	forget_if_gone(w, path, series, name);
@@ -86,7 +107,13 @@ int ck_writer_commit_dir(struct ck_writer *w, const char *series, const char *na
 		free(path);
 		return -EAGAIN;
 	}
-	rc = ckw_commit_in_child(w, series, name, name);
+	/* Not waiting for this mount's own handles: they must not hold up
+	 * the commit (flock locks of one process conflict too). */
+	if (!need_closed)
+		ck_staging_writers_off(w->staging, series, name);
+	rc = committed_elsewhere(series, name, ckw_commit_in_child(w, series, name, name));
+	if (!need_closed)
+		ck_staging_writers_on(w->staging, series, name);
 	/* The view catches up while the directory is still claimed: a lookup
 	 * of its name meanwhile, which finds it neither staged nor in the
 	 * view, waits for the unclaim instead of failing with ENOENT. */

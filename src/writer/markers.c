@@ -94,7 +94,12 @@ void ckw_marker_commit(struct ck_writer *w, const char *series, const char *dir,
 {
 	int rc = ck_writer_commit_dir(w, series, dir, 1);
 
-	if (rc && rc != -EAGAIN)
+	/* Files of it still open for writing on another node: the last close
+	 * there commits it (every node honours the same markers); tried again
+	 * here too, in case that node's daemon died first. */
+	if (rc == -EBUSY)
+		ckw_grace_schedule(w->grace, series, dir);
+	else if (rc && rc != -EAGAIN)
 		ck_warn("%s/%s: commit after %s: %s", series, dir, why, strerror(-rc));
 }
 

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "ckptfs/error.h"
 #include "ckptfs/store.h"
@@ -72,6 +73,8 @@ static void test_rename_commits(struct ck_writer *w)
 {
 	struct ck_staging *s = ck_writer_staging(w);
 	uint64_t top;
+	int status = 0;
+	pid_t pid;
 	char *p;
 
 	stage("run", "tmp-5");
@@ -104,6 +107,24 @@ static void test_rename_commits(struct ck_writer *w)
 	CHECK(ck_writer_commit_now(w, "run", "nothing", "checkpoint-8") == -ENOENT, "no such directory");
 	CHECK(ck_writer_commit_now(w, "run", "tmp-7", "checkpoint-7") == 0, "commit after the claim");
 	CHECK(committed("run", "checkpoint-7"), "checkpoint-7");
+
+	/* Committed by another node meanwhile (here another process): done,
+	 * and the view shows it. */
+	stage("run", "tmp-9");
+	SETUP(ck_staging_get(s, 0, "run", "tmp-9", &top) == 0);
+	pid = fork();
+	SETUP(pid >= 0);
+	if (pid == 0) {
+		struct ck_error err = { { 0 } };
+		struct ck_store *other;
+
+		_exit(ck_store_open(env.store, 0, &other, &err) == 0 &&
+		      ck_store_commit_staged(other, "run", "tmp-9", "checkpoint-9", NULL, NULL, &err) == 0 ? 0 : 1);
+	}
+	SETUP(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(ck_writer_commit_now(w, "run", "tmp-9", "checkpoint-9") == 0, "a commit another node did first");
+	CHECK(committed("run", "checkpoint-9"), "checkpoint-9 is not in the view");
+	CHECK(ck_staging_path(s, top, NULL, &p) == -ESTALE, "the directory committed elsewhere kept its node");
 }
 
 static void test_own_name_commits(struct ck_writer *w)
@@ -133,7 +154,7 @@ static void test_own_name_commits(struct ck_writer *w)
 	CHECK(!ck_staging_busy(s, file), "a refused commit left its claim");
 	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-11", 0) == 0, "commit_dir that need not wait");
 	CHECK(committed("run", "checkpoint-11"), "checkpoint-11");
-	ck_staging_open_end(s, file);
+	ck_staging_open_end(s, file, 1);
 }
 
 static void test_markers(void)
@@ -192,7 +213,7 @@ static void test_markers(void)
 	SETUP(ck_staging_open_begin(s, file, 1) == 0);
 	marker_check(w, "staging/run/checkpoint-24/.metadata");
 	CHECK(!committed("run", "checkpoint-24"), "committed with a file open");
-	ck_writer_released(w, file, 1, ck_staging_open_end(s, file));
+	ck_writer_released(w, file, 1, ck_staging_open_end(s, file, 1));
 	CHECK(committed("run", "checkpoint-24"), "the last close did not commit");
 
 	/* Markers not chosen are files like any other. */
@@ -246,7 +267,7 @@ static void test_parse_at_close(struct ck_writer *w)
 	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", &file) == 0);
 	SETUP(ck_staging_get(s, 0, "run", "latest", &marker) == 0);
 	SETUP(ck_staging_open_begin(s, file, 1) == 0 && ck_staging_open_begin(s, file, 1) == 0);
-	ck_writer_released(w, file, 1, ck_staging_open_end(s, file));
+	ck_writer_released(w, file, 1, ck_staging_open_end(s, file, 1));
 	st = state_of(w, "staging/run/tmp-30/model.safetensors");
 	CHECK(!strcmp(st, "in progress: being written"), "queued with a handle open: %s", st);
 	free(st);
@@ -258,7 +279,7 @@ static void test_parse_at_close(struct ck_writer *w)
 	st = state_of(w, "staging/run/latest");
 	CHECK(!strcmp(st, "in progress: being written"), "a series marker queued: %s", st);
 	free(st);
-	ck_writer_released(w, file, 1, ck_staging_open_end(s, file));
+	ck_writer_released(w, file, 1, ck_staging_open_end(s, file, 1));
 	CHECK(tw_wait_for(parsed, w), "never parsed after its last close");
 	CHECK(tw_exists(&env, "staging/run/tmp-30"), "a temporary name committed");
 }
