@@ -98,6 +98,8 @@ int ck_staging_is_series_file(struct ck_staging *s, uint64_t ino);
  * moved node loses its name (its next use gets -ESTALE). */
 void ck_staging_moved(struct ck_staging *s, uint64_t parent, const char *series, const char *name,
 		      uint64_t newparent, const char *newname);
+/* Whether top node name of series is in the table (with its name). */
+int ck_staging_known(struct ck_staging *s, const char *series, const char *name);
 /* After an unlink, rmdir or commit: the node at (parent, series, name), if
  * any, has no name any more. */
 void ck_staging_removed(struct ck_staging *s, uint64_t parent, const char *series, const char *name);

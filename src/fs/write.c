@@ -59,7 +59,8 @@ static int committed_stat(struct ckfs *fs, fuse_ino_t ino, const char *path, str
 	top = ck_staging_top_path(fs->staging, series, name);
 	if (top && strncmp(path, top, strlen(top)) == 0 &&
 	    asprintf(&vpath, "%s/%s%s", series, name, path + strlen(top)) >= 0 &&
-	    ck_view_resolve(fs->view, vpath, &n) == 0)
+	    (ck_view_resolve(fs->view, vpath, &n) == 0 ||
+	     (ck_writer_moved_elsewhere(fs->writer, series, name) && ck_view_resolve(fs->view, vpath, &n) == 0)))
 		rc = ckfs_stat(fs, n, st);
 	free(vpath);
 	free(top);

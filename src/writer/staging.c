@@ -573,6 +573,16 @@ static int still_staged(struct ck_staging *s, const char *series, const char *na
 	return there;
 }
 
+int ck_staging_known(struct ck_staging *s, const char *series, const char *name)
+{
+	int known;
+
+	pthread_mutex_lock(&s->lock);
+	known = find(s, 0, series, name) >= 0;
+	pthread_mutex_unlock(&s->lock);
+	return known;
+}
+
 void ck_staging_writers_off(struct ck_staging *s, const char *series, const char *name)
 {
 	long slot;

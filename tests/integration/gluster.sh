@@ -72,8 +72,10 @@ ck_gluster() {
 	cp -r /var/lib/glusterd/groups /var/lib/glusterd/hooks "$_gl_dir/wd/" 2>/dev/null || true
 	sed "s|^\( *option working-directory \).*|\1$_gl_dir/wd|" /etc/glusterfs/glusterd.vol >"$_gl_dir/glusterd.vol"
 	grep -q "working-directory $_gl_dir/wd" "$_gl_dir/glusterd.vol" || fail "cannot make a glusterd volfile"
+	# Daemons started from here must not inherit the lock (fd 8): one
+	# that outlived the test would keep every later test waiting.
 	glusterd -f "$_gl_dir/glusterd.vol" -p "$_gl_dir/glusterd.pid" -l "$_gl_dir/glusterd.log" \
-		--log-level WARNING || fail "glusterd did not start (log: $_gl_dir/glusterd.log)"
+		--log-level WARNING 8>&- || fail "glusterd did not start (log: $_gl_dir/glusterd.log)"
 	i=0
 	while [ ! -s "$_gl_dir/glusterd.pid" ] || ! gl_cli volume list >/dev/null 2>&1; do
 		[ $i -lt 200 ] || fail "glusterd does not answer: $(tail -5 "$_gl_dir/glusterd.log")"
@@ -94,7 +96,7 @@ ck_gluster() {
 		_ck_fs_mounts="$_ck_fs_mounts $n"
 		i=0
 		# The bricks may take a moment to come up after the start.
-		until mount -t glusterfs -o log-file="$_gl_dir/$(basename "$n").log" "$host:/$_gl_vol" "$n" 2>/dev/null; do
+		until mount -t glusterfs -o log-file="$_gl_dir/$(basename "$n").log" "$host:/$_gl_vol" "$n" 2>/dev/null 8>&-; do
 			[ $i -lt 50 ] || fail "mount -t glusterfs $host:/$_gl_vol $n: $(tail -3 "$_gl_dir/$(basename "$n").log")"
 			sleep 0.2
 			i=$((i + 1))

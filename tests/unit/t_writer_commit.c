@@ -134,23 +134,23 @@ static void test_own_name_commits(struct ck_writer *w)
 
 	stage("run", "checkpoint-8");
 	env.names_calls = 0;
-	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-8", 1) == 0, "commit_dir");
+	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-8", CK_WRITER_CLOSED) == 0, "commit_dir");
 	CHECK(committed("run", "checkpoint-8"), "checkpoint-8");
 	CHECK(env.names_calls == 1 && !strcmp(env.names_series, "run") && !strcmp(env.names_old, "checkpoint-8") &&
 	      !strcmp(env.names_new, "checkpoint-8"), "names notified: %u, %s %s %s", env.names_calls,
 	      env.names_series, env.names_old, env.names_new);
 	stage("run", "tmp-9");
-	CHECK(ck_writer_commit_dir(w, "run", "tmp-9", 1) == -EAGAIN, "commit_dir without a step");
-	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-404", 1) == -EAGAIN, "commit_dir of nothing");
+	CHECK(ck_writer_commit_dir(w, "run", "tmp-9", CK_WRITER_CLOSED) == -EAGAIN, "commit_dir without a step");
+	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-404", CK_WRITER_CLOSED) == -EAGAIN, "commit_dir of nothing");
 	tw_text(&env, "staging/run/checkpoint-10", "a file");
-	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-10", 1) == -EAGAIN, "commit_dir of a file");
+	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-10", CK_WRITER_CLOSED) == -EAGAIN, "commit_dir of a file");
 
 	/* A file open in it: not now; a rename commit would not wait. */
 	stage("run", "checkpoint-11");
 	SETUP(ck_staging_get(s, 0, "run", "checkpoint-11", &top) == 0);
 	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", &file) == 0);
 	SETUP(ck_staging_open_begin(s, file, 1) == 0);
-	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-11", 1) == -EAGAIN, "commit_dir with a file open");
+	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-11", CK_WRITER_CLOSED) == -EAGAIN, "commit_dir with a file open");
 	CHECK(!ck_staging_busy(s, file), "a refused commit left its claim");
 	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-11", 0) == 0, "commit_dir that need not wait");
 	CHECK(committed("run", "checkpoint-11"), "checkpoint-11");
@@ -304,7 +304,7 @@ static void test_stored_pattern(struct ck_writer *w)
 	CHECK(ck_writer_commit_now(w, "pat", "tmp-x", "ep2") == 0, "commit under the stored pattern");
 	CHECK(committed("pat", "ep2"), "pat/ep2");
 	stage("pat", "ep3");
-	CHECK(ck_writer_commit_dir(w, "pat", "ep3", 1) == 0, "commit_dir under the stored pattern");
+	CHECK(ck_writer_commit_dir(w, "pat", "ep3", CK_WRITER_CLOSED) == 0, "commit_dir under the stored pattern");
 	CHECK(committed("pat", "ep3"), "pat/ep3");
 }
 
