@@ -4,7 +4,10 @@
  * file open), every kind of completion marker and the switch that turns
  * one off, the last close of another file completing a marked directory,
  * a series' stored step pattern, the listing of in-progress directories,
- * and a deletion.  The view follows each commit at once. */
+ * and a deletion.  Other nodes: a commit another node did first is done,
+ * an idle commit of a directory written elsewhere waits, and a directory
+ * committed elsewhere is found at once.  The view follows each commit at
+ * once. */
 #include "config.h"
 
 #include <errno.h>
@@ -127,6 +130,35 @@ static void test_rename_commits(struct ck_writer *w)
 	CHECK(ck_staging_path(s, top, NULL, &p) == -ESTALE, "the directory committed elsewhere kept its node");
 }
 
+/* A directory this mount saw in progress, committed by another node: the
+ * lookup that misses it catches the view up at once. */
+static void test_moved_elsewhere(struct ck_writer *w)
+{
+	struct ck_staging *s = ck_writer_staging(w);
+	int status = 0;
+	uint64_t top;
+	pid_t pid;
+
+	stage("run", "checkpoint-12");
+	SETUP(ck_staging_get(s, 0, "run", "checkpoint-12", &top) == 0);
+	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-12") == 0, "still staged, but moved elsewhere");
+	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-404") == 0, "never seen, but moved elsewhere");
+	pid = fork();
+	SETUP(pid >= 0);
+	if (pid == 0) {
+		struct ck_error err = { { 0 } };
+		struct ck_store *other;
+
+		_exit(ck_store_open(env.store, 0, &other, &err) == 0 &&
+		      ck_store_commit_staged(other, "run", "checkpoint-12", NULL, NULL, NULL, &err) == 0 ? 0 : 1);
+	}
+	SETUP(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(!tw_in_view(&env, "run/checkpoint-12"), "the view caught up by itself");
+	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-12") == 1, "a commit elsewhere not noticed");
+	CHECK(tw_in_view(&env, "run/checkpoint-12"), "the view did not catch up");
+	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-12") == 0, "noticed twice");
+}
+
 static void test_own_name_commits(struct ck_writer *w)
 {
 	struct ck_staging *s = ck_writer_staging(w);
@@ -139,6 +171,21 @@ static void test_own_name_commits(struct ck_writer *w)
 	CHECK(env.names_calls == 1 && !strcmp(env.names_series, "run") && !strcmp(env.names_old, "checkpoint-8") &&
 	      !strcmp(env.names_new, "checkpoint-8"), "names notified: %u, %s %s %s", env.names_calls,
 	      env.names_series, env.names_old, env.names_new);
+	/* At rest here, written on another node: not now, and at once. */
+	stage("run", "checkpoint-13");
+	{
+		struct ck_error err = { { 0 } };
+		int other;
+
+		SETUP(ck_writers_share(env.store, "run", "checkpoint-13", &other, &err) == 0);
+		CHECK(ck_writer_commit_dir(w, "run", "checkpoint-13", CK_WRITER_CLOSED | CK_WRITER_AT_REST) == -EBUSY,
+		      "an idle commit of a directory written elsewhere");
+		CHECK(tw_exists(&env, "staging/run/checkpoint-13/model.safetensors"), "it moved all the same");
+		ck_writers_unlock(other);
+		CHECK(ck_writer_commit_dir(w, "run", "checkpoint-13", CK_WRITER_CLOSED | CK_WRITER_AT_REST) == 0,
+		      "an idle commit once nobody writes");
+		CHECK(committed("run", "checkpoint-13"), "checkpoint-13");
+	}
 	stage("run", "tmp-9");
 	CHECK(ck_writer_commit_dir(w, "run", "tmp-9", CK_WRITER_CLOSED) == -EAGAIN, "commit_dir without a step");
 	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-404", CK_WRITER_CLOSED) == -EAGAIN, "commit_dir of nothing");
@@ -396,6 +443,7 @@ int main(int argc, char **argv)
 	tw_open_view(&env);
 	w = open_writer(CK_MARK_ALL, NULL, 0);
 	test_rename_commits(w);
+	test_moved_elsewhere(w);
 	test_own_name_commits(w);
 	test_parse_at_close(w);
 	test_stored_pattern(w);
