@@ -35,7 +35,7 @@ loop=$!
 
 # Node A packs everything but the newest and removes the raw files; node B
 # learns of it at its next refresh, before the raw files go.
-ctl_a compact "$sa" --keep-raw 1 --reclaim-delay 3 || fail "compact on node A"
+ctl_a compact "$sa" --keep-raw 1 --reclaim-delay 2 || fail "compact on node A"
 [ ! -e "$sa/data/run/step-15/model.pt" ] || fail "compaction kept the raw files of step-15"
 [ -e "$sa/data/run/step-25/model.pt" ] || fail "compaction removed the newest checkpoint's raw files"
 packs_before=$(ls "$sa/packs")
@@ -43,11 +43,11 @@ packs_before=$(ls "$sa/packs")
 # Node A deletes step-5 and step-10 and rewrites every pack with a dead
 # byte: the live records of step-15 and step-20 move to a new pack and the
 # old one is emptied while node B is reading them.
-ctl_a gc "$sa" --keep-last 3 --rewrite-below 100 --reclaim-delay 3 >"$tmp/gc.out" || fail "gc on node A"
+ctl_a gc "$sa" --keep-last 3 --rewrite-below 100 --reclaim-delay 2 >"$tmp/gc.out" || fail "gc on node A"
 cat "$tmp/gc.out"
 grep -q "packs: [1-9][0-9]* rewritten" "$tmp/gc.out" || fail "gc rewrote no pack: $(cat "$tmp/gc.out")"
 [ "$(ls "$sa/packs")" != "$packs_before" ] || fail "gc made no new pack"
-sleep 3   # node B reads on from the new pack
+sleep 2   # node B reads on from the new pack
 kill -0 $loop 2>/dev/null || fail "node B's reader stopped early: $(cat "$tmp/loop.out")"
 touch "$tmp/stop"
 wait $loop || fail "node B's reader failed: $(cat "$tmp/loop.out")"

@@ -27,8 +27,7 @@ opts() { echo "$1${mopts:+,$mopts}"; }
 ctl init "$w/store"
 ck_mount "$w/store" "$mp" -o "$(opts compact=0)"
 mkdir "$mp/run"
-check train "$mp/run" "$plain" 1 3
-check train "$mp/run" "$tmp/partial" 4 4 partial
+check train "$mp/run" "$plain" 1 3 + train "$mp/run" "$tmp/partial" 4 4 partial
 ck_umount "$mp"
 ctl compact "$w/store" --keep-raw 1 --reclaim-delay 0 -q || fail "ckptctl compact failed"
 [ ! -e "$w/store/data/run/step-5/model.pt" ] || fail "compaction left the raw files of step-5"
@@ -40,8 +39,7 @@ ck_py offline_merge.py "$tmp/merged" "$plain/step-5" "$plain/step-10" "$plain/st
 # a fresh mount, and verify finds it intact.
 serves() {
 	ck_mount "$r/$1" "$mp" -o "$(opts ro)"
-	check same "$mp/run" "$plain"
-	check composite "$mp/run/step-20" "$tmp/merged"
+	check same "$mp/run" "$plain" + composite "$mp/run/step-20" "$tmp/merged"
 	ck_umount "$mp"
 	ctl verify "$r/$1" >"$tmp/verify.out" || { cat "$tmp/verify.out"; fail "ckptctl verify $r/$1 exited $?"; }
 	grep -q " 0 damaged" "$tmp/verify.out" || fail "verify of $r/$1: $(cat "$tmp/verify.out")"

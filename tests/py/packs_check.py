@@ -23,6 +23,8 @@ read back after compaction (tests/integration/packs_mount.sh).
   packs_check.py damaged SERIES_DIR PLAIN_DIR
       A pack was damaged: each file either reads back exactly or fails with
       EIO (never other bytes), and at least one fails.  Prints the count.
+
+Several commands joined by "+" run in turn in one process.
 """
 
 import errno
@@ -211,21 +213,29 @@ def damaged(series, plain):
 		sys.exit("the damaged pack was never noticed")
 
 
-def main():
-	cmd = sys.argv[1]
+def run(argv):
+	cmd = argv[0]
 	if cmd == "train":
-		train(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
-		      len(sys.argv) > 6 and sys.argv[6] == "partial")
+		train(argv[1], argv[2], int(argv[3]), int(argv[4]), len(argv) > 5 and argv[5] == "partial")
 	elif cmd == "composite":
-		composite(sys.argv[2], sys.argv[3])
+		composite(argv[1], argv[2])
 	elif cmd == "same":
-		same(sys.argv[2], sys.argv[3])
+		same(argv[1], argv[2])
 	elif cmd == "loop":
-		loop(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5:])
+		loop(argv[1], argv[2], argv[3], argv[4:])
 	elif cmd == "damaged":
-		damaged(sys.argv[2], sys.argv[3])
+		damaged(argv[1], argv[2])
 	else:
 		sys.exit("unknown command " + cmd)
+
+
+def main():
+	# Commands chained with "+" run in one process (torch imported once).
+	argv = sys.argv[1:]
+	while argv:
+		n = argv.index("+") if "+" in argv else len(argv)
+		run(argv[:n])
+		argv = argv[n + 1:]
 
 
 if __name__ == "__main__":
