@@ -11,6 +11,7 @@
  *   ckptctl recover STORE
  *   ckptctl stats STORE [SERIES] [--json] [--chunk-size N]
  *   ckptctl rm STORE SERIES/CKPT [--dry-run]
+ *   ckptctl resume-info STORE SERIES [--json] [--mount MNT]
  */
 #include "config.h"
 
@@ -27,6 +28,7 @@ static const struct cli_cmd *const commands[] = {
 	&cli_cmd_stats, &cli_cmd_rm,
 	&cli_cmd_compact,
 	&cli_cmd_gc,
+	&cli_cmd_resume_info,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -39,7 +41,7 @@ static void usage(FILE *out)
 		     "Manage ckptfs checkpoint stores.\n\nCommands:\n");
 	for (i = 0; i < NCOMMANDS; i++) {
 		if (!commands[i]->hidden)
-			fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+			fprintf(out, "  %-12s %s\n", commands[i]->name, commands[i]->summary);
 	}
 	fprintf(out, "\nRun 'ckptctl COMMAND --help' for a command's options; see ckptctl(1).\n");
 }

@@ -14,6 +14,7 @@
 #define CLI_ERROR 1        /* the command failed */
 #define CLI_PARTIAL 2      /* import: some files refused, the rest indexed; reindex: some manifests damaged */
 #define CLI_DAMAGED 3      /* verify: damage found in the store */
+#define CLI_NONE 4         /* resume-info: no checkpoint to resume from */
 #define CLI_USAGE 64       /* bad command line (sysexits EX_USAGE) */
 
 struct cli_cmd {
@@ -30,6 +31,7 @@ extern const struct cli_cmd cli_cmd_init, cli_cmd_import, cli_cmd_ls, cli_cmd_sh
 	cli_cmd_stats, cli_cmd_rm;
 extern const struct cli_cmd cli_cmd_compact;
 extern const struct cli_cmd cli_cmd_gc;
+extern const struct cli_cmd cli_cmd_resume_info;
 
 /* "ckptctl: <msg>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
