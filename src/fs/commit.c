@@ -99,6 +99,8 @@ int ckfs_commit(struct ckfs *fs, const char *series, const char *staged, const c
 	rc = WEXITSTATUS(status);
 	if (rc == EBADMSG)
 		return -EIO;
+	if (rc == 0)
+		ckfs_health_committed(fs, series, final);   /* answers the series' emergency flag */
 	return -rc;
 }
 

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "ckptfs.h"
+#include "ckptfs/ctl.h"
 #include "ckptfs/memtune.h"
 #include "ckptfs/store.h"
 #include "packs.h"
@@ -36,6 +37,7 @@ struct mount_run {
 	struct ckfs_compactor compactor;
 	int mount_lock;          /* STORE/mount.lock of a writable mount, else -1 */
 	struct ckfs_warmup warmup;
+	struct fuse_lowlevel_ops ops;   /* the table served: the base one with control files */
 };
 
 /* "/dev/fd/N": mount.fuse3 -o drop_privileges mounted already, we serve N. */
@@ -228,10 +230,11 @@ static int new_session(struct mount_run *run)
 	    (cfg->debug && fuse_opt_add_arg(&args, "-d")))
 		rc = -ENOMEM;
 	if (!rc) {
-		/* Without -o ro, the table that also serves in-progress directories. */
-		const struct fuse_lowlevel_ops *ops = cfg->read_only ? &ckfs_ops : &ckfs_rw_ops;
-
-		run->se = fuse_session_new(&args, ops, sizeof(*ops), &run->fs);
+		/* Without -o ro, the table that also serves in-progress directories;
+		 * either way control files (MNT/.ckptfs/) routed first. */
+		run->fs.base_ops = cfg->read_only ? &ckfs_ops : &ckfs_rw_ops;
+		ckfs_ctl_table(run->fs.base_ops, &run->ops);
+		run->se = fuse_session_new(&args, &run->ops, sizeof(run->ops), &run->fs);
 		if (!run->se)
 			rc = -EINVAL;	/* libfuse said why */
 	}
@@ -312,6 +315,15 @@ static int serve(struct mount_run *run)
 		if (rc)
 			ck_warn("cannot start the indexer thread: commits parse every file themselves");
 	}
+	if (ck_ctl_new(&run->fs.ctl)) {
+		ck_err("out of memory");
+		goto close_view;
+	}
+	rc = ckfs_health_setup(&run->fs);
+	if (rc) {
+		ck_err("GPU health: cannot set up the watcher: %s", strerror(-rc));
+		goto close_view;
+	}
 	if (new_session(run))
 		goto close_view;
 	run->fs.se = run->se;
@@ -361,7 +373,9 @@ static int serve(struct mount_run *run)
 		ck_warn("cannot start the compaction thread: the store stays raw until `ckptctl compact`");
 	if (cfg->warmup && ckfs_warmup_start(&run->warmup, run->fs.view, ckfs_warm_verify_max(&run->fs)))
 		ck_warn("cannot start the warm-up thread: composites are built at their first open");
+	ckfs_health_start(&run->fs);
 	rc = run_loop(run);
+	ckfs_health_stop(&run->fs);
 	ckfs_warmup_stop(&run->warmup);
 	ckfs_grace_stop(run->fs.grace);
 	run->fs.grace = NULL;
@@ -386,6 +400,8 @@ remove_handlers:
 destroy:
 	fuse_session_destroy(run->se);
 close_view:
+	ckfs_health_free(&run->fs);
+	ck_ctl_free(run->fs.ctl);
 	ckfs_indexer_stop(run->fs.indexer);
 	ckfs_staging_free(run->fs.staging);
 	ckfs_listings_free(&run->fs);
