@@ -54,7 +54,8 @@ struct series_state {
 	int has_newest;
 	int64_t newest_step;
 	double since_s, interval_s, interval_steps;   /* NaN: unknown */
-	const char *held;           /* why no flag went up although the risk is high */
+	const char *held;           /* why the last flag the risk asked for did not go up */
+	int64_t held_ns;            /* and when */
 };
 
 struct ck_health {
@@ -353,7 +354,6 @@ static int decide(struct ck_health *h, struct series_state *s, const struct ck_h
 	s->newest_step = n ? hist[n - 1].step : 0;
 	s->since_s = n ? (double)(now_ns - hist[n - 1].time_ns) / 1e9 : NAN;
 	save_interval(s, hist, n, &s->interval_s, &s->interval_steps);
-	s->held = NULL;
 	if (n && answers_flag(s, hist[n - 1].step)) {
 		/* A commit the mount did not report (or reported before the
 		 * flag): it answers the flag all the same. */
@@ -367,10 +367,12 @@ static int decide(struct ck_health *h, struct series_state *s, const struct ck_h
 		/* One emergency checkpoint answered, and still no interval to
 		 * measure the next against: wait for a regular one. */
 		s->held = "no save interval yet: an emergency checkpoint was taken";
+		s->held_ns = now_ns;
 		return changed;
 	}
 	if (!isnan(s->interval_s) && s->since_s < h->gap * s->interval_s) {
 		s->held = "within the gap: the newest checkpoint is recent";
+		s->held_ns = now_ns;
 		return changed;
 	}
 	s->flag_id = h->next_flag_id++;
@@ -381,6 +383,7 @@ static int decide(struct ck_health *h, struct series_state *s, const struct ck_h
 		return changed;
 	}
 	s->flagged = 1;
+	s->held = NULL;
 	ck_warn("GPU health: GPU %u risk %.3f >= %.3f: %s/%s raised", h->alert_gpu, h->gpus[h->alert_gpu].risk.score,
 		h->threshold, s->name, h->flag_name);
 	return 1;
@@ -652,6 +655,8 @@ static int put_series(struct ck_buf *b, const struct series_state *s, size_t i)
 	rc = rc ? rc : put_num(b, s->interval_s);
 	rc = rc ? rc : ck_buf_printf(b, ",\"emergency_checkpoints\":%u,\"held\":", s->answered);
 	rc = rc ? rc : (s->held ? put_str(b, s->held) : ck_buf_puts(b, "null"));
+	rc = rc ? rc : ck_buf_puts(b, ",\"held_time\":");
+	rc = rc ? rc : (s->held ? put_time(b, s->held_ns) : ck_buf_puts(b, "null"));
 	return rc ? rc : ck_buf_putc(b, '}');
 }
 
