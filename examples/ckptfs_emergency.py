@@ -59,6 +59,7 @@ class EmergencyWatch:
         self.ckptctl = ckptctl
         self.wait_commit = wait_commit
         self.seen = set()        # flag ids answered by this process
+        self.ranking = None      # what the last parts() chose from: [(layer, change per step)]
 
     def check(self):
         """The reason (a dict) when a flag this process has not answered
@@ -77,11 +78,13 @@ class EmergencyWatch:
 
     def parts(self):
         """Layers for a partial save (a set), or None for a full one."""
+        self.ranking = None
         if not self.partial or not self.store:
             return None
         ranked = changed_most(self.store, os.path.basename(os.path.normpath(self.series_dir)), self.ckptctl)
         if not ranked:
             return None
+        self.ranking = ranked
         keep = max(1, round(len(ranked) * self.partial))
         return {layer for layer, _ in ranked[:keep]}
 

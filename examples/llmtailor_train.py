@@ -249,7 +249,7 @@ def die(why):
     os.kill(os.getpid(), 9)
 
 
-def save_checkpoint(ckpt_dir, t, parts, kill_midway=False, emergency=None):
+def save_checkpoint(ckpt_dir, t, parts, kill_midway=False, emergency=None, changed_most=None):
     """Writes one HF-Trainer-style checkpoint holding only `parts`."""
     os.makedirs(ckpt_dir, exist_ok=True)
     with open(os.path.join(ckpt_dir, "config.json"), "w") as f:
@@ -275,6 +275,8 @@ def save_checkpoint(ckpt_dir, t, parts, kill_midway=False, emergency=None):
              "train_batch_size": BATCH, "saved_parts": sorted(parts)}
     if emergency:
         state["emergency"] = emergency     # the reason ckptfs gave
+    if changed_most:
+        state["changed_most"] = changed_most   # the ranking a partial emergency save chose by
     with open(os.path.join(ckpt_dir, "trainer_state.json"), "w") as f:
         json.dump(state, f, indent=2, sort_keys=True)
         f.write("\n")
@@ -406,10 +408,12 @@ def train(args):
         if t.step == kill_at and not (saving and args.kill_in_save):
             die("after step %d" % t.step)
         reason = watch.check() if watch else None
-        if reason and not saving:
+        if reason:
+            # At once, in place of this step's regular save if it has one.
             parts = watch.parts() or parts_to_save(1, "full", 1)
             name = "checkpoint-%d" % t.step
-            save_checkpoint(os.path.join(args.out, name), t, parts, emergency=reason)
+            save_checkpoint(os.path.join(args.out, name), t, parts, emergency=reason,
+                            changed_most=watch.ranking)
             committed = watch.answered(reason, os.path.join(args.out, name))
             print("  step %3d  loss %.4f  emergency save %s (GPU %s risk %.3f): %s%s"
                   % (t.step, loss.item(), name, reason.get("gpu"), reason.get("score", 0.0), describe(parts),
@@ -418,9 +422,7 @@ def train(args):
                 kill_at = t.step + args.kill_after_emergency
                 if args.kill_after_emergency == 0:
                     die("right after the emergency save at step %d" % t.step)
-        elif reason:
-            watch.answered(reason)        # this step's regular save answers it
-        if saving:
+        elif saving:
             parts = parts_to_save(t.step // args.save_every, args.policy, args.full_every)
             name = "checkpoint-%d" % t.step
             save_checkpoint(os.path.join(args.out, name), t, parts,
