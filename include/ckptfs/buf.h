@@ -27,6 +27,9 @@ int ck_buf_put_le64(struct ck_buf *b, uint64_t v);
 uint8_t *ck_buf_steal(struct ck_buf *b, size_t *len);
 void ck_buf_free(struct ck_buf *b);
 
+/* Frees n strings and the array holding them (NULL is fine). */
+void ck_strv_free(char **v, size_t n);
+
 /* Little-endian loads from untrusted bytes (no alignment needed). */
 static inline uint16_t ck_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static inline uint32_t ck_le32(const uint8_t *p)

@@ -90,29 +90,6 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts,
 		     ck_compact_progress_fn progress, void *ctx, struct ck_compact_stats *stats,
 		     struct ck_error *err);
 
-/* Whether file_id is packed: 1, 0, or -errno. */
-int ck_store_file_packed(struct ck_store *st, uint64_t file_id);
-
-/* What compaction recorded for one file version (ckptctl stats). */
-struct ck_file_pack_info {
-	int mapped;              /* compaction has seen it (0: nothing below is set) */
-	int packed;              /* served from packs; else raw, its chunks mapped */
-	uint64_t size;
-	uint32_t chunks;
-	uint64_t dedup_bytes;    /* chunks stored already elsewhere */
-	uint64_t delta_bytes;    /* raw bytes of chunks stored as deltas */
-	uint64_t plain_bytes;    /* raw bytes of chunks stored self-contained */
-	uint64_t stored_bytes;   /* what its new records take in packs (raw: size) */
-};
-/* 0 and *out (mapped 0 when the file has no map), or -errno.
- *
- * A file mapped but not packed (the newest version of a series when it was
- * compacted) is where the chunk table locates its chunks, and older
- * versions are deltas against them: its bytes must stay until a compaction
- * packs it.  Whoever removes store-owned files (reclaim, gc) must keep such
- * a file on disk. */
-int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_file_pack_info *out);
-
 /* ---- Reading packed files (thread-safe) ---- */
 
 /* A cache of decoded chunks shared by readers, bounded in bytes; one per

@@ -21,17 +21,12 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include "ckptfs/buf.h"
 #include "ckptfs/dtype.h"
 #include "ckptfs/error.h"
 #include "ckptfs/layers.h"
-
-enum ck_file_kind {
-	CK_FILE_OTHER = 0,        /* served as it is (json, txt, tokenizer...) */
-	CK_FILE_TORCH,            /* torch.save zip */
-	CK_FILE_SAFETENSORS,
-	CK_FILE_SAFETENSORS_INDEX,/* *.safetensors.index.json: regenerated for composites */
-	CK_FILE_BAD,              /* looked like a checkpoint but failed to parse; error recorded, not served */
-};
+#include "ckptfs/ingest.h"
+#include "ckptfs/records.h"
 
 struct ck_store;
 
@@ -46,44 +41,12 @@ struct ck_ckpt_info {
 				composites still draw from the files it keeps (ck_store_delete_checkpoint) */
 };
 
-struct ck_file_info {
-	uint64_t id;
-	uint64_t ckpt_id;
-	char *relpath;       /* path inside the checkpoint dir ("model.safetensors", "global_step10/x.pt"); "" for a file checkpoint */
-	enum ck_file_kind kind;
-	char *src_path;      /* absolute path of the physical file */
-	uint64_t dev, ino, size;
-	int64_t mtime_ns;
-	uint32_t ntensors;
-	char *error;         /* CK_FILE_BAD: why */
-};
-
-struct ck_storage_info {   /* a byte range of the physical file holding tensor data */
-	char *key;             /* torch: storage key ("0"); safetensors: tensor name */
-	uint64_t offset, length;
-	uint64_t hash_lo, hash_hi;  /* XXH3-128 of the bytes */
-};
-
-struct ck_tensor_info {
-	char *name;            /* logical name: "model.layers.3.mlp.up_proj.weight", "state.17.exp_avg" */
-	char *layer;           /* "layers.3", "embed", "head", "norm", "optimizer", "other" */
-	enum ck_dtype dtype;
-	int ndim;
-	uint64_t shape[CK_MAX_DIMS];
-	char *storage_key;     /* which ck_storage_info holds it */
-	uint64_t storage_offset;  /* in elements */
-};
-
 struct ck_import_opts {
 	const char *series;        /* series name; default: basename of the imported dir */
 	const char *step_pattern;  /* POSIX ERE whose first group is the step; default: built-in patterns */
 	int verbose;
 };
 
-/* Called once per file the import looked at.  status 0 = indexed, -errno = refused (msg says why),
- * CK_IMPORT_SKIPPED = an entry of a run dir that is not a checkpoint (no step in its name). */
-typedef void (*ck_import_report_fn)(void *ctx, const char *path, int status, const char *msg);
-#define CK_IMPORT_SKIPPED 1
 
 int ck_store_init(const char *dir, struct ck_error *err);
 /* Opens a store.  A store whose index is gone fails with -ENOENT and
@@ -167,22 +130,6 @@ char *ck_store_staging_path(const struct ck_store *st, const char *series, const
 int ck_store_commit_staged(struct ck_store *st, const char *series, const char *staged_name,
 			   const char *final_name, ck_import_report_fn report, void *ctx, struct ck_error *err);
 
-/* Files parsed and hashed ahead of their commit.  The writable mount
- * parses each file at its last close; a commit given the result (see
- * ck_store_commit_staged_with) reuses its hashes when the file is still
- * the same (device, inode, size, mtime) and reads only its headers again.
- * A result that does not parse is never reused. */
-struct ck_preparsed;
-/* Parses, verifies and hashes the file at path as a commit would (relpath:
- * its path inside the checkpoint).  0 (see ck_preparsed_info: kind
- * CK_FILE_BAD with error set when it does not parse) or -ENOMEM. */
-int ck_preparse_file(const struct ck_layer_rules *rules, const char *path, const char *relpath,
-		     struct ck_preparsed **out);
-void ck_preparsed_free(struct ck_preparsed *p);
-/* What the parse found: identity, kind, error, tensor count. */
-const struct ck_file_info *ck_preparsed_info(const struct ck_preparsed *p);
-/* The parse of the file at path, or NULL: asked once per file by a commit. */
-typedef const struct ck_preparsed *(*ck_preparsed_fn)(void *ctx, const char *path);
 /* ck_store_commit_staged, reusing what preparsed (may be NULL) returns. */
 int ck_store_commit_staged_with(struct ck_store *st, const char *series, const char *staged_name,
 				const char *final_name, ck_import_report_fn report, void *ctx,
@@ -220,27 +167,18 @@ void ck_quarantine_info_free(struct ck_quarantine_info *v, size_t n);
 /* Listing.  Arrays are allocated (never NULL on success, even when empty);
  * free with the matching *_free. */
 int ck_store_list_series(struct ck_store *st, char ***names, size_t *n);
-void ck_strv_free(char **v, size_t n);
 /* Checkpoints of a series in ascending step order. */
 int ck_store_list_checkpoints(struct ck_store *st, const char *series, struct ck_ckpt_info **out, size_t *n);
 void ck_ckpt_info_free(struct ck_ckpt_info *v, size_t n);
 int ck_store_list_files(struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n);
-void ck_file_info_free(struct ck_file_info *v, size_t n);
 int ck_store_list_storages(struct ck_store *st, uint64_t file_id, struct ck_storage_info **out, size_t *n);
-void ck_storage_info_free(struct ck_storage_info *v, size_t n);
 int ck_store_list_tensors(struct ck_store *st, uint64_t file_id, struct ck_tensor_info **out, size_t *n);
-void ck_tensor_info_free(struct ck_tensor_info *v, size_t n);
 /* One checkpoint by series and name: 0, -ENOENT, or -errno.  Free with ck_ckpt_info_free(*out, 1). */
 int ck_store_find_checkpoint(struct ck_store *st, const char *series, const char *name, struct ck_ckpt_info **out);
 /* The step pattern stored for a series by `import --pattern` (NULL when it uses the built-ins).
  * 0 and *pattern (caller frees), or -ENOENT if there is no such series. */
 int ck_store_series_pattern(struct ck_store *st, const char *series, char **pattern);
-/* "other", "torch", "safetensors", "safetensors-index", "bad". */
-const char *ck_file_kind_name(enum ck_file_kind kind);
 
-/* Re-stats the physical file: 0 if it is the file that was imported,
- * -ESTALE (with err naming the file and what changed) otherwise. */
-int ck_file_check(const struct ck_file_info *f, struct ck_error *err);
 
 /* Step number in a checkpoint name, by pattern (NULL = built-ins:
  * checkpoint-N, global_stepN, iter_NNNNNNN, step_N, stepN, *_NNNN.pt/.pth/.bin/.safetensors, dcp_N).
@@ -292,5 +230,31 @@ int ck_store_series_stamp(struct ck_store *st, const char *series, uint64_t *sta
  * of files dropped or -errno with err. */
 int ck_store_reclaim(struct ck_store *st, const char *series, uint64_t stamp, const uint64_t *file_ids,
 		     size_t n, ck_import_report_fn report, void *ctx, struct ck_error *err);
+
+/* The packed state of a file version, as the index records it (the chunk
+ * table and file maps: docs/format.md, "Packed store"; compaction and gc
+ * are in include/ckptfs/packstore.h). */
+/* Whether file_id is packed: 1, 0, or -errno. */
+int ck_store_file_packed(struct ck_store *st, uint64_t file_id);
+
+/* What compaction recorded for one file version (ckptctl stats). */
+struct ck_file_pack_info {
+	int mapped;              /* compaction has seen it (0: nothing below is set) */
+	int packed;              /* served from packs; else raw, its chunks mapped */
+	uint64_t size;
+	uint32_t chunks;
+	uint64_t dedup_bytes;    /* chunks stored already elsewhere */
+	uint64_t delta_bytes;    /* raw bytes of chunks stored as deltas */
+	uint64_t plain_bytes;    /* raw bytes of chunks stored self-contained */
+	uint64_t stored_bytes;   /* what its new records take in packs (raw: size) */
+};
+/* 0 and *out (mapped 0 when the file has no map), or -errno.
+ *
+ * A file mapped but not packed (the newest version of a series when it was
+ * compacted) is where the chunk table locates its chunks, and older
+ * versions are deltas against them: its bytes must stay until a compaction
+ * packs it.  Whoever removes store-owned files (reclaim, gc) must keep such
+ * a file on disk. */
+int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_file_pack_info *out);
 
 #endif

@@ -116,3 +116,12 @@ void ck_buf_free(struct ck_buf *b)
 	b->data = NULL;
 	b->len = b->cap = 0;
 }
+
+void ck_strv_free(char **v, size_t n)
+{
+	size_t i;
+
+	for (i = 0; v && i < n; i++)
+		free(v[i]);
+	free(v);
+}

@@ -2,6 +2,9 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "ckptfs/fileio.h"
@@ -25,4 +28,14 @@ int ck_pread_full(int fd, void *buf, size_t len, uint64_t off)
 		len -= (size_t)got;
 	}
 	return 0;
+}
+
+char *ck_path_join(const char *a, const char *b)
+{
+	size_t n = strlen(a) + strlen(b) + 2;
+	char *p = malloc(n);
+
+	if (p)
+		snprintf(p, n, "%s%s%s", a, *a ? "/" : "", b);
+	return p;
 }

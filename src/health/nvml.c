@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "ckptfs/health.h"
-#include "nvml_api.h"
+#include "health/nvml_api.h"
 
 /* The functions used, resolved from the library.  The first group is
  * required; the others are used where the library has them. */

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "ckptfs/store.h"
-#include "ingest.h"
+#include "ckptfs/ingest.h"
 
 /* Replaces the records of checkpoint (ck->series, ck->name) with ck and
  * files in one write transaction, and its manifest before that commits

@@ -16,8 +16,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/pickle.h"
-#include "ingest.h"
+#include "ckptfs/ingest.h"
 #include "staging.h"
 
 #define METADATA ".metadata"

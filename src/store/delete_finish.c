@@ -29,7 +29,7 @@
 #include "delete.h"
 #include "index.h"
 #include "manifest.h"
-#include "pack_store.h"
+#include "chunk_table.h"
 #include "staging.h"
 
 struct finish {

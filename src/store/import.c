@@ -22,7 +22,7 @@
 
 #include "commit.h"
 #include "index.h"
-#include "ingest.h"
+#include "ckptfs/ingest.h"
 
 #define MAX_DIR_DEPTH 32
 #define MAX_SERIES_NAME 255

@@ -1,5 +1,6 @@
-/* Private to src/store: the open store and the LMDB record codec.
- * The schema is described in docs/format.md; keep the two in step. */
+/* Private to src/store and the packs in it (src/packstore): the open store
+ * and the LMDB record codec. The schema is described in docs/format.md;
+ * keep the two in step. */
 #ifndef CKPTFS_STORE_INDEX_H
 #define CKPTFS_STORE_INDEX_H
 
@@ -15,6 +16,7 @@
 #define CK_STORE_INDEX_DIR "index"
 #define CK_STORE_LAYERS_FILE "layers.conf"
 #define CK_STORE_LOCK_FILE "index.lock"      /* writers: shared; reindex: exclusive */
+#define CK_STORE_COMMIT_LOCK "commit.lock"   /* exclusive: staged commits, recovery, packs, deletion */
 #define CK_STORE_MAPSIZE (64ULL << 30)   /* sparse: LMDB only reserves address space */
 #define CK_STORE_FORMAT 1                /* version byte of every record */
 #define CK_CKPT_FLAG_FILE    0x01        /* checkpoint record flags */
@@ -36,10 +38,10 @@ struct ck_store {
 	MDB_env *env;
 	MDB_dbi meta, series, ckpts, files, storages, tensors;
 	struct ck_layer_rules *rules;
-	MDB_dbi chunks, fmaps;   /* the packed store (pack_store.h) */
+	MDB_dbi chunks, fmaps;   /* the packed store (chunk_table.h) */
 	int packs_ready;         /* chunks and fmaps exist (a read-only open of an
 				  * older index may lack them: nothing is packed) */
-	struct ck_pack_pool *pool;   /* decoders and buffers for packed reads (pack_pool.c) */
+	struct ck_pack_pool *pool;   /* decoders and buffers for packed reads (include/ckptfs/pack_pool.h) */
 };
 
 /* LMDB status (0, MDB_* or errno) to -errno. */
@@ -50,10 +52,10 @@ int ck_store_check_marker(const char *dir, struct ck_error *err);
 /* Opens (create: makes) the LMDB environment in directory idx with its
  * named databases into st->env and the dbi fields. */
 int ck_store_open_index(struct ck_store *st, const char *idx, int create, struct ck_error *err);
-/* pack_index.c: opens the packed store's databases, creating them when st
+/* chunk_table.c: opens the packed store's databases, creating them when st
  * is writable (an older index gets them on its first writable open). */
 int ck_pack_dbs_open(struct ck_store *st, struct ck_error *err);
-/* pack_rebuild.c: rebuilds the packed state of the index from packmaps and packs: every
+/* chunk_rebuild.c: rebuilds the packed state of the index from packmaps and packs: every
  * packmap whose maps the index lacks is applied, chunks it names that the
  * index does not locate are found by scanning the packs.  Used by
  * recovery (take_lock: the index lock is taken shared) and reindex (which
@@ -61,10 +63,16 @@ int ck_pack_dbs_open(struct ck_store *st, struct ck_error *err);
  * -errno with err (the first failure; the other packmaps were tried). */
 int ck_pack_rebuild(struct ck_store *st, int take_lock, struct ck_error *err);
 
-/* writelock.c: commits hold STORE/index.lock shared, reindex holds it
- * exclusive, so that no commit goes into an index being replaced.  Returns
- * the locked descriptor in *fd. */
+/* The store's lock files (locks.c), all flock()ed, blocking:
+ *  - STORE/index.lock: commits hold it shared, reindex exclusive, so that
+ *    no commit goes into an index being replaced (ck_store_lock);
+ *  - STORE/commit.lock: staged commits, recovery, compaction, gc and
+ *    deletion hold it exclusive (ck_store_commit_lock).
+ * Each returns 0 with the locked descriptor in *fd (give it to
+ * ck_store_unlock), or -errno with err. */
+int ck_store_lock_file(const char *dir, const char *name, int exclusive, int *fd, struct ck_error *err);
 int ck_store_lock(const char *dir, int exclusive, int *fd, struct ck_error *err);
+int ck_store_commit_lock(const struct ck_store *st, int *fd, struct ck_error *err);
 void ck_store_unlock(int fd);
 /* 0 if st's environment is still STORE/index (not replaced by a reindex
  * since st was opened), -ESTALE with err otherwise. */
@@ -103,9 +111,6 @@ int ck_rec_get_tensor(const MDB_val *v, struct ck_tensor_info *out);
 
 /* Frees the strings of one info (not the struct itself). */
 void ck_ckpt_info_clear(struct ck_ckpt_info *c);
-void ck_file_info_clear(struct ck_file_info *f);
-void ck_storage_info_clear(struct ck_storage_info *s);
-void ck_tensor_info_clear(struct ck_tensor_info *t);
 
 /* Store-internal listing inside an open transaction. */
 int ck_txn_find_checkpoint(MDB_txn *txn, struct ck_store *st, const char *series, const char *name,

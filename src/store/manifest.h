@@ -1,13 +1,12 @@
-/* Private to src/store: checkpoint manifests, the durable record of what
- * each committed checkpoint holds and where (docs/format.md, "Manifests").
- *
- * Every commit writes STORE/manifests/<series>/<checkpoint>.manifest before
- * its index transaction commits; `ckptctl reindex` rebuilds the index from
- * these files alone.  A manifest is text: one record per line, strings
- * quoted and escaped so that the file is printable ASCII, and a last line
- * with the XXH3-128 of everything before it, so that a torn or edited
- * manifest is detected and never half-used.
- */
+/* Private to src/store and the packs in it (src/packstore): checkpoint
+ * manifests, the durable record of what each committed checkpoint holds and
+ * where (docs/format.md, "Manifests"). Every commit writes
+ * STORE/manifests/<series>/<checkpoint>.manifest before its index
+ * transaction commits; `ckptctl reindex` rebuilds the index from these
+ * files alone. A manifest is text: one record per line, strings quoted and
+ * escaped so that the file is printable ASCII, and a last line with the
+ * XXH3-128 of everything before it, so that a torn or edited manifest is
+ * detected and never half-used. */
 #ifndef CKPTFS_STORE_MANIFEST_H
 #define CKPTFS_STORE_MANIFEST_H
 
@@ -17,7 +16,7 @@
 #include "ckptfs/buf.h"
 #include "ckptfs/error.h"
 #include "ckptfs/store.h"
-#include "ingest.h"
+#include "ckptfs/ingest.h"
 
 #define CK_MANIFEST_VERSION 1
 #define CK_MANIFEST_DIR "manifests"

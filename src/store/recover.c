@@ -17,36 +17,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "delete.h"
 #include "index.h"
 #include "manifest.h"
 #include "staging.h"
 
 #define MAX_REASON (64u << 10)
-
-int ck_store_commit_lock(const struct ck_store *st, int *fd, struct ck_error *err)
-{
-	char *path = ck_path_join(st->path, CK_STORE_COMMIT_LOCK);
-	int rc = 0;
-
-	*fd = -1;
-	if (!path)
-		return ck_fail(err, ENOMEM, "out of memory");
-	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-	if (*fd < 0) {
-		rc = ck_fail(err, errno, "%s: %s", path, strerror(errno));
-	} else {
-		while ((rc = flock(*fd, LOCK_EX)) < 0 && errno == EINTR)
-			;
-		if (rc < 0) {
-			rc = ck_fail(err, errno, "%s: cannot lock: %s", path, strerror(errno));
-			close(*fd);
-			*fd = -1;
-		}
-	}
-	free(path);
-	return rc;
-}
 
 static int is_dot(const char *name)
 {
@@ -238,7 +215,7 @@ int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx,
 		struct ck_error why = { { 0 } };
 		int applied = ck_pack_rebuild(st, 1, &why);
 
-		/* A compaction cut short after its packmap (pack_rebuild.c). */
+		/* A compaction cut short after its packmap (chunk_rebuild.c). */
 		keep_first(&r, applied < 0 ? applied : 0, &why);
 	}
 	ck_store_unlock(lock);

@@ -26,9 +26,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "commit.h"
 #include "index.h"
-#include "ingest.h"
+#include "ckptfs/ingest.h"
 #include "manifest.h"
 #include "staging.h"
 

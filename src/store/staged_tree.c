@@ -12,20 +12,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "manifest.h"
 #include "staging.h"
 
 #define MAX_DEPTH 32
-
-char *ck_path_join(const char *a, const char *b)
-{
-	size_t n = strlen(a) + strlen(b) + 2;
-	char *p = malloc(n);
-
-	if (p)
-		snprintf(p, n, "%s%s%s", a, *a ? "/" : "", b);
-	return p;
-}
 
 struct tree {
 	char **rel;

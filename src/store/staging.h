@@ -1,6 +1,7 @@
-/* Private to src/store: the pieces of committing a staged checkpoint
- * directory (staged.c) and of recovering from a commit that was cut short
- * (recover.c).  See docs/format.md, "Staging, data and quarantine". */
+/* Private to src/store and the packs in it (src/packstore): the pieces of
+ * committing a staged checkpoint directory (staged.c) and of recovering
+ * from a commit that was cut short (recover.c). See docs/format.md,
+ * "Staging, data and quarantine". */
 #ifndef CKPTFS_STORE_STAGING_H
 #define CKPTFS_STORE_STAGING_H
 
@@ -10,7 +11,6 @@
 #include "ckptfs/error.h"
 #include "ckptfs/store.h"
 
-#define CK_STORE_COMMIT_LOCK "commit.lock"   /* flock()ed exclusive: staged commits, recovery */
 #define CK_QUARANTINE_REASON "REASON"
 
 /* Test hooks: when the environment variable CKPT_TEST_CRASH_AT equals stage,
@@ -19,9 +19,6 @@
  * and waits until that file is removed.  Test only: they let the crash
  * tests stop a commit between any two steps, or act while it waits. */
 void ck_crash_point(const char *stage);
-
-/* "a/b" (or a copy of b when a is empty); NULL when out of memory. */
-char *ck_path_join(const char *a, const char *b);
 
 /* The regular files under root, as paths relative to it in byte order.
  * Entries that are neither directories nor regular files (symlinks,
@@ -33,10 +30,6 @@ int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error 
 /* mkdir of STORE/area and STORE/area/series as needed, each new entry
  * made durable (fsync of its parent).  0 or -errno with err. */
 int ck_store_area_dir(const char *store, const char *area, const char *series, char **out, struct ck_error *err);
-
-/* STORE/commit.lock taken exclusive (blocking): 0 and *fd for
- * ck_store_unlock(), or -errno with err. */
-int ck_store_commit_lock(const struct ck_store *st, int *fd, struct ck_error *err);
 
 /* Writes dir/REASON durably (temporary file, fsync, rename, fsync of dir). */
 int ck_store_write_reason(const char *dir, const char *text, struct ck_error *err);

@@ -12,8 +12,9 @@
 #include <unistd.h>
 
 #include "ckptfs/log.h"
+#include "ckptfs/pack_pool.h"
+#include "chunk_table.h"
 #include "index.h"
-#include "pack_store.h"
 
 static char *path_join(const char *dir, const char *name)
 {

@@ -14,7 +14,7 @@
 #include <unistd.h>
 
 #include "ckptfs/layers.h"
-#include "../../src/store/ingest.h"
+#include "ingest/ingester.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

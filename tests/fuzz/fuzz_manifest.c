@@ -13,7 +13,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "../../src/store/manifest.h"
+#include "store/manifest.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

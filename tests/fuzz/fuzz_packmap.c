@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/store/pack_store.h"
+#include "packstore/packstore_int.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -13,7 +13,7 @@
 #include <string.h>
 #include <xxhash.h>
 
-#include "../../src/store/delete.h"
+#include "store/delete.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

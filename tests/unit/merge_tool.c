@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "../../src/view/view_internal.h"
+#include "view/view_internal.h"
 #include "testutil.h"
 
 int main(int argc, char **argv)

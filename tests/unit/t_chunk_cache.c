@@ -1,4 +1,4 @@
-/* The decoded-chunk caches (src/store/pack_cache.c): the readers' cache
+/* The decoded-chunk caches (src/packstore/pack_cache.c): the readers' cache
  * is least recently used first out, a hit refreshing an entry; the
  * compaction's is first in, first out, a hit refreshing nothing and an
  * insert of what is there making it the newest, so that a bound of two
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/store/pack_store.h"
+#include "packstore/packstore_int.h"
 #include "testutil.h"
 
 #define CHUNK (CK_CHUNK_MAX / 4)

@@ -20,8 +20,8 @@
 
 #include "ckptfs/store.h"
 #include "testutil.h"
-#include "../../src/store/delete.h"
-#include "../../src/store/manifest.h"
+#include "store/delete.h"
+#include "store/manifest.h"
 
 static char tmp[256];
 static char store[300];

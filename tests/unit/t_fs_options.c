@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/fs/ckptfs.h"
+#include "fs/ckptfs.h"
 
 static int failures;
 

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "ckptfs/layers.h"
-#include "../../src/store/ingest.h"
+#include "ingest/ingester.h"
 #include "testutil.h"
 
 #define NBLOBS 3

@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/view/load_order.h"
-#include "../../src/view/view_internal.h"
+#include "view/load_order.h"
+#include "view/view_internal.h"
 #include "testutil.h"
 
 /* Storages as torch.save lays them out: keys sorted as strings, each

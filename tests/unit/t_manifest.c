@@ -16,7 +16,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
-#include "../../src/store/manifest.h"
+#include "ingest/ingester.h"
+#include "store/manifest.h"
 #include "testutil.h"
 
 static char *xstrdup(const char *s)

@@ -1,4 +1,4 @@
-/* How compaction cuts a file version into chunks (src/store/pack_layout.c):
+/* How compaction cuts a file version into chunks (src/packstore/pack_layout.c):
  * storages on their own, at most CK_CHUNK_MAX each, and the bytes between
  * them named after the storage that follows, so that a newer version's
  * zip header can be found as a delta reference. */
@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../src/store/pack_layout.h"
+#include "packstore/pack_layout.h"
 #include "ckptfs/chunk.h"
 #include "testutil.h"
 

@@ -17,7 +17,7 @@
 
 #include "ckptfs/pack.h"
 #include "ckptfs/torchzip.h"
-#include "../../src/store/pack_store.h"
+#include "packstore/packstore_int.h"
 #include "t_packstore_util.h"
 #include "testutil.h"
 

@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../src/store/pack_store.h"
+#include "packstore/packstore_int.h"
 #include "t_packstore_util.h"
 #include "testutil.h"
 

@@ -20,7 +20,7 @@
 #include <unistd.h>
 
 #include "ckptfs/store.h"
-#include "../../src/store/manifest.h"
+#include "store/manifest.h"
 #include "testutil.h"
 
 static char tmp[256];

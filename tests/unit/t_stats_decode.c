@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "../../src/cli/stats.h"
+#include "cli/stats.h"
 #include "testutil.h"
 
 /* 2^e by repeated halving/doubling: independent of the bit tricks under test. */

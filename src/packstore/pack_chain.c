@@ -12,7 +12,7 @@
 #include <unistd.h>
 
 #include "ckptfs/pack.h"
-#include "pack_store.h"
+#include "packstore_int.h"
 
 void ck_pack_fds_init(struct ck_pack_fds *f)
 {
@@ -130,32 +130,6 @@ void ck_pack_fds_put_raw(struct ck_pack_fds *f, int fd)
 	pthread_mutex_unlock(&f->lock);
 	if (!kept)
 		close(fd);
-}
-
-int ck_decoder_init(struct ck_decoder *d)
-{
-	memset(d, 0, sizeof(*d));
-	if (ck_chunk_ctx_new(NULL, &d->ctx) < 0)
-		return -ENOMEM;
-	d->payload = malloc(CK_CHUNK_MAX);
-	d->buf[0] = malloc(CK_CHUNK_MAX);
-	d->buf[1] = malloc(CK_CHUNK_MAX);
-	d->out = malloc(CK_CHUNK_MAX);
-	if (!d->payload || !d->buf[0] || !d->buf[1] || !d->out) {
-		ck_decoder_clear(d);
-		return -ENOMEM;
-	}
-	return 0;
-}
-
-void ck_decoder_clear(struct ck_decoder *d)
-{
-	ck_chunk_ctx_free(d->ctx);
-	free(d->payload);
-	free(d->buf[0]);
-	free(d->buf[1]);
-	free(d->out);
-	memset(d, 0, sizeof(*d));
 }
 
 int ck_chunk_depth(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, struct ck_hash128 avoid,

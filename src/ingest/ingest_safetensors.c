@@ -9,7 +9,7 @@
 
 #include "ckptfs/json.h"
 #include "ckptfs/safetensors.h"
-#include "ingest.h"
+#include "ingester.h"
 
 static int hash_tensors(struct ck_ingest_io *io, struct ck_ingest *in)
 {

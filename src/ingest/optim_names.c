@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "ckptfs/walk.h"
-#include "ingest.h"
+#include "ingester.h"
 
 #define SCAN_DEPTH 3    /* dict levels searched for optimizer state_dicts */
 

@@ -1,9 +1,13 @@
-/* Writers against reindex.  LMDB already serializes writers of one
+/* The store's lock files (index.h).
+ *
+ * Writers against reindex: LMDB already serializes writers of one
  * environment, but `ckptctl reindex` replaces the environment itself: a
  * commit into the old one after the swap would be lost from the index.
  * So every commit holds STORE/index.lock shared and checks that its
  * environment is still STORE/index; reindex holds it exclusive from its
- * first read of the manifests until the new index is in place. */
+ * first read of the manifests until the new index is in place.
+ * STORE/commit.lock orders whatever moves files in the store: staged
+ * commits, recovery, compaction, gc and deletion. */
 #include "config.h"
 
 #include <errno.h>
@@ -15,18 +19,17 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "index.h"
 
-int ck_store_lock(const char *dir, int exclusive, int *fd, struct ck_error *err)
+int ck_store_lock_file(const char *dir, const char *name, int exclusive, int *fd, struct ck_error *err)
 {
-	size_t n = strlen(dir) + sizeof(CK_STORE_LOCK_FILE) + 1;
-	char *path = malloc(n);
+	char *path = ck_path_join(dir, name);
 	int rc = 0;
 
 	*fd = -1;
 	if (!path)
 		return ck_fail(err, ENOMEM, "out of memory");
-	snprintf(path, n, "%s/%s", dir, CK_STORE_LOCK_FILE);
 	*fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (*fd < 0) {
 		rc = ck_fail(err, errno, "%s: %s", path, strerror(errno));
@@ -41,6 +44,16 @@ int ck_store_lock(const char *dir, int exclusive, int *fd, struct ck_error *err)
 	}
 	free(path);
 	return rc;
+}
+
+int ck_store_lock(const char *dir, int exclusive, int *fd, struct ck_error *err)
+{
+	return ck_store_lock_file(dir, CK_STORE_LOCK_FILE, exclusive, fd, err);
+}
+
+int ck_store_commit_lock(const struct ck_store *st, int *fd, struct ck_error *err)
+{
+	return ck_store_lock_file(st->path, CK_STORE_COMMIT_LOCK, 1, fd, err);
 }
 
 void ck_store_unlock(int fd)

@@ -25,10 +25,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/pack.h"
-#include "manifest.h"
-#include "pack_store.h"
-#include "staging.h"
+#include "store/manifest.h"
+#include "packstore_int.h"
+#include "store/staging.h"
 
 #define GC_DEFAULT_PCT 50
 #define GC_TMP_SUFFIX ".gc.tmp"

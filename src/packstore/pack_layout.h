@@ -1,6 +1,6 @@
-/* Private to src/store: cutting a file version into chunks (pack_layout.c). */
-#ifndef CKPTFS_STORE_PACK_LAYOUT_H
-#define CKPTFS_STORE_PACK_LAYOUT_H
+/* Private to src/packstore: cutting a file version into chunks (pack_layout.c). */
+#ifndef CKPTFS_PACKSTORE_PACK_LAYOUT_H
+#define CKPTFS_PACKSTORE_PACK_LAYOUT_H
 
 #include <stddef.h>
 #include <stdint.h>

@@ -22,12 +22,13 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "ckptfs/pack.h"
-#include "manifest.h"
+#include "store/manifest.h"
 #include "pack_layout.h"
-#include "pack_store.h"
-#include "staging.h"
+#include "packstore_int.h"
+#include "store/staging.h"
 
 struct compact {
 	struct ck_store *st;
@@ -229,29 +230,6 @@ static int maybe_rotate(struct compact *c)
 	c->w = NULL;
 	c->pack_id++;
 	return open_writer(c, 0);
-}
-
-int ck_chunk_raise_tails(MDB_txn *txn, struct ck_store *st, struct ck_hash128 x, uint32_t t)
-{
-	for (int steps = 0; steps <= CK_PACK_MAX_CHAIN; steps++, t++) {
-		struct ck_chunk_loc l;
-		int rc = ck_chunk_lookup(txn, st, x, &l), delta;
-
-		if (rc < 0)
-			return rc == -ENOENT ? 0 : rc;
-		if (l.tail >= t) {
-			ck_chunk_loc_clear(&l);
-			return 0;
-		}
-		l.tail = t;
-		rc = ck_chunk_store(txn, st, x, &l);
-		delta = l.where == CK_CHUNK_PACKED && ck_codec_needs_ref(l.codec);
-		ck_chunk_loc_clear(&l);
-		if (rc < 0 || !delta)
-			return rc;
-		x = l.ref;
-	}
-	return 0;
 }
 
 /* The reference for a chunk of v: the same chunk (same tensor, same

@@ -1,38 +1,15 @@
-/* Private to src/store: ingesting one physical file, i.e. classifying it,
- * parsing it, verifying it and hashing its tensor bytes into the records
- * that an import commits.  Nothing here touches LMDB. */
-#ifndef CKPTFS_STORE_INGEST_H
-#define CKPTFS_STORE_INGEST_H
+/* Private to src/ingest: what the per-format ingesters share (the window
+ * on the file they read through, building records, reading and hashing),
+ * and their entry points, called by the dispatcher (ingest.c). */
+#ifndef CKPTFS_INGEST_INGESTER_H
+#define CKPTFS_INGEST_INGESTER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "ckptfs/layers.h"
 #include "ckptfs/pickle.h"
-#include "ckptfs/store.h"
-
-/* Largest data.pkl / index.json read into memory. */
-#define CK_INGEST_MAX_PICKLE (1ULL << 30)
-#define CK_INGEST_MAX_JSON (64ULL << 20)
-/* Torch DCP data files: blobs addressed by the .metadata beside them. */
-#define CK_DCP_DATA_SUFFIX ".distcp"
-
-struct ck_ingest {
-	struct ck_file_info info;     /* id and ckpt_id are set at commit */
-	int hostile;                  /* refused for a pickle naming a dangerous global */
-	struct ck_storage_info *st;
-	size_t nst, capst;
-	struct ck_tensor_info *t;
-	size_t nt, capt;
-};
-
-/* What the previous import recorded for the same path: when the file is
- * unchanged its hashes are reused instead of reading it all again. */
-struct ck_ingest_prev {
-	const struct ck_file_info *file;
-	const struct ck_storage_info *st;
-	size_t nst;
-};
+#include "ckptfs/ingest.h"
 
 /* State shared by the per-format ingesters for one file.  An ingester
  * sees the window [base, base + size) of the file as a file of its own:
@@ -49,19 +26,6 @@ struct ck_ingest_io {
 	uint8_t *buf;                 /* read buffer */
 	size_t bufsize;
 };
-
-/* Fills out for the file at path (relpath inside its checkpoint).  Returns 0
- * (the file is indexed, possibly as CK_FILE_BAD with info.error set) or
- * -ENOMEM.  prev may be NULL. */
-int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_rules *rules,
-		   const struct ck_ingest_prev *prev, struct ck_ingest *out);
-void ck_ingest_clear(struct ck_ingest *in);
-/* Tells an import report callback (may be NULL) how a file went: refused
- * with its reason, or indexed with its kind and tensor count. */
-void ck_ingest_report(const struct ck_ingest *in, ck_import_report_fn fn, void *ctx);
-
-/* The previous-import view of a preparsed file (preparse.c), or NULL. */
-const struct ck_ingest_prev *ck_preparsed_prev(const struct ck_preparsed *p);
 
 /* Per format; same return convention as ck_ingest_file. */
 int ck_ingest_torch(struct ck_ingest_io *io, struct ck_ingest *in);

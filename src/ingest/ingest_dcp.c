@@ -26,7 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ingest.h"
+#include "ingester.h"
 
 #define Z64_END_LEN 56
 #define Z64_LOCATOR_LEN 20

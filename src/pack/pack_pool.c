@@ -9,9 +9,12 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include "pack_store.h"
+#include "ckptfs/chunk.h"
+#include "ckptfs/pack_pool.h"
 
 #define POOL_DECODERS 16
 #define POOL_BUFFERS 32
@@ -26,6 +29,32 @@ struct ck_pack_pool {
 	pthread_mutex_t lock;
 	struct idle decs, bufs;
 };
+
+int ck_decoder_init(struct ck_decoder *d)
+{
+	memset(d, 0, sizeof(*d));
+	if (ck_chunk_ctx_new(NULL, &d->ctx) < 0)
+		return -ENOMEM;
+	d->payload = malloc(CK_CHUNK_MAX);
+	d->buf[0] = malloc(CK_CHUNK_MAX);
+	d->buf[1] = malloc(CK_CHUNK_MAX);
+	d->out = malloc(CK_CHUNK_MAX);
+	if (!d->payload || !d->buf[0] || !d->buf[1] || !d->out) {
+		ck_decoder_clear(d);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+void ck_decoder_clear(struct ck_decoder *d)
+{
+	ck_chunk_ctx_free(d->ctx);
+	free(d->payload);
+	free(d->buf[0]);
+	free(d->buf[1]);
+	free(d->out);
+	memset(d, 0, sizeof(*d));
+}
 
 int ck_pack_pool_new(struct ck_pack_pool **out)
 {
@@ -81,9 +110,9 @@ static int idle_give(struct ck_pack_pool *p, struct idle *s, void *x)
 	return kept;
 }
 
-struct ck_decoder *ck_pool_decoder_take(struct ck_store *st)
+struct ck_decoder *ck_pool_decoder_take(struct ck_pack_pool *p)
 {
-	struct ck_decoder *d = idle_take(st->pool, &st->pool->decs);
+	struct ck_decoder *d = idle_take(p, &p->decs);
 
 	if (d)
 		return d;
@@ -95,23 +124,23 @@ struct ck_decoder *ck_pool_decoder_take(struct ck_store *st)
 	return d;
 }
 
-void ck_pool_decoder_give(struct ck_store *st, struct ck_decoder *d)
+void ck_pool_decoder_give(struct ck_pack_pool *p, struct ck_decoder *d)
 {
-	if (!d || idle_give(st->pool, &st->pool->decs, d))
+	if (!d || idle_give(p, &p->decs, d))
 		return;
 	ck_decoder_clear(d);
 	free(d);
 }
 
-uint8_t *ck_pool_buffer_take(struct ck_store *st)
+uint8_t *ck_pool_buffer_take(struct ck_pack_pool *p)
 {
-	uint8_t *b = idle_take(st->pool, &st->pool->bufs);
+	uint8_t *b = idle_take(p, &p->bufs);
 
 	return b ? b : malloc(CK_CHUNK_MAX);
 }
 
-void ck_pool_buffer_give(struct ck_store *st, uint8_t *b)
+void ck_pool_buffer_give(struct ck_pack_pool *p, uint8_t *b)
 {
-	if (b && !idle_give(st->pool, &st->pool->bufs, b))
+	if (b && !idle_give(p, &p->bufs, b))
 		free(b);
 }

@@ -12,7 +12,7 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "ingest.h"
+#include "ingester.h"
 
 struct ck_preparsed {
 	struct ck_ingest in;

@@ -14,9 +14,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/pack.h"
 #include "manifest.h"
-#include "pack_store.h"
+#include "chunk_table.h"
 #include "staging.h"
 
 /* Every record of every pack, by hash (loaded on first need). */

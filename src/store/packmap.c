@@ -13,7 +13,7 @@
 #include <xxhash.h>
 
 #include "manifest.h"
-#include "pack_store.h"
+#include "chunk_table.h"
 
 #define PACKMAP_MAX_BYTES (1u << 30)
 

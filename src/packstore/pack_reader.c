@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pack_store.h"
+#include "packstore_int.h"
 
 /* Threads decoding ahead of a sequential reader of one file: the reader's
  * own worker decodes too, so two keep a chain of deltas ahead of it on a
@@ -137,7 +137,7 @@ void ck_packed_close(struct ck_packed_file *pf)
 	for (int i = 0; i < pf->nworkers; i++)
 		pthread_join(pf->workers[i], NULL);
 	for (int i = 0; i < PREFETCH_SLOTS; i++)
-		ck_pool_buffer_give(pf->st, pf->slot[i].buf);
+		ck_pool_buffer_give(pf->st->pool, pf->slot[i].buf);
 	pthread_cond_destroy(&pf->wake);
 	pthread_cond_destroy(&pf->done);
 	pthread_mutex_destroy(&pf->lock);
@@ -214,7 +214,7 @@ static struct slot *slot_of(struct ck_packed_file *pf, uint32_t i)
 
 static void slot_free(struct ck_packed_file *pf, struct slot *sl)
 {
-	ck_pool_buffer_give(pf->st, sl->buf);
+	ck_pool_buffer_give(pf->st->pool, sl->buf);
 	sl->buf = NULL;
 	sl->state = SLOT_FREE;
 }
@@ -240,7 +240,7 @@ static struct slot *slot_claim(struct ck_packed_file *pf, uint32_t i)
 	if (sl->state == SLOT_READY) {
 		if (pf->cache)
 			ck_chunk_cache_insert(pf->cache, pf->map.chunks[sl->chunk].hash, sl->buf, sl->len);
-	} else if (!(sl->buf = ck_pool_buffer_take(pf->st))) {
+	} else if (!(sl->buf = ck_pool_buffer_take(pf->st->pool))) {
 		return NULL;
 	}
 	atomic_store_explicit(&pf->taken[i], 1, memory_order_relaxed);
@@ -282,7 +282,7 @@ static int slot_part(struct ck_packed_file *pf, struct ck_decoder **d, MDB_txn *
 		pthread_cond_wait(&pf->done, &pf->lock);
 	if (!sl && len >= SLOT_MIN && (n < len || queued(pf, i)) &&
 	    !(pf->cache && ck_chunk_cache_has(pf->cache, pf->map.chunks[i].hash)) &&
-	    (*d || (*d = ck_pool_decoder_take(pf->st))) && (sl = slot_claim(pf, i)) != NULL) {
+	    (*d || (*d = ck_pool_decoder_take(pf->st->pool))) && (sl = slot_claim(pf, i)) != NULL) {
 		pthread_mutex_unlock(&pf->lock);
 		rc = load_chunk(pf, txn, *d, i, sl->buf, 0, err);
 		pthread_mutex_lock(&pf->lock);
@@ -345,7 +345,7 @@ ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64
 			done += n;
 			continue;
 		}
-		if (!d && !(d = ck_pool_decoder_take(pf->st))) {
+		if (!d && !(d = ck_pool_decoder_take(pf->st->pool))) {
 			rc = ck_fail(err, ENOMEM, "out of memory");
 			break;
 		}
@@ -366,7 +366,7 @@ ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64
 	}
 	if (txn)
 		mdb_txn_abort(txn);
-	ck_pool_decoder_give(pf->st, d);
+	ck_pool_decoder_give(pf->st->pool, d);
 	if (rc < 0) {
 		char msg[sizeof(err->msg)];
 
@@ -379,7 +379,7 @@ ssize_t ck_packed_pread(struct ck_packed_file *pf, void *buf, size_t len, uint64
 static void *prefetch_main(void *arg)
 {
 	struct ck_packed_file *pf = arg;
-	struct ck_decoder *d = ck_pool_decoder_take(pf->st);
+	struct ck_decoder *d = ck_pool_decoder_take(pf->st->pool);
 
 	pthread_mutex_lock(&pf->lock);
 	while (d && !pf->stop) {
@@ -416,7 +416,7 @@ static void *prefetch_main(void *arg)
 		slot_done(pf, sl, rc);
 	}
 	pthread_mutex_unlock(&pf->lock);
-	ck_pool_decoder_give(pf->st, d);
+	ck_pool_decoder_give(pf->st->pool, d);
 	return NULL;
 }
 

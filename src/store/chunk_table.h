@@ -1,10 +1,13 @@
-/* Private to src/store: the packed store's index records, packmaps, pack
- * files and the chunk resolver shared by compaction, reading and verify.
- * docs/format.md ("Packed store") describes every byte; keep them in step. */
-#ifndef CKPTFS_STORE_PACK_STORE_H
-#define CKPTFS_STORE_PACK_STORE_H
+/* Private to src/store and the layers above it that work on packs
+ * (src/packstore): the packed store's records in the index -- the chunk
+ * table (where each chunk lives) and the file maps (which chunks make a
+ * file version) -- and the packmaps that keep them durable beside the
+ * manifests.  docs/format.md ("Packed store") describes every byte; keep
+ * them in step.  Functions taking a txn run inside the caller's LMDB
+ * transaction (LMDB's thread rules apply). */
+#ifndef CKPTFS_STORE_CHUNK_TABLE_H
+#define CKPTFS_STORE_CHUNK_TABLE_H
 
-#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <lmdb.h>
@@ -12,7 +15,6 @@
 #include "ckptfs/buf.h"
 #include "ckptfs/chunk.h"
 #include "ckptfs/error.h"
-#include "ckptfs/packstore.h"
 #include "index.h"
 
 #define CK_DB_CHUNKS "chunks"
@@ -114,83 +116,11 @@ void ck_packmap_clear(struct ck_packmap *pm);
 /* ---- pack files ---- */
 char *ck_pack_path(const char *store, uint32_t pack_id);
 
-/* Open pack descriptors of a store, shared by threads, and a few raw
- * files that chains end in (a chunk read should not cost an open). */
-#define CK_RAW_FDS 8
-
-struct ck_pack_fds {
-	pthread_mutex_t lock;
-	int *fd;
-	size_t n;
-	struct {
-		uint64_t file_id;
-		int fd;                 /* -1: free */
-		unsigned users;         /* threads reading through it now */
-		uint64_t used;          /* when last taken, for replacement */
-	} raw[CK_RAW_FDS];
-	uint64_t clock;
-};
-void ck_pack_fds_init(struct ck_pack_fds *f);
-void ck_pack_fds_close(struct ck_pack_fds *f);
-/* The descriptor of pack_id (opened on first use): >= 0 or -errno. */
-int ck_pack_fds_get(struct ck_pack_fds *f, const char *store, uint32_t pack_id);
-/* A descriptor of the raw file of a raw location (kept open for the next
- * chunks): >= 0 or -errno; give it back with ck_pack_fds_put_raw. */
-int ck_pack_fds_get_raw(struct ck_pack_fds *f, const struct ck_chunk_loc *l);
-void ck_pack_fds_put_raw(struct ck_pack_fds *f, int fd);
-
-/* Scratch of one decoding thread: a chunk context and buffers. */
-struct ck_decoder {
-	struct ck_chunk_ctx *ctx;
-	uint8_t *payload;
-	uint8_t *buf[2];            /* a chain's intermediate chunks */
-	uint8_t *out;               /* a whole chunk for the caller */
-};
-int ck_decoder_init(struct ck_decoder *d);
-void ck_decoder_clear(struct ck_decoder *d);
-
-/* pack_pool.c: decoders and CK_CHUNK_MAX-byte buffers reused by every
- * packed file read through st, so their pages are faulted in once per
- * open store.  take returns NULL when out of memory; give frees what the
- * pool has no room for (NULL is ignored). */
-int ck_pack_pool_new(struct ck_pack_pool **out);
-void ck_pack_pool_free(struct ck_pack_pool *p);
-struct ck_decoder *ck_pool_decoder_take(struct ck_store *st);
-void ck_pool_decoder_give(struct ck_store *st, struct ck_decoder *d);
-uint8_t *ck_pool_buffer_take(struct ck_store *st);
-void ck_pool_buffer_give(struct ck_store *st, uint8_t *b);
-
-/* Decodes the chunk h (raw_len bytes) into out (CK_CHUNK_MAX bytes) by
- * following its chain in txn; cache (may be NULL) supplies decoded
- * references.  Every step is hash-checked: -EIO with err naming the chunk,
- * pack or file, offset and the failing step.  *depth (may be NULL) gets
- * the number of deltas decoded.  0 or -errno. */
-int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
-		     struct ck_chunk_cache *cache, struct ck_hash128 h, uint8_t *out, uint32_t *len,
-		     unsigned *depth, struct ck_error *err);
-/* Walks h's chain without decoding: its delta depth, and whether avoid
- * appears on it (a delta against h would close a cycle).  0 or -errno. */
-int ck_chunk_depth(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, struct ck_hash128 avoid,
-		   unsigned *depth, int *meets);
-
-/* Cache internals used by the resolver: copies a cached chunk into out
- * (1) or reports a miss (0); inserts a decoded chunk. */
-int ck_chunk_cache_copy(struct ck_chunk_cache *c, struct ck_hash128 h, uint8_t *out, uint32_t *len);
-/* The same for bytes [off, off + n) of the chunk only (a read of part of
- * it): 1 when cached and that long, with *len its whole length. */
-int ck_chunk_cache_read(struct ck_chunk_cache *c, struct ck_hash128 h, uint32_t off, uint32_t n, uint8_t *out,
-			uint32_t *len);
-void ck_chunk_cache_insert(struct ck_chunk_cache *c, struct ck_hash128 h, const uint8_t *p, uint32_t len);
-int ck_chunk_cache_has(struct ck_chunk_cache *c, struct ck_hash128 h);
-/* Raises the cache's bound to max_bytes (never lowers it). */
-void ck_chunk_cache_grow(struct ck_chunk_cache *c, uint64_t max_bytes);
-
 /* Raises the tails along the chain from x: something t deltas deep now
  * rests on x.  0 or -errno. */
 int ck_chunk_raise_tails(MDB_txn *txn, struct ck_store *st, struct ck_hash128 x, uint32_t t);
 
 /* "0123...": 32 lowercase hex digits, the high half first. */
 void ck_hash128_hex(struct ck_hash128 h, char out[33]);
-
 
 #endif

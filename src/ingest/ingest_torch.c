@@ -15,7 +15,7 @@
 
 #include "ckptfs/torchzip.h"
 #include "ckptfs/walk.h"
-#include "ingest.h"
+#include "ingester.h"
 
 struct torch_ctx {
 	struct ck_ingest_io *io;

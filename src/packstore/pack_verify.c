@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pack_store.h"
+#include "packstore_int.h"
 
 /* The hashes found good: open addressing, never removed. */
 struct hset {

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pack_store.h"
+#include "chunk_table.h"
 
 #define LOC_HDR 56
 #define FMAP_HDR 48
@@ -343,4 +343,27 @@ char *ck_pack_path(const char *store, uint32_t pack_id)
 	if (p)
 		snprintf(p, n, "%s/%s/pack-%08u.ckpack", store, CK_PACKS_DIR, pack_id);
 	return p;
+}
+
+int ck_chunk_raise_tails(MDB_txn *txn, struct ck_store *st, struct ck_hash128 x, uint32_t t)
+{
+	for (int steps = 0; steps <= CK_PACK_MAX_CHAIN; steps++, t++) {
+		struct ck_chunk_loc l;
+		int rc = ck_chunk_lookup(txn, st, x, &l), delta;
+
+		if (rc < 0)
+			return rc == -ENOENT ? 0 : rc;
+		if (l.tail >= t) {
+			ck_chunk_loc_clear(&l);
+			return 0;
+		}
+		l.tail = t;
+		rc = ck_chunk_store(txn, st, x, &l);
+		delta = l.where == CK_CHUNK_PACKED && ck_codec_needs_ref(l.codec);
+		ck_chunk_loc_clear(&l);
+		if (rc < 0 || !delta)
+			return rc;
+		x = l.ref;
+	}
+	return 0;
 }

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "pack_store.h"
+#include "packstore_int.h"
 
 #define SHARDS 16
 #define BUCKETS 512
