@@ -550,7 +550,8 @@ int ck_health_tick(struct ck_health *h, int64_t now_ns)
 			free(hist);
 			continue;
 		}
-		qsort(hist, nh, sizeof(*hist), by_step);
+		if (nh)
+			qsort(hist, nh, sizeof(*hist), by_step);
 		pthread_mutex_lock(&h->lock);
 		s = find_series(h, names[i]);
 		if (s)
