@@ -14,7 +14,9 @@
 #    (health.json says why), measured against the series' 1000 s save
 #    interval, not against the emergency checkpoint;
 #  - NVML failing mid-run is logged and survived; no NVML driver is one log
-#    line and the mount works as before.
+#    line and the mount works as before;
+#  - ckptctl resume-info names the newest checkpoint the mount serves whole,
+#    skipping one with a file changed behind the store's back.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
 need_fuse
 tmp=$(ck_tmpdir)
@@ -118,6 +120,7 @@ raised=$(json "$mnt/run/$flag" 'd["raised_ns"]')
 # the flag seen within a few polls of being raised.
 [ $((raised - t0)) -le 1300000000 ] || fail "flag raised $(((raised - t0) / 1000000)) ms after the XID"
 [ $((t1 - raised)) -le 500000000 ] || fail "flag seen $(((t1 - raised) / 1000000)) ms after it was raised"
+echo "flag raised $(((raised - t0) / 1000000)) ms after the XID reached the trace, seen $(((t1 - raised) / 1000000)) ms later"
 [ "$(json "$mnt/run/$flag" 'd["score"], d["factors"]["errors"], d["gpu"], d["newest_step"], abs(d["interval_s"] - 1000) < 10')" = "0.25 1 0 200 True" ] ||
 	fail "flag reason: $(cat "$mnt/run/$flag")"
 [ -e "$mnt/fresh/$flag" ] || fail "no flag in a series with nothing committed"
@@ -164,4 +167,20 @@ save run 400 0
 grep "GPU health" "$tmp/log2"
 ck_umount "$mnt"
 wait
+
+echo "== resume-info: the newest checkpoint the mount serves whole"
+"$CKPTCTL" resume-info "$store" run --mount "$mnt" --json >"$tmp/info.json" || fail "resume-info failed"
+[ "$(json "$tmp/info.json" 'd["checkpoint"], d["step"], d["path"], [f["path"] for f in d["files"]], d["skipped"]')" = \
+	"checkpoint-400 400 $mnt/run/checkpoint-400 ['config.json', 'trainer_state.json'] []" ] ||
+	fail "resume-info: $(cat "$tmp/info.json")"
+# A file changed behind the store's back: that checkpoint cannot be served.
+echo '{"changed": true}' >"$store/data/run/checkpoint-400/config.json"
+"$CKPTCTL" resume-info "$store" run --json >"$tmp/info.json" 2>"$tmp/info.err" || fail "resume-info failed"
+cat "$tmp/info.err"
+[ "$(json "$tmp/info.json" 'd["checkpoint"], d["path"], [s["checkpoint"] for s in d["skipped"]]')" = \
+	"checkpoint-300 None ['checkpoint-400']" ] || fail "resume-info with a changed file: $(cat "$tmp/info.json")"
+grep -q "checkpoint-400 cannot be served: config.json" "$tmp/info.err" || fail "resume-info did not say why"
+rc=0
+"$CKPTCTL" resume-info "$store" nosuch 2>/dev/null || rc=$?
+[ $rc = 4 ] || fail "resume-info of a series that does not exist exited $rc, not 4"
 echo "PASS"
