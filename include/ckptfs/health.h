@@ -136,21 +136,23 @@ int ck_health_new(const struct ck_health_opts *o, struct ck_health **out);
 void ck_health_free(struct ck_health *h);
 const char *ck_health_flag_name(const struct ck_health *h);
 
-/* One sampling round at now_ns (CLOCK_REALTIME): loads NVML if it is not
- * loaded yet, samples every GPU into its window, computes the risks, then
- * for each watched series raises or clears its flag.  A machine without
- * NVML is logged once (warning) and the watcher stays idle; NVML failing
- * later is logged when it starts and when it ends, and NVML is loaded
- * again at the next tick.  Call from one thread.  Returns how many flags
- * were raised or cleared. */
+/* One sampling round at now_ns (CLOCK_REALTIME): loads NVML at the first
+ * call, samples every GPU into its window, computes the risks, then for
+ * each watched series raises or clears its flag.  A machine without NVML
+ * (library, driver or GPU) is logged once (warning) and the watcher stays
+ * idle for good; NVML failing later (no GPU readable) is logged when it
+ * starts and when it ends, NVML staying loaded and asked again at every
+ * round.  Call from one thread.  Returns how many flags were raised or
+ * cleared. */
 int ck_health_tick(struct ck_health *h, int64_t now_ns);
 
 /* Series written through the mount: only these get flags.  0 or -ENOMEM. */
 int ck_health_watch(struct ck_health *h, const char *series);
-/* A checkpoint of series at step committed: clears the series' flag when
- * step is newer than the newest checkpoint the flag was raised over (that
- * checkpoint is the emergency one and stays out of the save interval).
- * Returns 1 when a flag went, else 0. */
+/* A checkpoint of series at step committed (the series is watched from
+ * now on): clears the series' flag when step is newer than the newest
+ * checkpoint the flag was raised over (that checkpoint is the emergency
+ * one and stays out of the save interval).  Returns 1 when a flag went,
+ * else 0. */
 int ck_health_committed(struct ck_health *h, const char *series, int64_t step);
 
 /* The flag file of series: its JSON (the reason) appended to out and 0,

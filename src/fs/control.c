@@ -98,6 +98,8 @@ static void ctl_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 	} else if (parent == ck_ctl_dir_ino()) {
 		rc = ck_ctl_lookup(fs->ctl, name, &ino);
 		rc = rc ? rc : ctl_entry(fs, ino, &e);
+	} else if (ck_ctl_is_ino(parent)) {
+		rc = -ENOTDIR;
 	} else if (!ck_ctl_is_ino(parent) && ck_ctl_is_series_file(fs->ctl, name) &&
 		   (series = series_dir_of(fs, parent))) {
 		rc = ck_ctl_lookup_series(fs->ctl, series, name, &ino);
@@ -329,7 +331,7 @@ static void note_write(struct ckfs *fs, fuse_ino_t parent, const char *name)
 {
 	char *series;
 
-	if (!fs->health)
+	if (!fs->health || !fs->staging)   /* no watcher, or a read-only mount */
 		return;
 	series = written_series(fs, parent, name);
 	if (series)

@@ -168,6 +168,14 @@ grep "GPU health" "$tmp/log2"
 ck_umount "$mnt"
 wait
 
+echo "== a read-only mount publishes health.json too"
+echo "gpu=0 $HEALTHY" >"$trace"
+ck_mount "$store" "$mnt" -o ro,health=nvml,health_interval=1
+[ "$(json "$mnt/.ckptfs/health.json" 'd["state"], d["gpus"][0]["name"]')" = "ok FakeH100" ] ||
+	fail "health.json of a read-only mount: $(cat "$mnt/.ckptfs/health.json")"
+mkdir "$mnt/new" 2>/dev/null && fail "mkdir in a read-only mount"
+ck_umount "$mnt"
+
 echo "== resume-info: the newest checkpoint the mount serves whole"
 "$CKPTCTL" resume-info "$store" run --mount "$mnt" --json >"$tmp/info.json" || fail "resume-info failed"
 [ "$(json "$tmp/info.json" 'd["checkpoint"], d["step"], d["path"], [f["path"] for f in d["files"]], d["skipped"]')" = \
