@@ -48,7 +48,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->mount = arg;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static int by_step_desc(const void *x, const void *y)
@@ -221,7 +221,7 @@ static int report(const struct resume_args *a, const char *store, const char *se
 		printf("files:\n");
 		for (size_t i = 0; i < f->nfiles; i++)
 			printf("  %12" PRIu64 "  %s\n", f->files[i].size, f->files[i].path);
-		return CLI_OK;
+		return CK_EXIT_OK;
 	}
 	jw_begin_obj(&w);
 	jw_key(&w, "series");
@@ -280,17 +280,17 @@ static int resume_info(struct ck_view *v, const struct resume_args *a, const cha
 	size_t nskipped = 0, n;
 	const struct ck_vnode *dir;
 	struct ckpt_ref *c;
-	int rc, status = CLI_NONE;
+	int rc, status = CK_EXIT_NONE;
 
 	rc = ck_view_lookup(v, ck_view_root(v), series, &dir);
 	if (rc) {
 		cli_error("resume-info: %s: %s", series, rc == -ENOENT ? "no such series" : strerror(-rc));
-		return CLI_NONE;
+		return CK_EXIT_NONE;
 	}
 	rc = checkpoints_of(v, dir, &c, &n);
 	if (rc) {
 		cli_error("resume-info: %s: %s", series, strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	for (size_t i = 0; i < n; i++) {
 		memset(&f, 0, sizeof(f));
@@ -304,7 +304,7 @@ static int resume_info(struct ck_view *v, const struct resume_args *a, const cha
 		free_found(&f);
 		if (rc == -ENOMEM) {
 			cli_error("resume-info: out of memory");
-			status = CLI_ERROR;
+			status = CK_EXIT_FAILURE;
 			break;
 		}
 		if (nskipped < MAX_SKIPPED) {
@@ -315,7 +315,7 @@ static int resume_info(struct ck_view *v, const struct resume_args *a, const cha
 		}
 		cli_error("resume-info: %s/%s cannot be served: %s", series, ck_vnode_name(c[i].node), f.why);
 	}
-	if (status == CLI_NONE)
+	if (status == CK_EXIT_NONE)
 		cli_error("resume-info: %s: no committed checkpoint the mount can serve", series);
 	free(c);
 	return status;
@@ -351,7 +351,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	if (rc < 0) {
 		free(owner_mnt);
 		cli_error("resume-info: %s", err.msg[0] ? err.msg : strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	rc = resume_info(v, &a, argv[optind], argv[optind + 1], mnt);
 	ck_view_close(v);
