@@ -16,93 +16,85 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/json.h"
 #include "view_internal.h"
 
 #define XATTR_MAX 65536
 
-static int put_key(struct ck_buf *b, const char *k)
+/* The document for f (without the per-tensor map unless with_tensors). */
+static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors, struct jw *w)
 {
-	int rc = js_put_string(b, k, strlen(k));
+	const char *file = n->relpath && n->relpath[0] ? n->relpath : n->name;
+	char *where = ck_path_join(n->ckpt->series->name, n->ckpt->info.name);   /* as in the mount */
 
-	return rc ? rc : ck_buf_puts(b, ": ");
-}
-
-static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors, struct ck_buf *b)
-{
-	int rc;
-
-	rc = ck_buf_puts(b, "{");
-	if (!rc)
-		rc = put_key(b, "checkpoint");
-	if (!rc)
-		rc = ck_buf_printf(b, "\"%s/%s\", ", n->ckpt->series->name, n->ckpt->info.name);
-	if (!rc)
-		rc = put_key(b, "file");
-	if (!rc)
-		rc = js_put_string(b, n->relpath && n->relpath[0] ? n->relpath : n->name,
-				   strlen(n->relpath && n->relpath[0] ? n->relpath : n->name));
-	if (!rc)
-		rc = ck_buf_printf(b, ", \"kind\": \"%s\", \"synthesized\": %s, \"sources\": [", f->kind,
-				   f->synthesized ? "true" : "false");
-	for (size_t i = 0; i < f->nsrcs && !rc; i++) {
+	if (!where)
+		return -ENOMEM;
+	jw_begin_obj(w);
+	jw_key(w, "checkpoint");
+	jw_str(w, where);
+	jw_key(w, "file");
+	jw_str(w, file);
+	jw_key(w, "kind");
+	jw_str(w, f->kind);
+	jw_key(w, "synthesized");
+	jw_bool(w, f->synthesized);
+	jw_key(w, "sources");
+	jw_begin_arr(w);
+	for (size_t i = 0; i < f->nsrcs; i++) {
 		struct phys_file *pf = f->srcs[i];
-		size_t count = 0;
+		uint64_t count = 0;
 
 		for (size_t t = 0; t < f->ntensors; t++)
 			count += f->tensors[t].pf == pf;
-		rc = ck_buf_puts(b, i ? ", {" : "{");
-		if (!rc)
-			rc = put_key(b, "checkpoint");
-		if (!rc)
-			rc = js_put_string(b, pf->ckpt->info.name, strlen(pf->ckpt->info.name));
-		if (!rc)
-			rc = ck_buf_printf(b, ", \"step\": %lld, ", (long long)pf->ckpt->info.step);
-		if (!rc)
-			rc = put_key(b, "path");
-		if (!rc)
-			rc = js_put_string(b, pf->info.src_path, strlen(pf->info.src_path));
-		if (!rc)
-			rc = ck_buf_printf(b, ", \"tensors\": %zu}", count);
+		jw_begin_obj(w);
+		jw_key(w, "checkpoint");
+		jw_str(w, pf->ckpt->info.name);
+		jw_key(w, "step");
+		jw_int(w, pf->ckpt->info.step);
+		jw_key(w, "path");
+		jw_str(w, pf->info.src_path);
+		jw_key(w, "tensors");
+		jw_uint(w, count);
+		jw_end_obj(w);
 	}
-	if (!rc)
-		rc = ck_buf_puts(b, "]");
-	if (!rc && with_tensors) {
-		rc = ck_buf_puts(b, ", \"tensors\": {");
-		for (size_t t = 0; t < f->ntensors && !rc; t++) {
-			if (t)
-				rc = ck_buf_puts(b, ", ");
-			if (!rc)
-				rc = put_key(b, f->tensors[t].name);
-			if (!rc)
-				rc = js_put_string(b, f->tensors[t].pf->ckpt->info.name,
-						   strlen(f->tensors[t].pf->ckpt->info.name));
+	jw_end_arr(w);
+	if (with_tensors) {
+		jw_key(w, "tensors");
+		jw_begin_obj(w);
+		for (size_t t = 0; t < f->ntensors; t++) {
+			jw_key(w, f->tensors[t].name);
+			jw_str(w, f->tensors[t].pf->ckpt->info.name);
 		}
-		if (!rc)
-			rc = ck_buf_puts(b, "}");
-	} else if (!rc) {
-		rc = ck_buf_puts(b, ", \"tensors_omitted\": true");
+		jw_end_obj(w);
+	} else {
+		jw_key(w, "tensors_omitted");
+		jw_bool(w, 1);
 	}
-	return rc ? rc : ck_buf_puts(b, "}\n");
+	jw_end_obj(w);
+	free(where);
+	return jw_error(w);
 }
 
 int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 {
-	struct ck_buf b = CK_BUF_INIT;
+	struct jw w = { .b = CK_BUF_INIT, .spaced = 1 };
 	struct ck_vfile *f;
 	int rc;
 
 	rc = view_node_vfile(v, n, &f);
 	if (rc)
 		return rc;
-	rc = sources_json(n, f, 1, &b);
-	if (!rc && b.len > XATTR_MAX) {
-		b.len = 0;
-		rc = sources_json(n, f, 0, &b);
+	rc = sources_json(n, f, 1, &w);
+	if (!rc && w.b.len + 1 > XATTR_MAX) {
+		jw_free(&w);
+		rc = sources_json(n, f, 0, &w);
 	}
 	if (!rc)
-		rc = ck_buf_put(out, b.data, b.len);
-	ck_buf_free(&b);
+		rc = ck_buf_put(out, w.b.data, w.b.len);
+	if (!rc)
+		rc = ck_buf_putc(out, '\n');
+	jw_free(&w);
 	ck_vfile_put(f);
 	return rc;
 }
