@@ -12,8 +12,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/ctl.h"
 
 #define SERIES_FILE_BIT ((uint64_t)1 << 48)
@@ -39,14 +39,12 @@ struct ck_ctl {
 int ck_ctl_new(struct ck_ctl **out)
 {
 	struct ck_ctl *c = calloc(1, sizeof(*c));
-	struct timespec ts;
 
 	*out = NULL;
 	if (!c)
 		return -ENOMEM;
 	pthread_mutex_init(&c->lock, NULL);
-	clock_gettime(CLOCK_REALTIME, &ts);
-	c->created_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	c->created_ns = ck_now_ns();
 	*out = c;
 	return 0;
 }
@@ -241,7 +239,6 @@ int ck_ctl_render(struct ck_ctl *c, uint64_t ino, struct ck_buf *out)
 int ck_ctl_getattr(struct ck_ctl *c, uint64_t ino, struct ck_ctl_attr *out)
 {
 	struct ck_buf b = CK_BUF_INIT;
-	struct timespec ts;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
@@ -252,10 +249,9 @@ int ck_ctl_getattr(struct ck_ctl *c, uint64_t ino, struct ck_ctl_attr *out)
 	}
 	rc = ck_ctl_render(c, ino, &b);
 	if (rc == 0) {
-		clock_gettime(CLOCK_REALTIME, &ts);
 		out->mode = S_IFREG | 0444;
 		out->size = b.len;
-		out->mtime_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+		out->mtime_ns = ck_now_ns();
 	}
 	ck_buf_free(&b);
 	return rc;

@@ -10,9 +10,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "ckptfs.h"
+#include "ckptfs/clock.h"
 #include "ckptfs/ctl.h"
 #include "ckptfs/health.h"
 
@@ -82,10 +82,8 @@ static int render_flag(void *ctx, const char *series, struct ck_buf *out)
 static void health_tick(void *arg)
 {
 	struct ckfs_health *hr = arg;
-	struct timespec ts;
 
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ck_health_tick(hr->h, (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec);
+	ck_health_tick(hr->h, ck_now_ns());
 }
 
 int ckfs_health_setup(struct ckfs *fs)

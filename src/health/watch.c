@@ -149,37 +149,29 @@ const char *ck_health_flag_name(const struct ck_health *h)
 
 /* ---- JSON pieces ---- */
 
-static int put_num(struct ck_buf *b, double v)
-{
-	return isfinite(v) ? ck_buf_printf(b, "%.17g", v) : ck_buf_puts(b, "null");
-}
-
-static int put_str(struct ck_buf *b, const char *s)
-{
-	return js_put_string(b, s, strlen(s));
-}
-
-static int put_time(struct ck_buf *b, int64_t ns)
+/* An ISO 8601 UTC time with milliseconds, as a JSON string. */
+static void jw_time(struct jw *w, int64_t ns)
 {
 	time_t secs = (time_t)(ns / 1000000000);
 	struct tm tm;
-	char text[40];
+	char text[40], full[48];
 
-	if (!gmtime_r(&secs, &tm) || !strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm))
-		return ck_buf_puts(b, "null");
-	return ck_buf_printf(b, "\"%s.%03dZ\"", text, (int)(ns % 1000000000 / 1000000));
+	if (!gmtime_r(&secs, &tm) || !strftime(text, sizeof(text), "%Y-%m-%dT%H:%M:%S", &tm)) {
+		jw_null(w);
+		return;
+	}
+	snprintf(full, sizeof(full), "%s.%03dZ", text, (int)(ns % 1000000000 / 1000000));
+	jw_str(w, full);
 }
 
-static int put_factors(struct ck_buf *b, const struct ck_risk *r)
+static void jw_factors(struct jw *w, const struct ck_risk *r)
 {
-	int rc = ck_buf_putc(b, '{');
-
-	for (int i = 0; i < CK_RISK_NFACTORS && !rc; i++) {
-		rc = ck_buf_printf(b, "%s\"%s\":", i ? "," : "", ck_risk_names[i]);
-		if (!rc)
-			rc = put_num(b, r->factor[i]);
+	jw_begin_obj(w);
+	for (int i = 0; i < CK_RISK_NFACTORS; i++) {
+		jw_key(w, ck_risk_names[i]);
+		jw_double(w, r->factor[i]);
 	}
-	return rc ? rc : ck_buf_putc(b, '}');
+	jw_end_obj(w);
 }
 
 /* ---- series ---- */
@@ -311,36 +303,56 @@ static void save_interval(const struct series_state *s, const struct ck_health_c
 static int render_reason(struct ck_health *h, struct series_state *s, int64_t now_ns)
 {
 	const struct gpu_state *g = &h->gpus[h->alert_gpu];
-	struct ck_buf *b = &s->reason;
+	struct jw w = { .b = CK_BUF_INIT };
 	int rc;
 
-	b->len = 0;
-	rc = ck_buf_puts(b, "{\"reason\":\"gpu_risk\",\"series\":");
-	rc = rc ? rc : put_str(b, s->name);
-	rc = rc ? rc : ck_buf_printf(b, ",\"id\":%llu,\"raised\":", (unsigned long long)s->flag_id);
-	rc = rc ? rc : put_time(b, now_ns);
-	rc = rc ? rc : ck_buf_printf(b, ",\"raised_ns\":%lld,\"gpu\":%u,\"name\":", (long long)now_ns, h->alert_gpu);
-	rc = rc ? rc : put_str(b, g->name);
-	rc = rc ? rc : ck_buf_puts(b, ",\"uuid\":");
-	rc = rc ? rc : put_str(b, g->uuid);
-	rc = rc ? rc : ck_buf_puts(b, ",\"score\":");
-	rc = rc ? rc : put_num(b, g->risk.score);
-	rc = rc ? rc : ck_buf_puts(b, ",\"threshold\":");
-	rc = rc ? rc : put_num(b, h->threshold);
-	rc = rc ? rc : ck_buf_puts(b, ",\"factors\":");
-	rc = rc ? rc : put_factors(b, &g->risk);
-	rc = rc ? rc : ck_buf_puts(b, ",\"newest_step\":");
-	rc = rc ? rc : (s->has_newest ? ck_buf_printf(b, "%lld", (long long)s->newest_step) : ck_buf_puts(b, "null"));
-	rc = rc ? rc : ck_buf_puts(b, ",\"since_newest_s\":");
-	rc = rc ? rc : put_num(b, s->since_s);
-	rc = rc ? rc : ck_buf_puts(b, ",\"interval_s\":");
-	rc = rc ? rc : put_num(b, s->interval_s);
-	rc = rc ? rc : ck_buf_puts(b, ",\"interval_steps\":");
-	rc = rc ? rc : put_num(b, s->interval_steps);
-	rc = rc ? rc : ck_buf_puts(b, ",\"gap\":");
-	rc = rc ? rc : put_num(b, h->gap);
-	rc = rc ? rc : ck_buf_puts(b, "}\n");
-	return rc;
+	jw_begin_obj(&w);
+	jw_key(&w, "reason");
+	jw_str(&w, "gpu_risk");
+	jw_key(&w, "series");
+	jw_str(&w, s->name);
+	jw_key(&w, "id");
+	jw_uint(&w, s->flag_id);
+	jw_key(&w, "raised");
+	jw_time(&w, now_ns);
+	jw_key(&w, "raised_ns");
+	jw_int(&w, now_ns);
+	jw_key(&w, "gpu");
+	jw_uint(&w, h->alert_gpu);
+	jw_key(&w, "name");
+	jw_str(&w, g->name);
+	jw_key(&w, "uuid");
+	jw_str(&w, g->uuid);
+	jw_key(&w, "score");
+	jw_double(&w, g->risk.score);
+	jw_key(&w, "threshold");
+	jw_double(&w, h->threshold);
+	jw_key(&w, "factors");
+	jw_factors(&w, &g->risk);
+	jw_key(&w, "newest_step");
+	if (s->has_newest)
+		jw_int(&w, s->newest_step);
+	else
+		jw_null(&w);
+	jw_key(&w, "since_newest_s");
+	jw_double(&w, s->since_s);
+	jw_key(&w, "interval_s");
+	jw_double(&w, s->interval_s);
+	jw_key(&w, "interval_steps");
+	jw_double(&w, s->interval_steps);
+	jw_key(&w, "gap");
+	jw_double(&w, h->gap);
+	jw_end_obj(&w);
+	rc = jw_error(&w);
+	if (!rc)
+		rc = ck_buf_putc(&w.b, '\n');
+	if (rc) {
+		jw_free(&w);
+		return rc;
+	}
+	ck_buf_free(&s->reason);
+	s->reason = w.b;
+	return 0;
 }
 
 /* Raises or clears the flag of s, whose committed checkpoints are hist
@@ -595,100 +607,161 @@ static const char *state_name(enum source_state st)
 	return "?";
 }
 
-static int put_metrics(struct ck_buf *b, const struct ck_gpu_sample *s)
+static void jw_metrics(struct jw *w, const struct ck_gpu_sample *s)
 {
-	int rc = ck_buf_puts(b, "{\"temperature_c\":");
-
-	rc = rc ? rc : put_num(b, s->temp_c);
-	rc = rc ? rc : ck_buf_puts(b, ",\"power_w\":");
-	rc = rc ? rc : put_num(b, s->power_w);
-	rc = rc ? rc : ck_buf_puts(b, ",\"utilization_gpu\":");
-	rc = rc ? rc : put_num(b, s->util_gpu);
-	rc = rc ? rc : ck_buf_puts(b, ",\"utilization_memory\":");
-	rc = rc ? rc : put_num(b, s->util_mem);
-	rc = rc ? rc : ck_buf_printf(b, ",\"memory_used\":%lld,\"memory_total\":%lld,\"memory_used_pct\":",
-				     (long long)s->mem_used, (long long)s->mem_total);
-	rc = rc ? rc : put_num(b, s->mem_total > 0 && s->mem_used >= 0 ?
-				   100.0 * (double)s->mem_used / (double)s->mem_total : NAN);
-	rc = rc ? rc : ck_buf_printf(b, ",\"errors\":%llu,\"xid_events\":%llu,\"last_xid\":%llu,"
-				     "\"ecc_uncorrected\":%lld,\"ecc_corrected\":%lld}",
-				     (unsigned long long)s->errors, (unsigned long long)s->xid_events,
-				     (unsigned long long)s->last_xid, (long long)s->ecc_uncorrected,
-				     (long long)s->ecc_corrected);
-	return rc;
+	jw_begin_obj(w);
+	jw_key(w, "temperature_c");
+	jw_double(w, s->temp_c);
+	jw_key(w, "power_w");
+	jw_double(w, s->power_w);
+	jw_key(w, "utilization_gpu");
+	jw_double(w, s->util_gpu);
+	jw_key(w, "utilization_memory");
+	jw_double(w, s->util_mem);
+	jw_key(w, "memory_used");
+	jw_int(w, s->mem_used);
+	jw_key(w, "memory_total");
+	jw_int(w, s->mem_total);
+	jw_key(w, "memory_used_pct");
+	jw_double(w, s->mem_total > 0 && s->mem_used >= 0 ? 100.0 * (double)s->mem_used / (double)s->mem_total : NAN);
+	jw_key(w, "errors");
+	jw_uint(w, s->errors);
+	jw_key(w, "xid_events");
+	jw_uint(w, s->xid_events);
+	jw_key(w, "last_xid");
+	jw_uint(w, s->last_xid);
+	jw_key(w, "ecc_uncorrected");
+	jw_int(w, s->ecc_uncorrected);
+	jw_key(w, "ecc_corrected");
+	jw_int(w, s->ecc_corrected);
+	jw_end_obj(w);
 }
 
-static int put_gpu(struct ck_buf *b, const struct gpu_state *g, unsigned i)
+static void jw_gpu(struct jw *w, const struct gpu_state *g, unsigned i)
 {
-	int rc = ck_buf_printf(b, "%s{\"index\":%u,\"name\":", i ? "," : "", i);
-
-	rc = rc ? rc : put_str(b, g->name);
-	rc = rc ? rc : ck_buf_puts(b, ",\"uuid\":");
-	rc = rc ? rc : put_str(b, g->uuid);
-	rc = rc ? rc : ck_buf_printf(b, ",\"samples\":%llu,\"window\":%zu", (unsigned long long)g->samples, g->n);
+	jw_begin_obj(w);
+	jw_key(w, "index");
+	jw_uint(w, i);
+	jw_key(w, "name");
+	jw_str(w, g->name);
+	jw_key(w, "uuid");
+	jw_str(w, g->uuid);
+	jw_key(w, "samples");
+	jw_uint(w, g->samples);
+	jw_key(w, "window");
+	jw_uint(w, g->n);
 	if (g->n) {
 		const struct ck_gpu_sample *s = &g->win[g->n - 1];
 
-		rc = rc ? rc : ck_buf_puts(b, ",\"time\":");
-		rc = rc ? rc : put_time(b, s->time_ns);
-		rc = rc ? rc : ck_buf_printf(b, ",\"time_ns\":%lld,\"metrics\":", (long long)s->time_ns);
-		rc = rc ? rc : put_metrics(b, s);
-		rc = rc ? rc : ck_buf_puts(b, ",\"factors\":");
-		rc = rc ? rc : put_factors(b, &g->risk);
-		rc = rc ? rc : ck_buf_puts(b, ",\"score\":");
-		rc = rc ? rc : put_num(b, g->risk.score);
+		jw_key(w, "time");
+		jw_time(w, s->time_ns);
+		jw_key(w, "time_ns");
+		jw_int(w, s->time_ns);
+		jw_key(w, "metrics");
+		jw_metrics(w, s);
+		jw_key(w, "factors");
+		jw_factors(w, &g->risk);
+		jw_key(w, "score");
+		jw_double(w, g->risk.score);
 	}
-	rc = rc ? rc : ck_buf_puts(b, ",\"error\":");
-	rc = rc ? rc : (g->error[0] ? put_str(b, g->error) : ck_buf_puts(b, "null"));
-	return rc ? rc : ck_buf_putc(b, '}');
+	jw_key(w, "error");
+	if (g->error[0])
+		jw_str(w, g->error);
+	else
+		jw_null(w);
+	jw_end_obj(w);
 }
 
-static int put_series(struct ck_buf *b, const struct series_state *s, size_t i)
+static void jw_series(struct jw *w, const struct series_state *s)
 {
-	int rc = ck_buf_printf(b, "%s{\"name\":", i ? "," : "");
-
-	rc = rc ? rc : put_str(b, s->name);
-	rc = rc ? rc : ck_buf_printf(b, ",\"flag\":%s,\"newest_step\":", s->flagged ? "true" : "false");
-	rc = rc ? rc : (s->has_newest ? ck_buf_printf(b, "%lld", (long long)s->newest_step) : ck_buf_puts(b, "null"));
-	rc = rc ? rc : ck_buf_puts(b, ",\"since_newest_s\":");
-	rc = rc ? rc : put_num(b, s->since_s);
-	rc = rc ? rc : ck_buf_puts(b, ",\"interval_s\":");
-	rc = rc ? rc : put_num(b, s->interval_s);
-	rc = rc ? rc : ck_buf_printf(b, ",\"emergency_checkpoints\":%u,\"held\":", s->answered);
-	rc = rc ? rc : (s->held ? put_str(b, s->held) : ck_buf_puts(b, "null"));
-	rc = rc ? rc : ck_buf_puts(b, ",\"held_time\":");
-	rc = rc ? rc : (s->held ? put_time(b, s->held_ns) : ck_buf_puts(b, "null"));
-	return rc ? rc : ck_buf_putc(b, '}');
+	jw_begin_obj(w);
+	jw_key(w, "name");
+	jw_str(w, s->name);
+	jw_key(w, "flag");
+	jw_bool(w, s->flagged);
+	jw_key(w, "newest_step");
+	if (s->has_newest)
+		jw_int(w, s->newest_step);
+	else
+		jw_null(w);
+	jw_key(w, "since_newest_s");
+	jw_double(w, s->since_s);
+	jw_key(w, "interval_s");
+	jw_double(w, s->interval_s);
+	jw_key(w, "emergency_checkpoints");
+	jw_uint(w, s->answered);
+	jw_key(w, "held");
+	if (s->held)
+		jw_str(w, s->held);
+	else
+		jw_null(w);
+	jw_key(w, "held_time");
+	if (s->held)
+		jw_time(w, s->held_ns);
+	else
+		jw_null(w);
+	jw_end_obj(w);
 }
 
 int ck_health_json(struct ck_health *h, struct ck_buf *out)
 {
+	struct jw w = { .b = CK_BUF_INIT };
 	int rc;
 
 	pthread_mutex_lock(&h->lock);
-	rc = ck_buf_printf(out, "{\"source\":\"nvml\",\"state\":\"%s\",\"error\":", state_name(h->state));
-	rc = rc ? rc : (h->state_msg[0] ? put_str(out, h->state_msg) : ck_buf_puts(out, "null"));
-	rc = rc ? rc : ck_buf_puts(out, ",\"driver\":");
-	rc = rc ? rc : put_str(out, h->driver);
-	rc = rc ? rc : ck_buf_printf(out, ",\"interval_s\":%u,\"window\":%d,\"threshold\":", h->interval_secs,
-				     CK_HEALTH_WINDOW);
-	rc = rc ? rc : put_num(out, h->threshold);
-	rc = rc ? rc : ck_buf_puts(out, ",\"gap\":");
-	rc = rc ? rc : put_num(out, h->gap);
-	rc = rc ? rc : ck_buf_puts(out, ",\"weights\":{");
-	for (int i = 0; i < CK_RISK_NFACTORS && !rc; i++) {
-		rc = ck_buf_printf(out, "%s\"%s\":", i ? "," : "", ck_risk_names[i]);
-		rc = rc ? rc : put_num(out, ck_risk_weights[i]);
+	jw_begin_obj(&w);
+	jw_key(&w, "source");
+	jw_str(&w, "nvml");
+	jw_key(&w, "state");
+	jw_str(&w, state_name(h->state));
+	jw_key(&w, "error");
+	if (h->state_msg[0])
+		jw_str(&w, h->state_msg);
+	else
+		jw_null(&w);
+	jw_key(&w, "driver");
+	jw_str(&w, h->driver);
+	jw_key(&w, "interval_s");
+	jw_uint(&w, h->interval_secs);
+	jw_key(&w, "window");
+	jw_uint(&w, CK_HEALTH_WINDOW);
+	jw_key(&w, "threshold");
+	jw_double(&w, h->threshold);
+	jw_key(&w, "gap");
+	jw_double(&w, h->gap);
+	jw_key(&w, "weights");
+	jw_begin_obj(&w);
+	for (int i = 0; i < CK_RISK_NFACTORS; i++) {
+		jw_key(&w, ck_risk_names[i]);
+		jw_double(&w, ck_risk_weights[i]);
 	}
-	rc = rc ? rc : ck_buf_printf(out, "},\"rounds\":%llu,\"time\":", (unsigned long long)h->rounds);
-	rc = rc ? rc : (h->rounds ? put_time(out, h->last_ns) : ck_buf_puts(out, "null"));
-	rc = rc ? rc : ck_buf_printf(out, ",\"time_ns\":%lld,\"gpus\":[", (long long)h->last_ns);
-	for (unsigned i = 0; i < h->ngpus && !rc; i++)
-		rc = put_gpu(out, &h->gpus[i], i);
-	rc = rc ? rc : ck_buf_puts(out, "],\"series\":[");
-	for (size_t i = 0; i < h->nseries && !rc; i++)
-		rc = put_series(out, &h->series[i], i);
-	rc = rc ? rc : ck_buf_puts(out, "]}\n");
+	jw_end_obj(&w);
+	jw_key(&w, "rounds");
+	jw_uint(&w, h->rounds);
+	jw_key(&w, "time");
+	if (h->rounds)
+		jw_time(&w, h->last_ns);
+	else
+		jw_null(&w);
+	jw_key(&w, "time_ns");
+	jw_int(&w, h->last_ns);
+	jw_key(&w, "gpus");
+	jw_begin_arr(&w);
+	for (unsigned i = 0; i < h->ngpus; i++)
+		jw_gpu(&w, &h->gpus[i], i);
+	jw_end_arr(&w);
+	jw_key(&w, "series");
+	jw_begin_arr(&w);
+	for (size_t i = 0; i < h->nseries; i++)
+		jw_series(&w, &h->series[i]);
+	jw_end_arr(&w);
+	jw_end_obj(&w);
 	pthread_mutex_unlock(&h->lock);
+	rc = jw_error(&w);
+	if (!rc)
+		rc = ck_buf_put(out, w.b.data, w.b.len);
+	if (!rc)
+		rc = ck_buf_putc(out, '\n');
+	jw_free(&w);
 	return rc;
 }
