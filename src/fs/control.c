@@ -16,9 +16,12 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ckptfs.h"
 #include "ckptfs/ctl.h"
-#include "staged.h"
+#include "ckptfs/writer_staging.h"
+#include "control.h"
+#include "dirs.h"
+#include "health.h"
+#include "mount.h"
 
 static void fill_stat(const struct ckfs *fs, uint64_t ino, const struct ck_ctl_attr *a, struct stat *st)
 {
@@ -78,7 +81,7 @@ static char *written_series(struct ckfs *fs, fuse_ino_t parent, const char *name
 
 	if (parent == FUSE_ROOT_ID)
 		return strdup(name);
-	if (ckfs_is_staged(parent) && fs->staging && ckfs_staging_top_of(fs->staging, parent, &series, &top) == 0) {
+	if (ck_staging_is_staged(parent) && fs->staging && ck_staging_top_of(fs->staging, parent, &series, &top) == 0) {
 		free(top);
 		return series;
 	}

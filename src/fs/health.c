@@ -3,22 +3,26 @@
  * health_interval seconds; the series' histories come from the view (each
  * committed checkpoint's step and newest file mtime); health.json and the
  * flags are control files (control.c).  Commits through the mount clear a
- * series' flag at once (ckfs_health_committed, from commit.c); the tick
- * also sees commits it was not told of. */
+ * series' flag at once (ckfs_health_committed, from the writer's committed
+ * callback in notify.c); the tick also sees commits it was not told of. */
 #include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckptfs.h"
 #include "ckptfs/clock.h"
 #include "ckptfs/ctl.h"
 #include "ckptfs/health.h"
+#include "ckptfs/log.h"
+#include "ckptfs/ticker.h"
+#include "ckptfs/writer.h"
+#include "health.h"
+#include "mount.h"
 
 struct ckfs_health {
 	struct ck_health *h;
-	struct ckfs_ticker ticker;
+	struct ck_ticker ticker;
 	struct ckfs *fs;
 };
 
@@ -129,14 +133,14 @@ void ckfs_health_start(struct ckfs *fs)
 		return;
 	/* The first sample at once: a machine without NVML says so at mount. */
 	health_tick(hr);
-	if (ckfs_ticker_start(&hr->ticker, fs->cfg->health_interval, health_tick, hr))
+	if (ck_ticker_start(&hr->ticker, fs->cfg->health_interval, health_tick, hr))
 		ck_warn("cannot start the GPU health thread: no more samples after the first");
 }
 
 void ckfs_health_stop(struct ckfs *fs)
 {
 	if (fs->health)
-		ckfs_ticker_stop(&fs->health->ticker);
+		ck_ticker_stop(&fs->health->ticker);
 }
 
 void ckfs_health_wrote(struct ckfs *fs, const char *series)
@@ -149,7 +153,7 @@ void ckfs_health_committed(struct ckfs *fs, const char *series, const char *name
 {
 	int64_t step;
 
-	if (fs->health && ckfs_step_of(fs, series, name, &step) == 0)
+	if (fs->health && fs->writer && ck_writer_step_of(fs->writer, series, name, &step) == 0)
 		ck_health_committed(fs->health->h, series, step);
 }
 
