@@ -112,6 +112,11 @@ struct ck_health_ckpt {
  * watcher frees: 0 (n may be 0) or -errno. */
 typedef int (*ck_health_history_fn)(void *ctx, const char *series, struct ck_health_ckpt **out, size_t *n);
 
+/* The history function over a view (ctx: the struct ck_view *): the
+ * checkpoints the view lists in series that carry a step, each with the
+ * newest mtime of its files.  A series the view does not have: none. */
+int ck_health_view_history(void *ctx, const char *series, struct ck_health_ckpt **out, size_t *n);
+
 #define CK_HEALTH_FLAG_NAME "trigger_checkpoint.flag"
 
 struct ck_health_opts {

@@ -1,7 +1,7 @@
 /* The GPU health watcher in the daemon (-o health=nvml): a thin adapter
  * over include/ckptfs/health.h.  A ticker thread samples every
- * health_interval seconds; the series' histories come from the view (each
- * committed checkpoint's step and newest file mtime); health.json and the
+ * health_interval seconds; the series' histories come from the view
+ * (ck_health_view_history); health.json and the
  * flags are control files (control.c).  Commits through the mount clear a
  * series' flag at once (ckfs_health_committed, from the writer's committed
  * callback in notify.c); the tick also sees commits it was not told of. */
@@ -25,48 +25,6 @@ struct ckfs_health {
 	struct ck_ticker ticker;
 	struct ckfs *fs;
 };
-
-/* Committed checkpoints of series from the view: those with a step. */
-static int view_history(void *ctx, const char *series, struct ck_health_ckpt **out, size_t *n)
-{
-	struct ckfs *fs = ctx;
-	const struct ck_vnode *dir, **kids = NULL;
-	struct ck_health_ckpt *c;
-	size_t nk = 0, m = 0;
-	uint64_t changes;
-	int rc;
-
-	*out = NULL;
-	*n = 0;
-	rc = ck_view_lookup(fs->view, ck_view_root(fs->view), series, &dir);
-	if (rc == -ENOENT)
-		return 0;   /* nothing committed yet */
-	if (rc == 0)
-		rc = ck_view_children(fs->view, dir, &kids, &nk, &changes);
-	if (rc)
-		return rc;
-	c = calloc(nk ? nk : 1, sizeof(*c));
-	if (!c) {
-		free(kids);
-		return -ENOMEM;
-	}
-	for (size_t i = 0; i < nk; i++) {
-		struct ck_buf step = CK_BUF_INIT;
-		struct ck_vattr a;
-
-		if (ck_view_getxattr(fs->view, kids[i], "user.ckptfs.step", &step) == 0 &&
-		    ck_buf_putc(&step, '\0') == 0 && ck_view_getattr(fs->view, kids[i], &a) == 0) {
-			c[m].step = strtoll((const char *)step.data, NULL, 10);
-			c[m].time_ns = a.mtime_ns;
-			m++;
-		}
-		ck_buf_free(&step);
-	}
-	free(kids);
-	*out = c;
-	*n = m;
-	return 0;
-}
 
 static int render_json(void *ctx, const char *series, struct ck_buf *out)
 {
@@ -108,8 +66,8 @@ int ckfs_health_setup(struct ckfs *fs)
 	o.gap = cfg->emergency_gap;
 	if (cfg->emergency_flag)
 		o.flag_name = cfg->emergency_flag;
-	o.history = view_history;
-	o.history_ctx = fs;
+	o.history = ck_health_view_history;
+	o.history_ctx = fs->view;
 	rc = ck_health_new(&o, &hr->h);
 	if (!rc)
 		rc = ck_ctl_add(fs->ctl, "health.json", 0, render_json, hr);
