@@ -4,7 +4,8 @@
  *
  *   {"checkpoint": "run1/checkpoint-20", "file": "model.pt", "kind": "torch",
  *    "synthesized": true,
- *    "sources": [{"checkpoint": "checkpoint-20", "step": 20, "path": "/data/...", "tensors": 8}, ...],
+ *    "sources": [{"series": "run1", "checkpoint": "checkpoint-20", "step": 20, "path": "/data/...",
+ *                 "tensors": 8}, ...],
  *    "tensors": {"model.layers.0.weight": "checkpoint-10", ...}}
  *
  * Linux caps an xattr value at 64 KiB: past that the per-tensor map is left
@@ -13,6 +14,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -28,7 +30,8 @@ static int put_key(struct ck_buf *b, const char *k)
 	return rc ? rc : ck_buf_puts(b, ": ");
 }
 
-static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors, struct ck_buf *b)
+static int sources_json(const char *checkpoint, const char *file, const struct ck_vfile *f, int with_tensors,
+			struct ck_buf *b)
 {
 	int rc;
 
@@ -36,12 +39,13 @@ static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors
 	if (!rc)
 		rc = put_key(b, "checkpoint");
 	if (!rc)
-		rc = ck_buf_printf(b, "\"%s/%s\", ", n->ckpt->series->name, n->ckpt->info.name);
+		rc = js_put_string(b, checkpoint, strlen(checkpoint));
+	if (!rc)
+		rc = ck_buf_puts(b, ", ");
 	if (!rc)
 		rc = put_key(b, "file");
 	if (!rc)
-		rc = js_put_string(b, n->relpath && n->relpath[0] ? n->relpath : n->name,
-				   strlen(n->relpath && n->relpath[0] ? n->relpath : n->name));
+		rc = js_put_string(b, file, strlen(file));
 	if (!rc)
 		rc = ck_buf_printf(b, ", \"kind\": \"%s\", \"synthesized\": %s, \"sources\": [", f->kind,
 				   f->synthesized ? "true" : "false");
@@ -52,6 +56,12 @@ static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors
 		for (size_t t = 0; t < f->ntensors; t++)
 			count += f->tensors[t].pf == pf;
 		rc = ck_buf_puts(b, i ? ", {" : "{");
+		if (!rc)
+			rc = put_key(b, "series");
+		if (!rc)
+			rc = js_put_string(b, pf->ckpt->series->name, strlen(pf->ckpt->series->name));
+		if (!rc)
+			rc = ck_buf_puts(b, ", ");
 		if (!rc)
 			rc = put_key(b, "checkpoint");
 		if (!rc)
@@ -86,23 +96,33 @@ static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors
 	return rc ? rc : ck_buf_puts(b, "}\n");
 }
 
-int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
+int ck_vfile_sources_json(const struct ck_vfile *f, const char *checkpoint, const char *file, struct ck_buf *out)
 {
 	struct ck_buf b = CK_BUF_INIT;
+	int rc;
+
+	rc = sources_json(checkpoint, file, f, 1, &b);
+	if (!rc && b.len > XATTR_MAX) {
+		b.len = 0;
+		rc = sources_json(checkpoint, file, f, 0, &b);
+	}
+	if (!rc)
+		rc = ck_buf_put(out, b.data, b.len);
+	ck_buf_free(&b);
+	return rc;
+}
+
+int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
+{
 	struct ck_vfile *f;
+	char ckpt[1024];
 	int rc;
 
 	rc = view_node_vfile(v, n, &f);
 	if (rc)
 		return rc;
-	rc = sources_json(n, f, 1, &b);
-	if (!rc && b.len > XATTR_MAX) {
-		b.len = 0;
-		rc = sources_json(n, f, 0, &b);
-	}
-	if (!rc)
-		rc = ck_buf_put(out, b.data, b.len);
-	ck_buf_free(&b);
+	snprintf(ckpt, sizeof(ckpt), "%s/%s", n->ckpt->series->name, n->ckpt->info.name);
+	rc = ck_vfile_sources_json(f, ckpt, n->relpath && n->relpath[0] ? n->relpath : n->name, out);
 	ck_vfile_put(f);
 	return rc;
 }

@@ -156,8 +156,17 @@ int vfile_add_tensor(struct ck_vfile *f, const char *name, enum ck_dtype dt, int
 	t->pf = pf;
 	t->offset = off;
 	t->nbytes = nbytes;
+	t->contiguous = 1;
 	f->ntensors++;
 	return 0;
+}
+
+void vfile_tensor_origin(struct ck_vfile *f, const struct pk_node *node, int contiguous)
+{
+	if (f->ntensors) {
+		f->tensors[f->ntensors - 1].node = node;
+		f->tensors[f->ntensors - 1].contiguous = contiguous;
+	}
 }
 
 int vfile_freeze(struct ck_vfile *f)
@@ -178,6 +187,7 @@ void vfile_free(struct ck_vfile *f)
 	free(f->ext);
 	free(f->srcs);
 	ck_buf_free(&f->mem);
+	pk_doc_free(f->tree_doc);
 	free(f);
 }
 

@@ -127,6 +127,8 @@ struct vtensor_src {
 	uint64_t shape[CK_MAX_DIMS];
 	struct phys_file *pf;
 	uint64_t offset, nbytes;
+	int contiguous;             /* the bytes are the tensor in C order */
+	const struct pk_node *node; /* torch: its node in the source version's pickle */
 };
 
 struct ck_vfile {
@@ -142,6 +144,8 @@ struct ck_vfile {
 	size_t ntensors;
 	const char *kind;           /* "torch", "safetensors", "safetensors-index", "file" */
 	int synthesized;            /* 0: served as the physical file is */
+	struct pk_doc *tree_doc;    /* torch: nodes of the merged tree (NULL: it is the newest's) */
+	const struct pk_node *tree; /* torch: the state tree the file serves */
 	_Atomic uint64_t ahead_upto;    /* ranges before this offset were queued for checking */
 };
 
@@ -177,6 +181,9 @@ int vfile_add_mem(struct ck_vfile *f, const void *p, size_t len);
 int vfile_add_phys(struct ck_vfile *f, struct phys_file *pf, uint64_t off, uint64_t len);
 int vfile_add_tensor(struct ck_vfile *f, const char *name, enum ck_dtype dt, int ndim,
 		     const uint64_t *shape, struct phys_file *pf, uint64_t off, uint64_t nbytes);
+/* The last tensor added: its node in a pickle and whether its bytes are
+ * contiguous (vfile_add_tensor assumes they are). */
+void vfile_tensor_origin(struct ck_vfile *f, const struct pk_node *node, int contiguous);
 /* Resolves mem pointers after all bytes are added. */
 int vfile_freeze(struct ck_vfile *f);
 void vfile_free(struct ck_vfile *f);
@@ -189,6 +196,11 @@ int merge_trees(struct pk_doc *doc, struct pk_node **roots, size_t n, struct pk_
 
 /* composite.c */
 int composite_build(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out);
+/* A torch.save archive of the state tree root (whose storages' user is
+ * their phys_file) laid out like layout's records, into f, with its
+ * tensors recorded.  what names the file in error messages. */
+int composite_torch_file(const char *what, struct phys_file *layout, const struct pk_node *root,
+			 struct ck_vfile *f);
 
 /* index.c: *.safetensors.index.json regenerated from the composite shards */
 int composite_build_index(struct ck_view *v, struct ck_vnode *n, struct phys_file **pfs, size_t np,
