@@ -158,6 +158,8 @@ int ck_view_tensors(struct ck_view *v, const struct ck_vnode *n, ck_vtensor_fn f
  * checks that every physical file it uses is unchanged.  Reference counted. */
 int ck_view_open_file(struct ck_view *v, const struct ck_vnode *n, struct ck_vfile **out);
 void ck_vfile_put(struct ck_vfile *f);
+/* Another reference to f (returned). */
+struct ck_vfile *ck_vfile_get(struct ck_vfile *f);
 uint64_t ck_vfile_size(const struct ck_vfile *f);
 
 /* When the open file's bytes are exactly one raw physical file, whole and

@@ -197,6 +197,12 @@ void ck_vfile_put(struct ck_vfile *f)
 		vfile_free(f);
 }
 
+struct ck_vfile *ck_vfile_get(struct ck_vfile *f)
+{
+	atomic_fetch_add(&f->refs, 1);
+	return f;
+}
+
 uint64_t ck_vfile_size(const struct ck_vfile *f)
 {
 	return f->size;
