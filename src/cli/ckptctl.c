@@ -11,6 +11,8 @@
  *   ckptctl recover STORE
  *   ckptctl stats STORE [SERIES] [--json] [--chunk-size N]
  *   ckptctl rm STORE SERIES/CKPT [--dry-run]
+ *   ckptctl diff STORE A B [--json] [--chunk-size N]
+ *   ckptctl recipe add|ls|show|rm STORE [NAME [FILE.yaml]]
  */
 #include "config.h"
 
@@ -27,6 +29,8 @@ static const struct cli_cmd *const commands[] = {
 	&cli_cmd_stats, &cli_cmd_rm,
 	&cli_cmd_compact,
 	&cli_cmd_gc,
+	&cli_cmd_diff,
+	&cli_cmd_recipe,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
