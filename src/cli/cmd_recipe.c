@@ -78,12 +78,19 @@ static int check(struct ck_view *v, const char *label, const char *text, size_t 
 		else
 			cli_error("%s: %s", label, err.msg[0] ? err.msg : strerror(-rc));
 	} else if (verbose) {
-		fprintf(stdout, "base: %s/%s\n", r->base.series, r->base.ckpt);
-		for (size_t s = 0; s < r->nslices; s++)
-			printf("blocks %lld-%lld from %s/%s\n", (long long)r->slices[s].start,
-			       (long long)r->slices[s].end - 1, r->slices[s].model.series, r->slices[s].model.ckpt);
+		int64_t at = 0;
+
+		printf("base: %s/%s (param_groups, scheduler, config and file layout)\n", r->base.series, r->base.ckpt);
+		for (size_t s = 0; s < r->nslices; s++) {
+			const struct ck_recipe_slice *sl = &r->slices[s];
+
+			printf("blocks %lld-%lld: %s/%s blocks %lld-%lld\n", (long long)at,
+			       (long long)(at + sl->end - sl->start - 1), sl->model.series, sl->model.ckpt,
+			       (long long)sl->start, (long long)sl->end - 1);
+			at += sl->end - sl->start;
+		}
 		for (size_t w = 0; w < r->nweights; w++)
-			printf("%s from %s/%s\n", r->weights[w].name, r->weights[w].model.series, r->weights[w].model.ckpt);
+			printf("%s: %s/%s\n", r->weights[w].name, r->weights[w].model.series, r->weights[w].model.ckpt);
 	}
 	ck_recipe_plan_free(plan);
 	ck_recipe_free(r);
