@@ -89,6 +89,14 @@ struct ck_ctl_dirent {
 int ck_ctl_readdir(struct ck_ctl *c, uint64_t ino, struct ck_ctl_dirent **out, size_t *n);
 void ck_ctl_dirents_free(struct ck_ctl_dirent *d, size_t n);
 
+/* Whether file ino is built anew at every open (a registered entry): its
+ * size may change between opens, so readers must not cache it. */
+int ck_ctl_volatile(struct ck_ctl *c, uint64_t ino);
+/* Whether the name of node ino may come to mean another node (a recipe
+ * replaced under its name, a registered entry): its lookup is not to be
+ * cached.  Other names keep their node for the life of the mount. */
+int ck_ctl_renamable(struct ck_ctl *c, uint64_t ino);
+
 /* The contents of a file (a new reference: ck_vfile_put), its physical
  * files re-checked as ck_view_open_file does.  -EISDIR, -ENOENT, -EIO. */
 int ck_ctl_open_file(struct ck_ctl *c, uint64_t ino, struct ck_vfile **out);

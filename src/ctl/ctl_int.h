@@ -126,6 +126,7 @@ struct ctl_type {
 	 * -1: none): 0, or -ENODATA. */
 	int (*ckpt)(struct ck_ctl *c, struct ctl_node *n, struct ck_buf *label, int64_t *step);
 	int is_volatile;           /* files: built on every open, never cached */
+	int renamable;             /* the name may come to mean another node */
 };
 
 struct ctl_node {

@@ -581,6 +581,20 @@ void ck_ctl_dirents_free(struct ck_ctl_dirent *d, size_t n)
 	free(d);
 }
 
+int ck_ctl_volatile(struct ck_ctl *c, uint64_t ino)
+{
+	struct ctl_node *n = node_of(c, ino);
+
+	return n && !n->is_dir && n->type->is_volatile;
+}
+
+int ck_ctl_renamable(struct ck_ctl *c, uint64_t ino)
+{
+	struct ctl_node *n = node_of(c, ino);
+
+	return n && (n->type->renamable || n->type->is_volatile);
+}
+
 int ck_ctl_open_file(struct ck_ctl *c, uint64_t ino, struct ck_vfile **out)
 {
 	struct ctl_node *n = node_of(c, ino);

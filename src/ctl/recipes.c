@@ -456,6 +456,7 @@ static int file_build(struct ck_ctl *c, struct ctl_node *n, struct ck_vfile **ou
 }
 
 static const struct ctl_type recipe_file = {
+	.renamable = 1,
 	.kind = "recipe",
 	.build = file_build,
 	.ckpt = recipe_label,
@@ -472,6 +473,7 @@ static int error_build(struct ck_ctl *c, struct ctl_node *n, struct ck_vfile **o
 }
 
 static const struct ctl_type recipe_error = {
+	.renamable = 1,
 	.kind = "recipe-error",
 	.build = error_build,
 };
@@ -485,6 +487,7 @@ static int list_under(struct ck_ctl *c, const char *name, const char *version, c
 static int sub_list(struct ck_ctl *c, struct ctl_node *dir, struct ctl_specs *out);
 
 static const struct ctl_type recipe_sub = {
+	.renamable = 1,
 	.kind = "recipe",
 	.list = sub_list,
 	.ckpt = recipe_label,
@@ -533,6 +536,7 @@ static int dir_list(struct ck_ctl *c, struct ctl_node *dir, struct ctl_specs *ou
 }
 
 static const struct ctl_type recipe_dir = {
+	.renamable = 1,
 	.kind = "recipe",
 	.list = dir_list,
 	.ckpt = recipe_label,

@@ -428,6 +428,7 @@ static int recipe_dir_label(struct ck_ctl *c, struct ctl_node *n, struct ck_buf 
 
 const struct ctl_type ctl_recipe_weights_dir = {
 	.kind = "weights",
+	.renamable = 1,
 	.list = recipe_dir_list,
 	.ckpt = recipe_dir_label,
 };

@@ -22,6 +22,7 @@
 
 #include "ckptfs/buf.h"
 #include "ckptfs/log.h"
+#include "ckptfs/ctldir.h"
 #include "ckptfs/view.h"
 
 /* Largest read and write request we ask the kernel for. */
@@ -64,6 +65,7 @@ struct ckfs_config {
 	int direct_io;          /* CKFS_DIO_*: which committed files bypass the page cache */
 	int passthrough;        /* -o passthrough (default): the kernel reads whole raw files itself */
 	int warmup;             /* -o warmup (default): build the newest composites at mount */
+	struct ck_ctl_opts ctl; /* -o weights_shard: the control directory's settings */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
@@ -131,6 +133,7 @@ struct ckfs_passthrough {
 struct ckfs {
 	const struct ckfs_config *cfg;
 	struct ck_view *view;
+	struct ck_ctl *ctl;     /* MNT/.ckptfs (control.c) */
 	uint64_t root_ino;      /* the view's inode number of its root */
 	uid_t uid;              /* owner shown for every node: whoever mounted */
 	gid_t gid;
@@ -227,6 +230,11 @@ extern const struct fuse_lowlevel_ops ckfs_ops;
 /* The table of a writable mount (write.c): routes each request to the
  * view (committed, read-only) or to the in-progress space (staging.c). */
 extern const struct fuse_lowlevel_ops ckfs_rw_ops;
+
+/* The control directory, MNT/.ckptfs (control.c): out is base with the
+ * requests about .ckptfs routed to fs->ctl (include/ckptfs/ctldir.h) and
+ * the others to base.  One session per process: base is kept. */
+void ckfs_control_ops(const struct fuse_lowlevel_ops *base, struct fuse_lowlevel_ops *out);
 
 /* Pieces of the table: namespace (ops.c), read path (read.c), xattrs (xattr.c). */
 void ckfs_op_init(void *userdata, struct fuse_conn_info *conn);

@@ -228,10 +228,12 @@ static int new_session(struct mount_run *run)
 	    (cfg->debug && fuse_opt_add_arg(&args, "-d")))
 		rc = -ENOMEM;
 	if (!rc) {
-		/* Without -o ro, the table that also serves in-progress directories. */
-		const struct fuse_lowlevel_ops *ops = cfg->read_only ? &ckfs_ops : &ckfs_rw_ops;
+		/* Without -o ro, the table that also serves in-progress
+		 * directories; either way with the control directory. */
+		static struct fuse_lowlevel_ops ops;
 
-		run->se = fuse_session_new(&args, ops, sizeof(*ops), &run->fs);
+		ckfs_control_ops(cfg->read_only ? &ckfs_ops : &ckfs_rw_ops, &ops);
+		run->se = fuse_session_new(&args, &ops, sizeof(ops), &run->fs);
 		if (!run->se)
 			rc = -EINVAL;	/* libfuse said why */
 	}
@@ -299,6 +301,11 @@ static int serve(struct mount_run *run)
 		goto close_view;
 	}
 	run->fs.root_ino = root.ino;
+	rc = ck_ctl_open(run->fs.view, cfg->store, &cfg->ctl, &run->fs.ctl);
+	if (rc) {
+		ck_err("%s: cannot open the control directory: %s", cfg->store, strerror(-rc));
+		goto close_view;
+	}
 	if (!cfg->read_only && ckfs_staging_new(cfg->store, &run->fs.staging)) {
 		ck_err("out of memory");
 		goto close_view;
@@ -391,6 +398,7 @@ close_view:
 	ckfs_listings_free(&run->fs);
 	pthread_mutex_destroy(&run->fs.listings_lock);
 	ck_store_mount_release(run->mount_lock);
+	ck_ctl_close(run->fs.ctl);   /* before the view it reads */
 	ck_view_close(run->fs.view);
 	ckfs_passthrough_destroy(&run->fs.passthrough);
 	return status;

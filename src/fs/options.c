@@ -47,7 +47,7 @@ static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
 	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
 	"subtype", "refresh", "commit_idle", "commit_markers", "marker_grace",
-	"cache_size", "compact", "direct_io", NULL,
+	"cache_size", "compact", "direct_io", "weights_shard", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -266,6 +266,17 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 			cfg->view.cache_bytes = (uint64_t)mib << 20;
 		return rc;
 	}
+	if (KEY("weights_shard") && val) {
+		char *end;
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(val, &end, 10);
+		if (errno || end == val || *end || val[0] == '-' || v < 1)
+			return bad_value(opt, "a number of bytes >= 1");
+		cfg->ctl.shard_bytes = v;
+		return 0;
+	}
 	if (KEY("direct_io") && val) {
 		if (strcmp(val, "none") == 0)
 			cfg->direct_io = CKFS_DIO_NONE;
@@ -365,6 +376,7 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->pipe_max_kb = 2048;
 	cfg->refresh_secs = 5;
 	cfg->view.cache_bytes = CK_VIEW_DEFAULT_CACHE;
+	cfg->ctl.shard_bytes = CK_CTL_DEFAULT_SHARD_BYTES;
 	cfg->compact_secs = 60;
 	cfg->direct_io = CKFS_DIO_NONE;
 	cfg->passthrough = 1;
@@ -543,6 +555,8 @@ void ckfs_print_help(const char *progname)
 	       "    -o compact=SEC         writable mount: pack committed checkpoints every SEC\n"
 	       "                           seconds after a commit, removing the raw files of all\n"
 	       "                           but the newest of each series (default 60; 0 = never)\n"
+	       "    -o weights_shard=BYTES MNT/.ckptfs/weights/ serves model weights larger than\n"
+	       "                           this as shards with an index (default 5000000000)\n"
 	       "    -o direct_io=WHICH     committed files read without the page cache: none\n"
 	       "                           (default), torch (torch.save files) or all\n"
 	       "    -o passthrough|nopassthrough  let the kernel read files served as they\n"
