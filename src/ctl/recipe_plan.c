@@ -328,12 +328,14 @@ int ck_recipe_check(struct ck_view *v, const struct ck_recipe *r, const struct c
 		rc = plan_named_weights(&p);
 	if (!rc)
 		rc = plan_blocks(&p);
-	if (!rc)
+	if (!rc) {
+		p.plan->nw = base->nweights;
 		rc = plan_weights_list(&p, base->weights, base->nweights, 0, &p.plan->w);
-	p.plan->nw = base->nweights;
-	if (!rc && base->torch_model)
+	}
+	if (!rc && base->torch_model) {
+		p.plan->npt = base->npt_weights;
 		rc = plan_weights_list(&p, base->pt_weights, base->npt_weights, 1, &p.plan->pt);
-	p.plan->npt = base->torch_model ? base->npt_weights : 0;
+	}
 	if (!rc)
 		rc = plan_states(&p);
 	free(p.blk_slice);

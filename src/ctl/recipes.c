@@ -68,27 +68,64 @@ void recipes_free(struct ck_ctl *c)
 	c->recipes = NULL;
 }
 
-static int recipe_key(struct ck_ctl *c, const char *name, char *key, size_t size)
+/* Appends the inode number of checkpoint ref as the view lists it now (0:
+ * not listed). */
+static int key_ref(struct ck_ctl *c, const struct ck_recipe_ref *ref, struct ck_buf *key)
 {
+	const struct ck_vnode *n;
+	struct ck_vattr a;
+
+	if (ctl_find_checkpoint(c, ref->series, ref->ckpt, &n) || ck_view_getattr(c->view, n, &a))
+		a.ino = 0;
+	return ck_buf_printf(key, ":%llu", (unsigned long long)a.ino);
+}
+
+/* A recipe's version: its file's identity and the nodes of the checkpoints
+ * it names, so that a checkpoint deleted (or a series reloaded) makes a new
+ * version, checked again. */
+static int recipe_key(struct ck_ctl *c, const char *name, struct ck_buf *key)
+{
+	struct ck_error err = { "" };
+	struct ck_recipe *r = NULL;
 	struct stat sb;
+	char *text = NULL;
+	size_t len = 0;
+	unsigned line;
 	int rc = ck_store_recipe_stat(c->store, name, &sb);
 
 	if (rc)
 		return rc;
-	snprintf(key, size, "%llu:%llu:%lld.%09ld", (unsigned long long)sb.st_ino, (unsigned long long)sb.st_size,
-		 (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
-	return 0;
+	rc = ck_buf_printf(key, "%llu:%llu:%lld.%09ld", (unsigned long long)sb.st_ino, (unsigned long long)sb.st_size,
+			   (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+	if (!rc && !ck_store_recipe_read(c->store, name, &text, &len, &err) &&
+	    !ck_recipe_parse(text, len, &r, &line, &err)) {
+		for (size_t i = 0; i < r->nslices && !rc; i++)
+			rc = key_ref(c, &r->slices[i].model, key);
+		for (size_t i = 0; i < r->nweights && !rc; i++)
+			rc = key_ref(c, &r->weights[i].model, key);
+		if (!rc)
+			rc = key_ref(c, &r->base, key);
+	}
+	ck_recipe_free(r);
+	free(text);
+	if (!rc)
+		rc = ck_buf_putc(key, 0);
+	return rc;
 }
 
 int recipes_list_names(struct ck_ctl *c, struct ctl_specs *out, const struct ctl_type *type)
 {
-	char **names = NULL, key[128];
+	char **names = NULL;
 	size_t n = 0;
 	int rc = ck_store_recipe_list(c->store, &names, &n);
 
-	for (size_t i = 0; i < n && !rc; i++)
-		if (!recipe_key(c, names[i], key, sizeof(key)))
-			rc = ctl_spec_add(out, names[i], key, 1, type, names[i], NULL, NULL, NULL);
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct ck_buf key = CK_BUF_INIT;
+
+		if (!recipe_key(c, names[i], &key))
+			rc = ctl_spec_add(out, names[i], (const char *)key.data, 1, type, names[i], NULL, NULL, NULL);
+		ck_buf_free(&key);
+	}
 	ck_strv_free(names, n);
 	return rc;
 }

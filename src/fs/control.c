@@ -7,6 +7,8 @@
  * has .ckptfs (the view's listing is served as before), so ls, du, cp -r
  * and rsync of the mount see no view twice; a lookup by name finds it.
  *
+ * Names are cached by the kernel for a second at most (they follow the
+ * store), attributes as long as the view's (a node's bytes never change).
  * Directory handles hold the listing taken at OPENDIR.  READDIRPLUS gives
  * names and types only (no attributes): a file's size may mean building it
  * (a layer's safetensors header), which a listing must not wait for.
@@ -63,7 +65,9 @@ static void reply_entry(fuse_req_t req, struct ckfs *fs, int rc, const struct ck
 	e.ino = a->ino;
 	e.generation = 1;    /* never reused while mounted */
 	e.attr_timeout = ck_ctl_volatile(fs->ctl, a->ino) ? 0 : fs->cfg->attr_timeout;
-	e.entry_timeout = ck_ctl_renamable(fs->ctl, a->ino) ? 0 : fs->cfg->entry_timeout;
+	/* Names follow the store (a checkpoint deleted leaves weights/,
+	 * layers/...): cached a second at most, a recipe's not at all. */
+	e.entry_timeout = ck_ctl_renamable(fs->ctl, a->ino) ? 0 : fs->cfg->entry_timeout < 1 ? fs->cfg->entry_timeout : 1;
 	fuse_reply_entry(req, &e);
 }
 

@@ -19,6 +19,12 @@ checkpoint files say, worked out here from those files alone.
       here with torch, file by file, and weights/@recipes/NAME/ its weights
   ctl_check.py diff JSON WORK A B
       `ckptctl diff --json` output for SERIES/CKPT A and B
+  ctl_check.py tailor-merge SERIES_DIR OUT
+      the LLMTailor-style merge of TAILOR_RECIPE over a series written by
+      examples/llmtailor_train.py, done the slow way, as a plain checkpoint
+  ctl_check.py tailor-same RUN_A RUN_B STEP
+      the checkpoints at STEP of two resumed runs are bit-identical, and the
+      runs trained on (finite losses after the resume)
 
 Series (tiny Llama, tests/py/tinyllama.py):
   run      checkpoint-10 full (+ tokenizer and generation config), -20 odd
@@ -484,6 +490,75 @@ def diff(json_path, work, a, b):
     print("diff %s %s: %d tensors as the files say" % (a, b, len(doc["tensors"])))
 
 
+# --- an LLMTailor-style merge of the example trainer's checkpoints ------------------
+
+TAILOR_RECIPE = {"slices": [("checkpoint-8", 0, 2), ("checkpoint-16", 2, 4)]}
+
+
+def tailor_yaml(series):
+    out = ["slices:"]
+    for ck, a, b in TAILOR_RECIPE["slices"]:
+        out += ["  - sources:", "      - model: %s/%s" % (series, ck), "        layer_range: [%d, %d]" % (a, b)]
+    return "\n".join(out + ["merge_method: passthrough"]) + "\n"
+
+
+def tailor_merge(series_dir, out):
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples"))
+    import llmtailor_train
+    names = llmtailor_train.build(10, 0)[3]
+    steps = sorted(int(n.split("-")[1]) for n in os.listdir(series_dir))
+
+    def composite(ck, rel):
+        upto = int(ck.split("-")[1])
+        return merged([p for p in (os.path.join(series_dir, "checkpoint-%d" % s, rel) for s in steps if s <= upto)
+                       if os.path.exists(p)])
+    base = TAILOR_RECIPE["slices"][-1][0]
+    blocks = []
+    for ck, a, b in TAILOR_RECIPE["slices"]:
+        blocks += [(ck, j) for j in range(a, b)]
+
+    def source(name):
+        blk = tinyllama.block_of(name)
+        if blk is None:
+            return base, name
+        ck, j = blocks[blk]
+        return ck, name.replace("layers.%d." % blk, "layers.%d." % j, 1)
+    os.makedirs(out)
+    sd = composite(base, "pytorch_model.bin")
+    model = type(sd)()
+    for k in sd:
+        ck, src = source(k)
+        model[k] = composite(ck, "pytorch_model.bin")[src]
+    model._metadata = sd._metadata
+    torch.save(model, os.path.join(out, "pytorch_model.bin"))
+    osd = composite(base, "optimizer.pt")
+    state = {}
+    for idx in osd["state"]:
+        ck, src = source(names[idx])
+        state[idx] = composite(ck, "optimizer.pt")["state"][names.index(src)]
+    torch.save({"state": state, "param_groups": osd["param_groups"]}, os.path.join(out, "optimizer.pt"))
+    for rel in ("scheduler.pt", "rng_state.pth"):
+        torch.save(composite(base, rel), os.path.join(out, rel))
+    for rel in ("trainer_state.json", "config.json"):
+        shutil.copyfile(os.path.join(series_dir, base, rel), os.path.join(out, rel))
+    print("merged %s into %s" % (TAILOR_RECIPE, out))
+
+
+def tailor_same(run_a, run_b, step):
+    ck = "checkpoint-%s" % step
+    for rel in ("pytorch_model.bin", "optimizer.pt", "scheduler.pt"):
+        deepcompare.assert_same(torch.load(os.path.join(run_a, ck, rel)), torch.load(os.path.join(run_b, ck, rel)),
+                                "%s/%s" % (ck, rel))
+    with open(os.path.join(run_a, ck, "trainer_state.json")) as f:
+        a = json.load(f)
+    with open(os.path.join(run_b, ck, "trainer_state.json")) as f:
+        b = json.load(f)
+    expect(a["log_history"] == b["log_history"], "loss histories differ")
+    losses = [e["loss"] for e in a["log_history"]]
+    expect(all(math.isfinite(x) for x in losses) and len(losses) == int(step), "losses: %s" % losses)
+    print("resumed runs identical at %s; losses after the resume %s" % (ck, ["%.3f" % x for x in losses[-4:]]))
+
+
 if __name__ == "__main__":
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "make":
@@ -498,5 +573,11 @@ if __name__ == "__main__":
         recipe(*args)
     elif cmd == "diff":
         diff(*args)
+    elif cmd == "tailor-yaml":
+        sys.stdout.write(tailor_yaml(*args))
+    elif cmd == "tailor-merge":
+        tailor_merge(*args)
+    elif cmd == "tailor-same":
+        tailor_same(*args)
     else:
         sys.exit(__doc__)
