@@ -4,8 +4,8 @@
  * chain) through ck_packed_pread in 1 MiB pieces, one thread, no chunk
  * cache (every chunk decoded), and every file of NEW (raw, the baseline)
  * with pread; prints the median of RUNS (default 5) of each in MB/s and
- * their ratio.  docs/bench.md ("Rebuilding a chain") uses it to separate
- * the decoder's cost from the mount's. */
+ * their ratio, to separate the decoder's cost from the mount's
+ * (docs/bench.md, "chain_read"). */
 #include "config.h"
 
 #include <errno.h>

@@ -6,7 +6,7 @@
 # Trains the small GPT of bench/train_gpt.py with torch 1.13 on CPU (a few
 # minutes on 2 cores; skipped when WORKDIR already holds its checkpoints),
 # then runs bench/pack_ratio over each series and prints, per scenario, the
-# physical/logical ratio of the packed store next to the issue's target,
+# physical/logical ratio of the packed store next to its target,
 # the effect of the anchor interval K, decode speeds of an anchor and of a
 # chain of K deltas, and compaction throughput.  Build first (`make`).
 # Environment: TORCH_PYTHON (default /usr/bin/python3), CKPT_BUILDDIR.
@@ -54,7 +54,7 @@ echo "== packed store: physical/logical on a real training run (MB = 10^6 bytes)
 printf '%-34s %9s %9s %7s\n' scenario logical physical ratio
 row "full saves (fp32 + Adam)" "$full" "$(target "$full" 1.25)"
 row "  same, every candidate compressed" "$exhaustive" "(codec by estimate: $(field "$full" encode_mbps) MB/s, all tried: $(field "$exhaustive" encode_mbps) MB/s)"
-row "  same, XOR + planes + zstd-1 only" "$plain" "(the issue's baseline: 1.26x)"
+row "  same, XOR + planes + zstd-1 only" "$plain" "(baseline: 1.26x)"
 row "frozen fine-tune (top 2 blocks)" "$frozen" "$(target "$frozen" 3)"
 row "bf16 model file" "$bf16" "$(target "$bf16" 2)"
 

@@ -4,7 +4,7 @@
 For each checkpoint directory of SRC (model.pt + optimizer.pt, e.g. a
 store-full/data/full of bench/packs.sh with BENCH_KEEP=1) writes DST/<name>/
 as torch.distributed.checkpoint's FileSystemWriter lays a save out
-(single_file_per_rank; FORMATS.md section 3): every item of the flattened
+(single_file_per_rank; docs/formats.md §4.1): every item of the flattened
 state (model.<fqn>, optim.<path>) a whole torch.save zip appended to
 __0_0.distcp, and .metadata the pickled index.  Debian's torch 1.13 has no
 working DCP under Python 3.11, so the layout is written by hand.  Then:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The packed store through the mount, on a real training run (issue 4, part 6).
+"""The packed store through the mount, on a real training run.
 
 bench/train_gpt.py trains a small GPT (6 blocks, d=256, AdamW) with torch
 1.13 on CPU; here every checkpoint it saves goes through a writable ckptfs
@@ -164,7 +164,7 @@ def load_ckpt(d):
 # One load in a process of its own, as a trainer resuming loads: into
 # memory it has not touched yet.  In one long-lived process glibc's
 # dynamic mmap threshold lets some loads reuse freed heap and others fault
-# fresh pages in, which made the plain baseline swing between 7 and 30 ms.
+# fresh pages in, and the baseline swings (docs/bench.md, "packs.sh").
 LOAD_ONE = """
 import sys, time, torch
 t = time.perf_counter()

@@ -1,6 +1,6 @@
 #!/bin/sh
 # The packed store through the mount on a real training run; see
-# bench/packs.py and docs/bench.md ("Packed store through the mount").
+# bench/packs.py and docs/bench.md ("packs.sh").
 #   bench/packs.sh [--steps 200] [--finetune-steps 100] [--runs 5] [--loads-only] [--train-only] [--mount-opts O]
 # Trains bench/train_gpt.py with Debian's torch 1.13 on CPU (several
 # minutes on 2 cores), saving through four writable mounts, then compacts

@@ -86,12 +86,11 @@ struct ck_chunk_opts {
 };
 
 /* zstd level 1, with the match finder tuned for byte planes (chunk_ctx.c):
- * higher levels compress byte planes little better, much slower (PERF.md). */
+ * higher levels compress byte planes little better, much slower. */
 #define CK_CHUNK_DEFAULT_LEVEL 1
-/* The default candidates, from the measurements in docs/bench.md: on a real
- * training run SUB was never beaten by XOR where a delta paid, and trying
- * XOR as well cost 10 % of the encoding speed for no gain in size.  ROT is
- * what fp32 and bf16 anchors pick. */
+/* The default candidates: XOR is left out because SUB is at least as small
+ * wherever a delta pays, so trying it only costs time; ROT is what fp32 and
+ * bf16 anchors pick (docs/bench.md, "compress.sh and pack_ratio"). */
 #define CK_CODECS_DEFAULT (CK_CODEC_BIT(CK_CODEC_RAW) | CK_CODEC_BIT(CK_CODEC_PLANES) | \
 			   CK_CODEC_BIT(CK_CODEC_SUB) | CK_CODEC_BIT(CK_CODEC_ROT))
 

@@ -7,7 +7,8 @@
  * glibc's default of giving blocks above its mmap threshold back to the
  * kernel: every fresh block is a page fault per 4 KiB when first written,
  * which on virtual machines costs more than the copy that writes it
- * (compaction spent half its time in them).  Call first thing in main(). */
+ * (docs/bench.md, "Measurements without a script").  Call first thing in
+ * main(). */
 void ck_tune_malloc(void);
 
 #endif

@@ -42,8 +42,9 @@
 #include "ckptfs/error.h"
 #include "ckptfs/store.h"
 
-/* Default anchor interval (the longest delta chain): 98 % of the ratio
- * of K=16 on a real training run, ~2x faster rebuilds than K=8 (docs/bench.md). */
+/* Default anchor interval (the longest delta chain): nearly all of the
+ * ratio of longer chains, with rebuilds that read at most four deltas
+ * (docs/bench.md, "Anchor interval K"). */
 #define CK_PACK_DEFAULT_ANCHOR_K 4
 
 struct ck_compact_opts {

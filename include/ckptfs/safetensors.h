@@ -1,4 +1,4 @@
-/* safetensors: u64 header length, JSON header, byte buffer (FORMATS.md section 2).
+/* safetensors: u64 header length, JSON header, bytes (docs/formats.md §3).
  * The reader applies the reference loader's rules; the writer lays tensors
  * out as the Rust writer does (dtype descending, then name) so files match
  * what safetensors.torch.save_file writes. */

@@ -1,5 +1,5 @@
 /* The torch.save container: a ZIP archive of stored entries under one root
- * folder (FORMATS.md section 1).  Reader and writer are pure: the reader
+ * folder (docs/formats.md §1).  Reader and writer are pure: the reader
  * pulls bytes through a callback, the writer pushes pieces to one, so the
  * same code serves real files, FUSE virtual files and tests.
  */

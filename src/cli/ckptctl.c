@@ -1,19 +1,7 @@
-/* ckptctl: the operator's tool for ckptfs stores.
- *
- *   ckptctl init STORE
- *   ckptctl import STORE DIR [--series NAME] [--pattern REGEX]
- *   ckptctl ls STORE [SERIES[/CKPT]] [--json]
- *   ckptctl show STORE SERIES/CKPT FILE [--json]
- *   ckptctl layers STORE [--add REGEX TEMPLATE | NAME...]
- *   ckptctl reindex STORE [--verify] [--force]
- *   ckptctl commit STORE SERIES/STAGED_NAME [FINAL_NAME]
- *   ckptctl quarantine STORE [--json]
- *   ckptctl recover STORE
- *   ckptctl stats STORE [SERIES] [--json] [--chunk-size N]
- *   ckptctl rm STORE SERIES/CKPT [--dry-run]
- *   ckptctl diff STORE A B [--json] [--chunk-size N]
- *   ckptctl recipe add|ls|show|rm STORE [NAME [FILE.yaml]]
- */
+/* ckptctl: the operator's tool for ckptfs stores.  One file per command
+ * (cmd_*.c), each with its synopsis and help; `ckptctl --help` lists the
+ * table below, and ckptctl(1) documents each (tests/unit/t_man_options.sh
+ * keeps the two in step). */
 #include "config.h"
 
 #include <stdio.h>
@@ -67,37 +55,37 @@ int main(int argc, char **argv)
 	ck_log_init("ckptctl", 0, CK_LOG_WARN);
 	if (argc < 2) {
 		usage(stderr);
-		return CLI_USAGE;
+		return CK_EXIT_USAGE;
 	}
 	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
 		usage(stdout);
-		return CLI_OK;
+		return CK_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "-V") || !strcmp(argv[1], "--version")) {
 		printf("ckptctl (%s) %s\n", PACKAGE_NAME, PACKAGE_VERSION);
-		return CLI_OK;
+		return CK_EXIT_OK;
 	}
 	if (!strcmp(argv[1], "help")) {
 		if (argc < 3) {
 			usage(stdout);
-			return CLI_OK;
+			return CK_EXIT_OK;
 		}
 		cmd = find(argv[2]);
 		if (!cmd) {
 			cli_error("unknown command '%s'; try 'ckptctl --help'", argv[2]);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		cli_print_help(cmd);
-		return CLI_OK;
+		return CK_EXIT_OK;
 	}
 	if (argv[1][0] == '-') {
 		cli_error("unknown option '%s'; try 'ckptctl --help'", argv[1]);
-		return CLI_USAGE;
+		return CK_EXIT_USAGE;
 	}
 	cmd = find(argv[1]);
 	if (!cmd) {
 		cli_error("unknown command '%s'; try 'ckptctl --help'", argv[1]);
-		return CLI_USAGE;
+		return CK_EXIT_USAGE;
 	}
 	return cmd->run(cmd, argc - 1, argv + 1);
 }

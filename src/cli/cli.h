@@ -7,14 +7,8 @@
 #include <stdint.h>
 
 #include "ckptfs/buf.h"
+#include "ckptfs/exitcodes.h"
 #include "ckptfs/store.h"
-
-/* Exit statuses (documented in ckptctl(1)). */
-#define CLI_OK 0
-#define CLI_ERROR 1        /* the command failed */
-#define CLI_PARTIAL 2      /* import: some files refused, the rest indexed; reindex: some manifests damaged */
-#define CLI_DAMAGED 3      /* verify: damage found in the store */
-#define CLI_USAGE 64       /* bad command line (sysexits EX_USAGE) */
 
 struct cli_cmd {
 	const char *name;
@@ -34,7 +28,7 @@ extern const struct cli_cmd cli_cmd_diff, cli_cmd_recipe;
 
 /* "ckptctl: <msg>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Prints the error and a hint to use --help; returns CLI_USAGE. */
+/* Prints the error and a hint to use --help; returns CK_EXIT_USAGE. */
 int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void cli_print_help(const struct cli_cmd *cmd);
 
@@ -77,7 +71,7 @@ void jw_uint(struct jw *w, uint64_t v);
 void jw_double(struct jw *w, double v);
 void jw_bool(struct jw *w, int v);
 void jw_null(struct jw *w);
-/* Writes the document and a newline to stdout, frees it: CLI_OK or CLI_ERROR. */
+/* Writes the document and a newline to stdout, frees it: CK_EXIT_OK or CK_EXIT_FAILURE. */
 int jw_finish(struct jw *w);
 
 /* "[2, 3]" */

@@ -33,7 +33,7 @@ int cli_usage_error(const struct cli_cmd *cmd, const char *fmt, ...)
 	vfprintf(stderr, fmt, ap);
 	va_end(ap);
 	fprintf(stderr, "\nusage: ckptctl %s %s\nTry 'ckptctl %s --help'.\n", cmd->name, cmd->args, cmd->name);
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 void cli_print_help(const struct cli_cmd *cmd)
@@ -65,13 +65,13 @@ int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const char *sho
 	while ((c = getopt_long(argc, argv, sopts, all, NULL)) != -1) {
 		if (c == 'h') {
 			cli_print_help(cmd);
-			return CLI_OK;
+			return CK_EXIT_OK;
 		}
 		if (c == ':')
 			return cli_usage_error(cmd, "option '%s' needs an argument", argv[optind - 1]);
 		if (c == '?')
 			return cli_usage_error(cmd, "unknown option '%s'", argv[optind - 1]);
-		rc = on_opt ? on_opt(ctx, c, optarg) : CLI_USAGE;
+		rc = on_opt ? on_opt(ctx, c, optarg) : CK_EXIT_USAGE;
 		if (rc != 0)
 			return rc;
 	}
@@ -100,7 +100,7 @@ int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_
 		return cli_usage_error(cmd, "expected STORE and at most one SERIES[/CKPT]");
 	*st = cli_open_store(argv[optind], 1);
 	if (!*st)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	*series = argc - optind == 2 ? argv[optind + 1] : NULL;
 	*ckpt = NULL;
 	slash = *series ? strchr(*series, '/') : NULL;
@@ -226,14 +226,14 @@ void jw_null(struct jw *w)
 
 int jw_finish(struct jw *w)
 {
-	int rc = CLI_OK;
+	int rc = CK_EXIT_OK;
 
 	if (w->err) {
 		cli_error("cannot write JSON output: %s", strerror(-w->err));
-		rc = CLI_ERROR;
+		rc = CK_EXIT_FAILURE;
 	} else if (fwrite(w->b.data, 1, w->b.len, stdout) != w->b.len || putchar('\n') == EOF) {
 		cli_error("cannot write output: %s", strerror(errno));
-		rc = CLI_ERROR;
+		rc = CK_EXIT_FAILURE;
 	}
 	ck_buf_free(&w->b);
 	return rc;

@@ -12,8 +12,6 @@
 
 #include "cli.h"
 
-#define CLI_QUARANTINED 3   /* commit: the directory was quarantined (ckptctl(1)) */
-
 struct commit_args {
 	int verbose;
 	size_t files, bad;
@@ -28,7 +26,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->verbose = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static void on_report(void *ctx, const char *path, int status, const char *msg)
@@ -65,25 +63,25 @@ static int commit_through_mount(const char *mnt, long pid, const char *series, c
 
 	if (asprintf(&path, "%s/%s/%s", mnt, series, staged) < 0) {
 		cli_error("out of memory");
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	rc = setxattr(path, "user.ckptfs.commit", name, strlen(name), 0);
 	if (rc == 0) {
 		printf("committed   %s/%s (by the mount at %s, pid %ld)\n", series, name, mnt, pid);
 		free(path);
-		return CLI_OK;
+		return CK_EXIT_OK;
 	}
 	rc = errno;
 	if (rc == EIO) {
 		cli_error("%s/%s: does not parse completely: moved to the quarantine by the mount at %s "
 			  "(see ckptctl quarantine)", series, staged, mnt);
 		free(path);
-		return CLI_QUARANTINED;
+		return CK_EXIT_DAMAGED;
 	}
 	cli_error("%s: the store is mounted writable by ckptfs (pid %ld) at %s, which must commit it, "
 		  "and it refused: %s", path, pid, mnt, strerror(rc));
 	free(path);
-	return CLI_ERROR;
+	return CK_EXIT_FAILURE;
 }
 
 static const struct option opts[] = {
@@ -118,19 +116,19 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	}
 	st = cli_open_store(argv[optind], 0);
 	if (!st)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	rc = ck_store_commit_staged(st, series, staged, argc - optind == 3 ? argv[optind + 2] : NULL, on_report, &a,
 				    &err);
 	ck_store_close(st);
 	if (rc == -EBADMSG) {
 		cli_error("%s", err.msg);
-		return CLI_QUARANTINED;
+		return CK_EXIT_DAMAGED;
 	}
 	if (rc < 0) {
 		cli_error("commit: %s", err.msg[0] ? err.msg : strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 const struct cli_cmd cli_cmd_commit = {
@@ -168,14 +166,14 @@ static int run_recover(const struct cli_cmd *cmd, int argc, char **argv)
 	/* Opening writable already recovers; this says what there was to do. */
 	st = cli_open_store(argv[optind], 0);
 	if (!st)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	n = ck_store_recover(st, on_report, &a, &err);
 	ck_store_close(st);
 	if (n < 0) {
 		cli_error("recover: %s", err.msg[0] ? err.msg : strerror(-n));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 const struct cli_cmd cli_cmd_recover = {

@@ -41,21 +41,21 @@ static int on_opt(void *ctx, int c, const char *arg)
 	case 'k':
 		if (parse_uint(arg, 64, &v) < 0 || v == 0) {
 			cli_error("--anchor-interval: expected 1..64, not '%s'", arg);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		a->opts.anchor_k = v;
 		return 0;
 	case 'r':
 		if (parse_uint(arg, UINT_MAX, &v) < 0) {
 			cli_error("--keep-raw: expected a count, not '%s'", arg);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		a->opts.keep_raw = v;
 		return 0;
 	case 'l':
 		if (parse_uint(arg, 22, &v) < 0 || v == 0) {
 			cli_error("--level: expected a zstd level 1..22, not '%s'", arg);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		a->opts.level = (int)v;
 		return 0;
@@ -66,7 +66,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->quiet = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static double mb(uint64_t bytes)
@@ -128,21 +128,21 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		return cli_usage_error(cmd, "expected one STORE");
 	st = cli_open_store(argv[optind], 0);
 	if (!st)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	rc = ck_store_compact(st, &a.opts, on_progress, &a, &s, &err);
 	ck_store_close(st);
 	if (!a.quiet)
 		summary(&s);
 	if (rc < 0) {
 		cli_error("compact: %s", err.msg[0] ? err.msg : strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 const struct cli_cmd cli_cmd_compact = {
 	.name = "compact",
-	.args = "STORE [--series S] [--anchor-interval K] [--keep-raw N] [-v|-q]",
+	.args = "STORE [--series S] [--anchor-interval K] [--keep-raw N] [--level L] [-v|-q]",
 	.summary = "move committed checkpoints into packs (dedup, deltas, compression)",
 	.help = "Cuts every committed file version into chunks of at most 1 MiB (a new chunk at\n"
 		"every tensor storage) and stores each chunk once: a chunk stored before costs\n"

@@ -36,12 +36,12 @@ static int on_opt(void *ctx, int c, const char *arg)
 		v = strtoull(arg, &end, 10);
 		if (errno || end == arg || *end || v < 8 || v % 8 || v > MAX_CHUNK) {
 			cli_error("diff: --chunk-size must be a multiple of 8 from 8 to %u bytes, not '%s'", MAX_CHUNK, arg);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		a->chunk = (size_t)v;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static const char *const status_names[] = {
@@ -194,7 +194,7 @@ static int report(const char *a, const char *b, const struct ck_diff_tensor *d, 
 		printf("%-56s %-9s %12s %12s  %s%s%s\n", d[i].name, status_names[d[i].status], x, y, ta,
 		       d[i].status == CK_DIFF_RETYPED ? " -> " : "", d[i].status == CK_DIFF_RETYPED ? tb : "");
 	}
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 static int catalog_of(struct ck_view *v, const char *ref, struct ck_catalog **out)
@@ -206,19 +206,19 @@ static int catalog_of(struct ck_view *v, const char *ref, struct ck_catalog **ou
 
 	if (!slash || slash == ref || !slash[1] || strchr(slash + 1, '/')) {
 		cli_error("diff: '%s' is not SERIES/CKPT", ref);
-		return CLI_USAGE;
+		return CK_EXIT_USAGE;
 	}
 	rc = ck_view_resolve(v, ref, &n);
 	if (!rc)
 		rc = ck_view_checkpoint(v, n, &ck);
 	if (rc) {
 		cli_error("diff: %s: no such checkpoint in the store", ref);
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	rc = ck_catalog_build(v, n, out);
 	if (rc) {
 		cli_error("diff: %s: %s", ref, strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	return 0;
 }
@@ -247,7 +247,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	rc = ck_view_open(argv[optind], NULL, &v, &err);
 	if (rc < 0) {
 		cli_error("diff: %s", err.msg[0] ? err.msg : strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	rc = catalog_of(v, argv[optind + 1], &ca);
 	if (!rc)
@@ -256,7 +256,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		rc = ck_diff_catalogs(v, ca, cb, a.chunk, &d, &n);
 		if (rc) {
 			cli_error("diff: %s", strerror(-rc));
-			rc = CLI_ERROR;
+			rc = CK_EXIT_FAILURE;
 		}
 	}
 	for (size_t i = 0; i < n && !rc; i++) {
@@ -264,7 +264,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 
 		if (!l) {
 			cli_error("diff: out of memory");
-			rc = CLI_ERROR;
+			rc = CK_EXIT_FAILURE;
 			break;
 		}
 		l->count[d[i].status]++;

@@ -42,19 +42,19 @@ static int on_opt(void *ctx, int c, const char *arg)
 		v = strtoul(arg, &end, 10);
 		if (errno || end == arg || *end || arg[0] == '-' || v == 0 || v > UINT_MAX) {
 			cli_error("--keep-last: expected a count of at least 1, not '%s'", arg);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		a->keep_last = (unsigned)v;
 		return 0;
 	case 'k':
 		if (!strchr(arg, '/') || arg[0] == '/' || !strchr(arg, '/')[1]) {
 			cli_error("--keep: '%s' is not SERIES/CKPT", arg);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		g = realloc(a->keep, (a->nkeep + 1) * sizeof(*g));
 		if (!g) {
 			cli_error("out of memory");
-			return CLI_ERROR;
+			return CK_EXIT_FAILURE;
 		}
 		a->keep = g;
 		a->keep[a->nkeep++] = (char *)arg;
@@ -64,7 +64,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		v = strtoul(arg, &end, 10);
 		if (errno || end == arg || *end || arg[0] == '-' || v == 0 || v > 100) {
 			cli_error("--rewrite-below: expected a percentage 1..100, not '%s'", arg);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		a->rewrite_below = (unsigned)v;
 		return 0;
@@ -75,7 +75,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->verbose = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static int kept_by_name(const struct gc_args *a, const char *series, const char *name)
@@ -353,7 +353,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		rc = sweep(dir, &a);
 	victims_free(v, nv);
 	free(a.keep);
-	return rc < 0 || a.failed ? CLI_ERROR : CLI_OK;
+	return rc < 0 || a.failed ? CK_EXIT_FAILURE : CK_EXIT_OK;
 }
 
 const struct cli_cmd cli_cmd_gc = {

@@ -31,7 +31,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->quiet = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static void on_report(void *ctx, const char *path, int status, const char *msg)
@@ -74,17 +74,17 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	a.opts.verbose = a.verbose;
 	st = cli_open_store(argv[optind], 0);
 	if (!st)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	n = ck_store_import(st, argv[optind + 1], &a.opts, on_report, &a, &err);
 	ck_store_close(st);
 	if (n < 0) {
 		cli_error("import: %s", err.msg[0] ? err.msg : strerror(-n));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	if (!a.quiet)
 		printf("imported %d checkpoint%s: %zu file%s indexed, %zu refused, %zu skipped\n", n,
 		       n == 1 ? "" : "s", a.indexed, a.indexed == 1 ? "" : "s", a.refused, a.skipped);
-	return a.refused ? CLI_PARTIAL : CLI_OK;
+	return a.refused ? CK_EXIT_PARTIAL : CK_EXIT_OK;
 }
 
 const struct cli_cmd cli_cmd_import = {

@@ -18,10 +18,10 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	rc = ck_store_init(argv[optind], &err);
 	if (rc < 0) {
 		cli_error("init: %s", err.msg[0] ? err.msg : strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	printf("initialized empty ckptfs store in %s\n", argv[optind]);
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 const struct cli_cmd cli_cmd_init = {

@@ -20,7 +20,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->add = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static void print_rules(const struct ck_layer_rules *r, const char *store)
@@ -56,19 +56,19 @@ static int add_rule(const char *store, const char *regex, const char *tmpl)
 
 	if (!path) {
 		cli_error("layers: out of memory");
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	snprintf(path, n, "%s/layers.conf", store);
 	rc = ck_layer_rules_append_file(path, regex, tmpl, &err);
 	if (rc < 0) {
 		cli_error("layers: %s", err.msg);
 		free(path);
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	printf("added to %s: %s\t%s\n", path, regex, tmpl);
 	printf("note: the index records layers at import; import again to update those of imported tensors\n");
 	free(path);
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 static int run(const struct cli_cmd *cmd, int argc, char **argv)
@@ -82,7 +82,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	struct ck_store *st;
 	int rc, i;
 
-	rc = cli_getopt(cmd, argc, argv, "", opts, on_opt, &a);
+	rc = cli_getopt(cmd, argc, argv, "a", opts, on_opt, &a);
 	if (rc >= 0)
 		return rc;
 	if (argc - optind < 1)
@@ -92,21 +92,21 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	/* Opening checks that STORE is a store and that its layers.conf reads. */
 	st = cli_open_store(argv[optind], 1);
 	if (!st)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	r = ck_store_layer_rules(st);
 	if (a.add) {
 		rc = add_rule(argv[optind], argv[optind + 1], argv[optind + 2]);
 	} else if (argc - optind == 1) {
 		print_rules(r, argv[optind]);
-		rc = CLI_OK;
+		rc = CK_EXIT_OK;
 	} else {
-		rc = CLI_OK;
+		rc = CK_EXIT_OK;
 		for (i = optind + 1; i < argc; i++) {
 			char layer[256];
 
 			if (ck_layer_of(r, argv[i], layer, sizeof(layer)) < 0) {
 				cli_error("layers: %s: layer name too long", argv[i]);
-				rc = CLI_ERROR;
+				rc = CK_EXIT_FAILURE;
 				continue;
 			}
 			printf("%s\t%s\n", argv[i], layer);

@@ -23,13 +23,13 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->json = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static int fail(const char *what, int rc)
 {
 	cli_error("ls: %s: %s", what, strerror(-rc));
-	return CLI_ERROR;
+	return CK_EXIT_FAILURE;
 }
 
 /* Moves the deleted checkpoints (ckptctl rm) of c to its end; returns how many are live. */
@@ -112,7 +112,7 @@ static int ls_series(struct ck_store *st, const struct ls_args *a)
 		jw_end_obj(&w);
 		return jw_finish(&w);
 	}
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 static int ls_checkpoints(struct ck_store *st, const char *series, const struct ls_args *a)
@@ -129,7 +129,7 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 	if (n == 0) {
 		ck_ckpt_info_free(c, n);
 		cli_error("ls: no series '%s' in %s", series, ck_store_path(st));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	rc = cli_completeness_new(&cmp);
 	if (a->json) {
@@ -182,7 +182,7 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 		jw_end_obj(&w);
 		return jw_finish(&w);
 	}
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 static void print_file(const struct ck_file_info *f)
@@ -225,7 +225,7 @@ static int ls_files(struct ck_store *st, const char *series, const char *name, c
 	rc = ck_store_find_checkpoint(st, series, name, &c);
 	if (rc == -ENOENT) {
 		cli_error("ls: no checkpoint '%s/%s' in %s", series, name, ck_store_path(st));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	if (rc < 0)
 		return fail(name, rc);
@@ -257,7 +257,7 @@ static int ls_files(struct ck_store *st, const char *series, const char *name, c
 	}
 	ck_file_info_free(f, n);
 	ck_ckpt_info_free(c, 1);
-	return a->json ? jw_finish(&w) : CLI_OK;
+	return a->json ? jw_finish(&w) : CK_EXIT_OK;
 }
 
 static int run(const struct cli_cmd *cmd, int argc, char **argv)

@@ -16,7 +16,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		*(int *)ctx = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static void print_text(const struct ck_quarantine_info *q, size_t n)
@@ -90,18 +90,18 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		return cli_usage_error(cmd, "expected one STORE");
 	st = cli_open_store(argv[optind], 1);
 	if (!st)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	rc = ck_store_list_quarantine(st, &q, &n);
 	ck_store_close(st);
 	if (rc < 0) {
 		cli_error("%s: cannot list the quarantine: %s", argv[optind], strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	if (json) {
 		rc = print_json(q, n);
 	} else {
 		print_text(q, n);
-		rc = CLI_OK;
+		rc = CK_EXIT_OK;
 	}
 	ck_quarantine_info_free(q, n);
 	return rc;

@@ -57,8 +57,8 @@ static void cat_cache_free(struct cat_cache *cc)
 	free(cc->cat);
 }
 
-/* Parses text and checks it against the store's checkpoints: CLI_OK (and,
- * verbose, where each part comes from), or CLI_ERROR after printing
+/* Parses text and checks it against the store's checkpoints: CK_EXIT_OK (and,
+ * verbose, where each part comes from), or CK_EXIT_FAILURE after printing
  * "LABEL:LINE: reason". */
 static int check(struct ck_view *v, const char *label, const char *text, size_t len, int verbose)
 {
@@ -95,7 +95,7 @@ static int check(struct ck_view *v, const char *label, const char *text, size_t 
 	ck_recipe_plan_free(plan);
 	ck_recipe_free(r);
 	cat_cache_free(&cc);
-	return rc ? CLI_ERROR : CLI_OK;
+	return rc ? CK_EXIT_FAILURE : CK_EXIT_OK;
 }
 
 static char *read_text(const char *path, size_t *len)
@@ -152,20 +152,20 @@ static int cmd_add(const char *store, const char *name, const char *file)
 	if (!ck_recipe_name_ok(name)) {
 		cli_error("recipe: '%s': a name is 1 to %d letters, digits, '.', '_' or '-', not starting with '.'", name,
 			  CK_RECIPE_MAX_NAME);
-		return CLI_USAGE;
+		return CK_EXIT_USAGE;
 	}
 	text = read_text(file, &len);
 	if (!text)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	v = open_view(store);
-	rc = v ? check(v, file, text, len, 0) : CLI_ERROR;
+	rc = v ? check(v, file, text, len, 0) : CK_EXIT_FAILURE;
 	if (v)
 		ck_view_close(v);
-	if (rc == CLI_OK && ck_store_recipe_add(store, name, text, len, &err) < 0) {
+	if (rc == CK_EXIT_OK && ck_store_recipe_add(store, name, text, len, &err) < 0) {
 		cli_error("recipe: %s", err.msg);
-		rc = CLI_ERROR;
+		rc = CK_EXIT_FAILURE;
 	}
-	if (rc == CLI_OK)
+	if (rc == CK_EXIT_OK)
 		printf("added recipe %s: MNT/.ckptfs/recipes/%s/\n", name, name);
 	free(text);
 	return rc;
@@ -180,12 +180,12 @@ static int cmd_ls(const char *store)
 	int rc;
 
 	if (!v)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	rc = ck_store_recipe_list(store, &names, &n);
 	if (rc < 0) {
 		cli_error("recipe: %s: %s", store, strerror(-rc));
 		ck_view_close(v);
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	for (size_t i = 0; i < n; i++) {
 		char *text = NULL;
@@ -197,12 +197,12 @@ static int cmd_ls(const char *store)
 			continue;
 		}
 		/* check() says why on stderr when it does not check any more. */
-		printf("%-24s %s\n", names[i], check(v, label, text, len, 0) == CLI_OK ? "ok" : "does not check");
+		printf("%-24s %s\n", names[i], check(v, label, text, len, 0) == CK_EXIT_OK ? "ok" : "does not check");
 		free(text);
 	}
 	ck_strv_free(names, n);
 	ck_view_close(v);
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 static int cmd_show(const char *store, const char *name)
@@ -215,7 +215,7 @@ static int cmd_show(const char *store, const char *name)
 
 	if (ck_store_recipe_read(store, name, &text, &len, &err) < 0) {
 		cli_error("recipe: %s", err.msg);
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	fwrite(text, 1, len, stdout);
 	if (len && text[len - 1] != '\n')
@@ -224,7 +224,7 @@ static int cmd_show(const char *store, const char *name)
 	fflush(stdout);
 	snprintf(label, sizeof(label), "recipe %s", name);
 	v = open_view(store);
-	rc = v ? check(v, label, text, len, 1) : CLI_ERROR;
+	rc = v ? check(v, label, text, len, 1) : CK_EXIT_FAILURE;
 	if (v)
 		ck_view_close(v);
 	free(text);
@@ -237,10 +237,10 @@ static int cmd_rm(const char *store, const char *name)
 
 	if (ck_store_recipe_remove(store, name, &err) < 0) {
 		cli_error("recipe: %s", err.msg);
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	printf("removed recipe %s\n", name);
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 static int run(const struct cli_cmd *cmd, int argc, char **argv)

@@ -31,7 +31,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->quiet = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static void on_report(void *ctx, const char *path, int status, const char *msg)
@@ -70,7 +70,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	n = ck_store_reindex(argv[optind], &a.opts, on_report, &a, &err);
 	if (n < 0) {
 		cli_error("reindex: %s", err.msg[0] ? err.msg : strerror(-n));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	if (!a.quiet) {
 		printf("reindexed %d checkpoint%s; %zu damaged manifest%s skipped", n, n == 1 ? "" : "s", a.damaged,
@@ -79,7 +79,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 			printf("; %zu file%s changed since import", a.stale, a.stale == 1 ? "" : "s");
 		putchar('\n');
 	}
-	return a.damaged || a.stale ? CLI_PARTIAL : CLI_OK;
+	return a.damaged || a.stale ? CK_EXIT_PARTIAL : CK_EXIT_OK;
 }
 
 const struct cli_cmd cli_cmd_reindex = {

@@ -27,7 +27,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->dry_run = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static void on_report(void *ctx, const char *path, int status, const char *msg)
@@ -102,7 +102,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	if (rc < 0) {
 		ck_buf_free(&a.removed);
 		cli_error("rm: %s", err.msg[0] ? err.msg : strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	printf("%-10s  %s/%s\n", a.dry_run ? "would hide" : "hidden", series, name);
 	print_refs(series, refs, nrefs, a.dry_run);
@@ -110,7 +110,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		fwrite(a.removed.data, 1, a.removed.len, stdout);
 	ck_buf_free(&a.removed);
 	ck_version_refs_free(refs, nrefs);
-	return a.failed ? CLI_ERROR : CLI_OK;
+	return a.failed ? CK_EXIT_FAILURE : CK_EXIT_OK;
 }
 
 const struct cli_cmd cli_cmd_rm = {

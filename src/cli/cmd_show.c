@@ -26,7 +26,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->json = 1;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 static int on_tensor(void *ctx, const struct ck_vtensor *t)
@@ -111,17 +111,17 @@ static int show(struct ck_view *v, const char *path, struct show_args *a)
 	rc = ck_view_resolve(v, path, &node);
 	if (rc < 0) {
 		cli_error("show: %s: %s", path, rc == -ENOENT ? "no such file in the store" : strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	rc = ck_view_getattr(v, node, &attr);
 	if (rc == 0 && S_ISDIR(attr.mode)) {
 		cli_error("show: %s: is a directory (name a file: ckptctl ls STORE SERIES/CKPT lists them)", path);
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	if (rc == 0)
 		rc = cannot_serve(v, node, path);
 	if (rc)
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	if (a->json) {
 		jw_begin_obj(&a->w);
 		jw_key(&a->w, "path");
@@ -135,7 +135,7 @@ static int show(struct ck_view *v, const char *path, struct show_args *a)
 	if (rc < 0) {
 		ck_buf_free(&a->w.b);
 		cli_error("show: %s: %s", path, strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	if (a->json) {
 		jw_end_arr(&a->w);
@@ -144,7 +144,7 @@ static int show(struct ck_view *v, const char *path, struct show_args *a)
 	}
 	if (a->n == 0)
 		printf("(no tensors)\n");
-	return CLI_OK;
+	return CK_EXIT_OK;
 }
 
 static int run(const struct cli_cmd *cmd, int argc, char **argv)
@@ -167,13 +167,13 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	rc = ck_view_open(argv[optind], NULL, &v, &err);
 	if (rc < 0) {
 		cli_error("show: %s", err.msg[0] ? err.msg : strerror(-rc));
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	path = make_path(argv[optind + 1], argv[optind + 2]);
 	if (!path) {
 		ck_view_close(v);
 		cli_error("show: out of memory");
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	rc = show(v, path, &a);
 	free(path);

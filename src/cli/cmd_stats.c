@@ -38,12 +38,12 @@ static int on_opt(void *ctx, int c, const char *arg)
 		if (errno || end == arg || *end || v == 0 || v % 8 || v > MAX_CHUNK) {
 			cli_error("stats: --chunk-size must be a multiple of 8 from 8 to %u bytes, not '%s'", MAX_CHUNK,
 				  arg);
-			return CLI_USAGE;
+			return CK_EXIT_USAGE;
 		}
 		a->chunk = (size_t)v;
 		return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 /* "1.5 MiB" */
@@ -156,7 +156,7 @@ struct series_ctx {
 	struct ck_store *st;
 	const struct stats_args *a;
 	struct jw *w;
-	size_t unservable;   /* over every series: makes the exit status CLI_PARTIAL */
+	size_t unservable;   /* over every series: makes the exit status CK_EXIT_PARTIAL */
 };
 
 struct layer_set {
@@ -352,7 +352,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	if (rc < 0) {
 		cli_error("stats: %s", err.msg[0] ? err.msg : strerror(-rc));
 		ck_store_close(sc.st);
-		return CLI_ERROR;
+		return CK_EXIT_FAILURE;
 	}
 	rc = series_names(sc.st, series, &names, &n);
 	if (a.json && rc == 0) {
@@ -372,7 +372,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	if (a.json && rc == 0) {
 		jw_end_arr(&w);
 		jw_end_obj(&w);
-		rc = jw_finish(&w) == CLI_OK ? 0 : -EIO;
+		rc = jw_finish(&w) == CK_EXIT_OK ? 0 : -EIO;
 	}
 	ck_buf_free(&w.b);
 	if (names)
@@ -382,8 +382,8 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	if (rc == -ENOMEM)
 		cli_error("stats: out of memory");
 	if (rc < 0)
-		return CLI_ERROR;
-	return sc.unservable ? CLI_PARTIAL : CLI_OK;
+		return CK_EXIT_FAILURE;
+	return sc.unservable ? CK_EXIT_PARTIAL : CK_EXIT_OK;
 }
 
 const struct cli_cmd cli_cmd_stats = {

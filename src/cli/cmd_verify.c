@@ -29,7 +29,7 @@ static int on_opt(void *ctx, int c, const char *arg)
 	case 'i': a->identity_only = 1; return 0;
 	case 'j': a->json = 1; return 0;
 	}
-	return CLI_USAGE;
+	return CK_EXIT_USAGE;
 }
 
 /* The checkpoints in scope, one list per series: c[i][0..n[i]) of the
@@ -372,11 +372,11 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 				  err.msg[0] ? err.msg : strerror(-rc));
 	}
 	if (rc == 0)
-		rc = a.json ? print_json(&r) : (print_text(&r), CLI_OK);
+		rc = a.json ? print_json(&r) : (print_text(&r), CK_EXIT_OK);
 	else
-		rc = CLI_ERROR;
-	if (rc == CLI_OK && r.ndmg)
-		rc = CLI_DAMAGED;
+		rc = CK_EXIT_FAILURE;
+	if (rc == CK_EXIT_OK && r.ndmg)
+		rc = CK_EXIT_DAMAGED;
 	vfy_report_free(&r);
 	return rc;
 }

@@ -15,7 +15,7 @@ struct dtype_desc {
 
 /* safetensors enum order: BOOL, F4, F6_E2M3, F6_E3M2, U8, I8, F8_E5M2, F8_E4M3,
  * F8_E8M0, F8_E4M3FNUZ, F8_E5M2FNUZ, I16, U16, F16, BF16, I32, U32, F32, C64,
- * F64, I64, U64 (FORMATS.md section 2). */
+ * F64, I64, U64 (docs/formats.md §3.2). */
 static const struct dtype_desc dtypes[CK_DT__COUNT] = {
 	[CK_DT_INVALID]     = { "invalid", 0, NULL, NULL, -1 },
 	[CK_DT_BOOL]        = { "bool", 1, "BoolStorage", "BOOL", 0 },

@@ -2,13 +2,13 @@
  *
  * Import verifies the central-directory CRC of every record, so this runs
  * over every byte of every imported checkpoint.  Two implementations:
- *  - slicing-by-16, portable: 16 independent table lookups per 16 bytes
- *    (about 2 GB/s on one core);
- *  - carry-less multiplication folding (PCLMULQDQ, x86-64), chosen at run
- *    time when the CPU has it: four 128-bit lanes folded 64 bytes at a time,
- *    then a Barrett reduction (about 10 GB/s).  The constants are powers of
- *    x modulo the polynomial, bit-reflected, as in Intel's white paper "Fast
- *    CRC Computation for Generic Polynomials Using PCLMULQDQ Instruction".
+ *  - slicing-by-16, portable: 16 independent table lookups per 16 bytes;
+ *  - carry-less multiplication folding (PCLMULQDQ, x86-64), several times
+ *    faster (docs/bench.md), chosen at run time when the CPU has it: four
+ *    128-bit lanes folded 64 bytes at a time, then a Barrett reduction.
+ *    The constants are powers of x modulo the polynomial, bit-reflected,
+ *    as in Intel's white paper "Fast CRC Computation for Generic
+ *    Polynomials Using PCLMULQDQ Instruction".
  * The tables and the CPU check are set up once, under pthread_once, so
  * concurrent first callers are safe.
  */

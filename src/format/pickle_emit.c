@@ -1,5 +1,5 @@
 /* The protocol-2 emitter: writes a tree the way CPython's C pickler writes
- * the objects it stands for (FORMATS.md 1.4), so that a plain torch.save
+ * the objects it stands for (docs/formats.md §2.1), so that a plain torch.save
  * data.pkl comes out byte for byte as it went in.
  *
  *   - memo: strs, non-empty tuples, lists, dicts, globals and REDUCE/NEWOBJ

@@ -1,5 +1,5 @@
 /* The torch shapes inside a pickle: storage persistent ids and tensor
- * rebuild calls (FORMATS.md 1.4).  A node that does not match exactly is
+ * rebuild calls (docs/formats.md §2.2).  A node that does not match exactly is
  * left as it was (a plain PK_PERSID or PK_CALL): nothing downstream may
  * then treat it as tensor data, which is the safe failure. */
 #include "config.h"

@@ -1,5 +1,5 @@
 /* safetensors reader: the reference loader's validation (safetensors
- * tensor.rs read_metadata + Metadata::validate), FORMATS.md section 2.
+ * tensor.rs read_metadata + Metadata::validate), docs/formats.md §3.4.
  *
  * Deliberate differences, all stricter, for inputs the Rust loader resolves
  * by HashMap accident: duplicate tensor names or __metadata__ keys (serde

@@ -1,5 +1,5 @@
 /* torch.save container writer: the exact byte layout of PyTorch's
- * PyTorchStreamWriter (miniz in zip64 mode, FORMATS.md section 1.3), so that
+ * PyTorchStreamWriter (miniz in zip64 mode, docs/formats.md §1.3), so that
  * a container rebuilt from the same records is byte-identical to the file
  * torch.save wrote.
  *

@@ -32,7 +32,7 @@ static int is_container(const struct pk_node *n)
 	return n->kind == PK_DICT || n->kind == PK_LIST || n->kind == PK_TUPLE;
 }
 
-/* A call of one of torch's tensor rebuild functions (FORMATS.md 1.4). */
+/* A call of one of torch's tensor rebuild functions (docs/formats.md §2.2). */
 static int is_tensor_call(const struct pk_node *n)
 {
 	static const char *const names[] = {

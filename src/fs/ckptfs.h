@@ -99,13 +99,6 @@ enum {
 	CKFS_DIO_ALL,
 };
 
-/* Exit statuses of ckptfs (documented in ckptfs.1). */
-enum {
-	CKFS_EXIT_OK = 0,
-	CKFS_EXIT_FAILURE = 1,  /* could not mount or serve */
-	CKFS_EXIT_USAGE = 2,    /* bad command line */
-};
-
 /* Parses argv into cfg (which the caller zeroes first).  Returns 0, or
  * -EINVAL after printing what is wrong to stderr.  Help and version only
  * set cfg->show_help / show_version. */

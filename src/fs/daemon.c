@@ -12,6 +12,7 @@
 #include <sys/wait.h>
 
 #include "ckptfs.h"
+#include "ckptfs/exitcodes.h"
 
 /* In the parent: the child's report, or why it died without one. */
 static int wait_for_child(pid_t pid, int fd)
@@ -24,16 +25,16 @@ static int wait_for_child(pid_t pid, int fd)
 	while (n < 0 && errno == EINTR);
 	if (n == (ssize_t)sizeof(status)) {
 		if (status == 0)
-			return CKFS_EXIT_OK;
+			return CK_EXIT_OK;
 		fprintf(stderr, "ckptfs: the mount did not become usable: %s (details in syslog)\n",
 			strerror(-status));
-		return CKFS_EXIT_FAILURE;
+		return CK_EXIT_FAILURE;
 	}
 	/* No report: the child failed during setup and said why on stderr. */
 	while (waitpid(pid, &wst, 0) < 0) {
 		if (errno != EINTR) {
 			fprintf(stderr, "ckptfs: waiting for the daemon: %s\n", strerror(errno));
-			return CKFS_EXIT_FAILURE;
+			return CK_EXIT_FAILURE;
 		}
 	}
 	if (WIFEXITED(wst) && WEXITSTATUS(wst) != 0)
@@ -43,7 +44,7 @@ static int wait_for_child(pid_t pid, int fd)
 			WTERMSIG(wst));
 	else
 		fprintf(stderr, "ckptfs: the daemon exited before the mount was ready\n");
-	return CKFS_EXIT_FAILURE;
+	return CK_EXIT_FAILURE;
 }
 
 int ckfs_daemonize(int *notify_fd, int *parent_status)

@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "ckptfs.h"
+#include "ckptfs/exitcodes.h"
 #include "ckptfs/memtune.h"
 #include "ckptfs/store.h"
 #include "packs.h"
@@ -258,7 +259,7 @@ static int serve(struct mount_run *run)
 	struct ck_vattr root;
 	pthread_t probe;
 	int probing = 0, pid_written = 0;
-	int status = CKFS_EXIT_FAILURE;
+	int status = CK_EXIT_FAILURE;
 	int rc;
 
 	run->fs.cfg = cfg;
@@ -378,14 +379,14 @@ static int serve(struct mount_run *run)
 	if (rc < 0)
 		ck_err("request loop: %s", strerror(-rc));
 	else
-		status = CKFS_EXIT_OK;	/* unmounted, or SIGTERM/SIGINT/SIGHUP */
+		status = CK_EXIT_OK;	/* unmounted, or SIGTERM/SIGINT/SIGHUP */
 unmount:
 	/* Unmounting first also fails a probe still waiting in stat(). */
 	fuse_session_unmount(run->se);
 	if (probing)
 		pthread_join(probe, NULL);
 	if (run->probe_failed)
-		status = CKFS_EXIT_FAILURE;
+		status = CK_EXIT_FAILURE;
 	if (pid_written)
 		unlink(cfg->pidfile);
 remove_handlers:
@@ -421,10 +422,10 @@ int main(int argc, char **argv)
 	ck_log_init("ckptfs", 0, CK_LOG_INFO);
 	rc = ckfs_parse_args(argc, argv, &cfg);
 	if (rc) {
-		status = rc == -ENOMEM ? CKFS_EXIT_FAILURE : CKFS_EXIT_USAGE;
+		status = rc == -ENOMEM ? CK_EXIT_FAILURE : CK_EXIT_USAGE;
 		goto out;
 	}
-	status = CKFS_EXIT_OK;
+	status = CK_EXIT_OK;
 	if (cfg.show_help || cfg.show_version) {
 		if (cfg.show_help)
 			ckfs_print_help(argv[0]);
@@ -433,7 +434,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	ck_log_init("ckptfs", 0, cfg.log_level);
-	status = CKFS_EXIT_FAILURE;
+	status = CK_EXIT_FAILURE;
 	if (prepare(&cfg, &run.under_dev))
 		goto out;
 	if (!cfg.foreground) {

@@ -319,7 +319,7 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		return 0;
 	}
 	if (KEY("rw") && !val) {
-		cfg->read_only = 0;	/* the mount still answers writes with EROFS */
+		cfg->read_only = 0;	/* the default: writable around committed checkpoints */
 		return 0;
 	}
 #undef KEY
@@ -509,13 +509,38 @@ void ckfs_config_free(struct ckfs_config *cfg)
 	ck_buf_free(&cfg->fuse_opts);
 }
 
+/* The generic mount options, from the lists the parser uses so that the
+ * help cannot leave one out, wrapped before 80 columns. */
+static void print_ignored_opts(void)
+{
+	int col = printf("Generic mount options (");
+	int first = 1;
+
+	for (int prefixes = 0; prefixes < 2; prefixes++) {
+		for (const char *const *o = prefixes ? ignored_prefixes : ignored_opts; *o; o++) {
+			const char *star = prefixes && (*o)[strlen(*o) - 1] != '=' ? "*" : "";
+
+			if (!first && col + 2 + (int)(strlen(*o) + strlen(star)) > 79) {
+				printf(",\n");
+				col = 0;
+			} else if (!first) {
+				col += printf(", ");
+			}
+			col += printf("%s%s", *o, star);
+			first = 0;
+		}
+	}
+	printf(") are accepted and ignored,\nso fstab lines work through mount.fuse3:\n");
+}
+
 void ckfs_print_help(const char *progname)
 {
 	printf("usage: %s STORE MOUNTPOINT [options]\n"
 	       "\n"
 	       "Mounts the checkpoint store STORE (made with `ckptctl init` and `ckptctl import`)\n"
-	       "on MOUNTPOINT: every checkpoint appears complete and resumable.  The mount is\n"
-	       "read-only: writes fail with EROFS.  Unmount with `fusermount3 -u MOUNTPOINT`.\n"
+	       "on MOUNTPOINT: every checkpoint appears complete and resumable.  Committed\n"
+	       "checkpoints never change; without -o ro, new ones written into the mount are\n"
+	       "committed to the store.  Unmount with `fusermount3 -u MOUNTPOINT`.\n"
 	       "\n"
 	       "general options:\n"
 	       "    -h, --help             print this help and exit\n"
@@ -575,13 +600,11 @@ void ckfs_print_help(const char *progname)
 	       "                           0 keeps the kernel's)\n"
 	       "    -o pipe_max_kb=N       as root, raise fs.pipe-max-size to N KiB if lower, so\n"
 	       "                           1 MiB replies can be spliced (default 2048; 0 = leave)\n"
-	       "\n"
-	       "Generic mount options (rw, defaults, auto, noauto, user, nouser, users, nofail,\n"
-	       "_netdev, suid, dev, exec, async, atime, relatime, x-*, comment=) are accepted and\n"
-	       "ignored, so fstab lines work through mount.fuse3:\n"
-	       "    /store  /mnt/ckpt  fuse.ckptfs  ro,allow_other  0 0\n"
-	       "See ckptfs(1) and mount.ckptfs(8).\n",
+	       "\n",
 	       progname);
+	print_ignored_opts();
+	printf("    /store  /mnt/ckpt  fuse.ckptfs  ro,allow_other  0 0\n"
+	       "See ckptfs(1) and mount.ckptfs(8).\n");
 }
 
 void ckfs_print_version(void)

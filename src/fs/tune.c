@@ -1,5 +1,5 @@
 /* Kernel settings that decide FUSE read speed and that only root may
- * change (see /work/shared/PERF.md and ckptfs(1)):
+ * change (ckptfs(1): readahead_kb= and pipe_max_kb=):
  *
  * - the mount's readahead (/sys/class/bdi/0:MINOR/read_ahead_kb): the
  *   kernel only sends 1 MiB read requests if readahead allows it, and the

@@ -75,7 +75,7 @@ static int classify_and_parse(struct ck_ingest_io *io, struct ck_ingest *in)
 	if (rc < 0)
 		return ck_ingest_bad(in, "read error: %s", strerror(-rc));
 	/* A DCP data file is many torch.save blobs end to end, each found
-	 * only through the .metadata beside it (FORMATS.md §3): it starts
+	 * only through the .metadata beside it (docs/formats.md §4.1): it starts
 	 * like a zip but is not one, and torch reads it by offset, so it is
 	 * served as it is (ingest_dcp.c).  Its completeness is dcp_check's. */
 	if (ends_with(io->name, CK_DCP_DATA_SUFFIX))

@@ -3,7 +3,7 @@
  * torch.distributed.checkpoint's FileSystemWriter appends one whole
  * torch.save zip per item (a tensor, or an io.BytesIO of any object) to
  * the file, and only the .metadata beside it says where each begins
- * (FORMATS.md §3).  torch reads the file by offset, so it is served as it
+ * (docs/formats.md §4.1).  torch reads the file by offset, so it is served as it
  * is (kind other).  Its blobs are indexed anyway, so that compaction cuts
  * and codes its tensors as it does a torch.save file's (a storage per
  * chunk run, its element size, deltas against the same storage of the

@@ -32,10 +32,9 @@ const char *ck_codec_name(enum ck_codec c)
  * Huffman-coding the same bytes as literals, and which decode slower.  So
  * at the default level planes get zstd's fast strategy with 7-byte
  * matches from a 64-entry table within 128 KiB: only long runs (zeros of
- * unchanged elements) become matches.  On a real training run's fp32
- * chunks that made anchors' planes 1 % and SUB deltas' 0.3 % smaller, and
- * their exponent planes decode 30-45 % faster (docs/bench.md, session 9).
- * Other levels are zstd's own. */
+ * unchanged elements) become matches, which makes planes smaller and
+ * faster to decode (docs/bench.md, "compress.sh and pack_ratio").  Other
+ * levels are zstd's own. */
 static int tune_for_planes(ZSTD_CCtx *c, int level)
 {
 	static const struct {

@@ -81,15 +81,12 @@ static size_t encode_zstd(ZSTD_CCtx *cctx, const uint8_t *plane, size_t n, size_
  * mostly-zero planes) sparse and (for small planes) runs; writes its
  * directory entry at ent (compact layout).
  *
- * A plane that looks sparse tries the sparse form first: it wins 9 times
- * in 10 there (422 of 454 such planes of bench/packs.sh's bf16 run, 385 of
- * 434 of its LLMTailor run), and zstd of the whole plane, which codes
- * every zero byte in at least a bit, cost as much CPU as the rest of the
- * bf16 compaction's encoding.  zstd is still tried where the sparse form
- * lost or came out under 1 % of the plane (nearly all zeros, where zstd's
- * runs win by a few dozen bytes and cost little): trying zstd after the
- * sparse form only there cost 0.002 % more bytes on those runs and saved
- * 12-20 % of compaction CPU (docs/bench.md, session 14). */
+ * A plane that looks sparse tries the sparse form first: it nearly always
+ * wins there, and zstd of the whole plane, which codes every zero byte in
+ * at least a bit, costs as much CPU as the rest of the encoding.  zstd is
+ * still tried where the sparse form lost or came out under 1 % of the
+ * plane (nearly all zeros, where zstd's runs win by a few dozen bytes and
+ * cost little).  The bytes and CPU this trades: docs/bench.md. */
 static size_t encode_plane(struct ck_chunk_ctx *ctx, ZSTD_CCtx *cctx, const uint8_t *plane, size_t n,
 			   uint8_t *ent, uint8_t *dst)
 {

@@ -4,8 +4,8 @@
  * plane of a hundred-odd bytes that is zero but for a few bytes in one or
  * two places (the CRC of the bytes behind the header).  zstd spends 5 bytes
  * on its frame and block headers alone and about 20 on such a plane; as
- * runs, it takes the bytes that changed and 2 or 3 more.  On bench/packs.sh's
- * LLMTailor run, 2,778 of the 5,957 records are such deltas.
+ * runs, it takes the bytes that changed and 2 or 3 more.  A checkpoint
+ * holds one such delta per storage.
  *
  * The plane's data is a sequence of (z, m, m bytes): z zero bytes, then m
  * literal bytes, both counts LEB128 (ckptfs/leb128.h); the plane is zero

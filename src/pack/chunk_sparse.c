@@ -22,8 +22,7 @@
  * copy; otherwise each byte is stored at vals[m] and m advances past the
  * nonzero ones, with no branch per byte: a loop over the set bits
  * mispredicts on the planes the sparse form is tried on, 2 to 50 %
- * nonzero bytes.  On one core here, planes 30 % and 50 % nonzero split at
- * 1.7 and 2.0 GB/s this way, 0.84 and 0.76 GB/s by that loop.  vals takes
+ * nonzero bytes, and runs at half the speed (docs/bench.md).  vals takes
  * up to 7 bytes of slack past the last value. */
 #define LOW7 0x7f7f7f7f7f7f7f7full
 #define HIGH 0x8080808080808080ull

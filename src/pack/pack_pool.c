@@ -1,8 +1,8 @@
 /* Decoders and chunk-sized buffers shared by every packed file read
  * through one open store.  Both are costly the first time they are used,
- * and not only to allocate: every 4 KiB page faults on first touch, about
- * 0.4 ms per MiB on the 2-vCPU development VM, which is most of what
- * decoding a MiB of an anchor costs.  Handed from file to file, they are
+ * and not only to allocate: every 4 KiB page faults on first touch, which
+ * on a virtual machine can cost as much as decoding the MiB of an anchor
+ * that fills it (docs/bench.md).  Handed from file to file, they are
  * faulted in once per mount instead of once per file (a decoder touches
  * several MiB: its record, planes and output buffers).  Beyond the pool's
  * bounds what is given back is freed. */

@@ -17,9 +17,8 @@
 
 /* Appends are gathered in memory and written in large aligned blocks with
  * O_DIRECT: a compaction streams gigabytes of records that nobody reads
- * soon, and copying them into the page cache cost as much CPU as encoding
- * them (on the 2-vCPU development VM, 30-45 % of `ckptctl compact`'s CPU
- * was that copy, docs/bench.md).  The partial last block is written through
+ * soon, and copying them into the page cache can cost as much CPU as
+ * encoding them (docs/bench.md).  The partial last block is written through
  * a second, buffered descriptor whenever the records must be readable
  * (flush, sync, close), and rewritten whole by the next direct write.
  * Where O_DIRECT is refused (tmpfs, some FUSE filesystems) everything goes

@@ -2,12 +2,9 @@
  * bounded in bytes.  Sixteen shards, each with its own lock, hash table and
  * LRU list, so that readers of different chunks rarely wait for each
  * other; a hit copies the chunk out under its shard's lock (no reference
- * counting, and an entry can be dropped the moment it is evicted).
- *
- * Measured on the 2-vCPU development machine, cache hits copied by 1, 2
- * and 4 threads: 128 KiB parts run at memcpy speed either way (13-17
- * GB/s); whole 1 MiB chunks with one lock fall from 15 to 12 and 7.7 GB/s
- * as threads are added, with sixteen shards they stay at 11-11.5 GB/s. */
+ * counting, and an entry can be dropped the moment it is evicted).  With
+ * one lock, copies of whole 1 MiB chunks slow down as readers are added;
+ * sharded, they do not (docs/bench.md). */
 #include "config.h"
 
 #include <errno.h>

@@ -54,16 +54,15 @@ struct compact {
  * packed: a chunk is inserted when its version is mapped and asked for as
  * a reference a whole checkpoint of inserts later.  It starts small and
  * grows to twice the largest checkpoint mapped, up to RECENT_CACHE_MAX;
- * sized by the file instead, a checkpoint of two files thrashed it and 80 %
- * of the references were decoded again from the packs.  Every byte of it
+ * sized by the file instead, a checkpoint of two files thrashes it and
+ * most references are decoded again from the packs.  Every byte of it
  * is fresh memory the first time, a page fault per 4 KiB, so a cache
  * larger than the checkpoints costs time.  It is first in, first out: the
  * newer version's chunks leave before the ones of the version being packed
  * (an LRU that a reference's lookup refreshes interleaves the two and
  * evicts the next reference), and one list, not the readers' 16 shards,
- * each bounded to a 16th (with 2 chunks a shard, 13 % of the shards of a
- * 10-chunk checkpoint overflowed: on the bf16 series a tenth of the CPU
- * went to decoding evicted references again). */
+ * each bounded to a 16th, which a checkpoint of a few chunks overflows
+ * (docs/bench.md, "packs.sh"). */
 #define RECENT_CACHE_MIN (8ull << 20)
 #define RECENT_CACHE_MAX (256ull << 20)
 
@@ -116,8 +115,7 @@ static int fver_load(struct ck_store *st, const struct ck_file_info *f, struct f
  * nearest first) whose chunks serve as delta references: a tensor that
  * a partial save left out of the next checkpoint is found in a later one.
  * Eight: a layer an LLMTailor-like policy saves every fifth time finds
- * its last version (with four, bench/packs.sh's tailor run packed 0.7 %
- * larger). */
+ * its last version (docs/bench.md). */
 #define NEWER_MAX 8
 
 struct refs {

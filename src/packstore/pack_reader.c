@@ -21,9 +21,8 @@
 /* Chunks decoded ahead, and chunks a reader wants only part of, wait in
  * slots until all their bytes have been read; their buffers come from the
  * store's pool and go back to it then, so a stream reuses the same few
- * MiB.  (They used to go into the decoded-chunk cache: fresh memory for
- * every chunk, whose page faults were a third of the daemon's CPU on a
- * cold read of an anchor.)  When every slot is taken, the one filled
+ * MiB instead of faulting in fresh memory for every chunk (docs/bench.md).
+ * When every slot is taken, the one filled
  * longest ago moves to the cache: torch.load reads an optimizer's storages
  * in pickle order, which is not their order in the zip, so chunks decoded
  * ahead of one jump are often read after the next. */

@@ -1,8 +1,8 @@
 /* Step numbers in checkpoint names: which entries of a run directory are
  * checkpoints of one series, and in which order they succeed each other.
  *
- * The built-in patterns cover what common trainers write (FORMATS.md
- * sections 4-6): HF Trainer checkpoint-N, DeepSpeed global_stepN, Megatron
+ * The built-in patterns cover what common trainers write (docs/formats.md
+ * §5): HF Trainer checkpoint-N, DeepSpeed global_stepN, Megatron
  * iter_NNNNNNN, generic step_N / stepN / step-N, files like model_000500.pt,
  * DCP dirs dcp_N, epoch_N / epoch=N and Lightning's "epoch=E-step=S.ckpt"
  * (whose step is S).  A user pattern replaces them: a POSIX ERE whose first

@@ -32,9 +32,8 @@ static const char *node_desc(const struct ck_vnode *n)
 
 /* The versions of a node parse independently of each other: on a machine
  * with several CPUs, helper threads parse them beside the builder before
- * it walks them in order (20 packed versions of an optimizer.pt: 25 ms on
- * one thread).  Quietly: a version that fails is found again, and
- * reported, by the walk. */
+ * it walks them in order.  Quietly: a version that fails is found again,
+ * and reported, by the walk. */
 struct parse_job {
 	struct ck_view *v;
 	struct ck_vnode *n;

@@ -1,11 +1,9 @@
 /* Building the composites a resume will open first, before it asks: the
  * files of every series' newest checkpoint.  A build parses the pickles of
- * every version of a file (20 versions of a packed optimizer.pt: ~25 ms,
- * a 10,000-tensor state dict more), which a trainer that mounts and then
- * resumes would otherwise wait for at its first open.  A file served as
- * saved is hashed once before its first open hands it to the kernel
- * (passthrough): the warm-up does that too (about 8 ms for the 59 MB of
- * the packs benchmark's newest model.pt + optimizer.pt). */
+ * every version of a file, which a trainer that mounts and then resumes
+ * would otherwise wait for at its first open.  A file served as saved is
+ * hashed once before its first open hands it to the kernel (passthrough):
+ * the warm-up does that too, off the loader's path (docs/bench.md). */
 #include "config.h"
 
 #include <errno.h>

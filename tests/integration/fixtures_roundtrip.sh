@@ -1,5 +1,5 @@
 #!/bin/sh
-# Real torch 2.x and safetensors files (shared/fixtures) imported and served
+# Real torch 2.x and safetensors files ($CKPT_FIXTURES) imported and served
 # back: every zip-format torch.save file loads through the mount exactly as
 # from the original; the legacy and the broken one are refused by the import
 # with a reason and not served; the safetensors files come back valid, equal
@@ -8,7 +8,7 @@
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
 need_fuse
 need_torch
-fixtures="$CKPT_SHARED/fixtures"
+fixtures="$CKPT_FIXTURES"
 [ -d "$fixtures/torch2x" ] || fail "no fixtures in $fixtures"
 tmp=$(ck_tmpdir)
 

@@ -7,11 +7,11 @@
 set -eu
 : "${CKPT_BUILDDIR:=$(pwd)}"
 : "${CKPT_SRCDIR:=$CKPT_BUILDDIR}"
-: "${CKPT_SHARED:=$CKPT_SRCDIR/../shared}"
+: "${CKPT_FIXTURES=$CKPT_SRCDIR/../shared/fixtures}"	# make check: ./configure --with-fixtures
 : "${TORCH_PYTHON:=/usr/bin/python3}"
 CKPTFS="$CKPT_BUILDDIR/ckptfs"
 CKPTCTL="$CKPT_BUILDDIR/ckptctl"
-export CKPT_BUILDDIR CKPT_SRCDIR CKPT_SHARED TORCH_PYTHON CKPTFS CKPTCTL
+export CKPT_BUILDDIR CKPT_SRCDIR CKPT_FIXTURES TORCH_PYTHON CKPTFS CKPTCTL
 
 _ck_mounts=""
 _ck_fs_mounts=""

@@ -13,7 +13,7 @@ need_fuse
 command -v "$TORCH_PYTHON" >/dev/null 2>&1 || skip "no Python at $TORCH_PYTHON"
 ck_tmpdir >/dev/null	# in this shell, so that the exit trap removes it
 tmp=$(ck_tmpdir)
-fix=$CKPT_SHARED/fixtures
+fix=$CKPT_FIXTURES
 [ -f "$fix/safetensors/burn_mnist.safetensors" ] || skip "no fixtures in $fix"
 store=$tmp/store
 mnt=$tmp/mnt
@@ -139,16 +139,17 @@ for v in -V --version; do
 	grep -q "FUSE library version" "$tmp/out" || fail "$v does not name the FUSE version"
 done
 
-# Errors are reported before anything is mounted (2: usage, 1: failure).
-expect_exit 2 "$CKPTFS" "$store" "$mnt" -o frobnicate
+# Errors are reported before anything is mounted (64: usage, 1: failure;
+# include/ckptfs/exitcodes.h).
+expect_exit 64 "$CKPTFS" "$store" "$mnt" -o frobnicate
 grep -q "unknown option -o frobnicate" "$tmp/err" || fail "unknown option not named: $(cat "$tmp/err")"
-expect_exit 2 "$CKPTFS" "$store" "$mnt" -o verify=sometimes
-expect_exit 2 "$CKPTFS" "$store" "$mnt" -o max_threads=0
-expect_exit 2 "$CKPTFS" "$store" "$mnt" -o attr_timeout=-1
-expect_exit 2 "$CKPTFS" "$store" "$mnt" -o pidfile
-expect_exit 2 "$CKPTFS" "$store" "$mnt" -x
-expect_exit 2 "$CKPTFS" "$store"
-expect_exit 2 "$CKPTFS" "$store" "$mnt" "$tmp"
+expect_exit 64 "$CKPTFS" "$store" "$mnt" -o verify=sometimes
+expect_exit 64 "$CKPTFS" "$store" "$mnt" -o max_threads=0
+expect_exit 64 "$CKPTFS" "$store" "$mnt" -o attr_timeout=-1
+expect_exit 64 "$CKPTFS" "$store" "$mnt" -o pidfile
+expect_exit 64 "$CKPTFS" "$store" "$mnt" -x
+expect_exit 64 "$CKPTFS" "$store"
+expect_exit 64 "$CKPTFS" "$store" "$mnt" "$tmp"
 expect_exit 1 "$CKPTFS" "$tmp/no-such-store" "$mnt"
 grep -q "no-such-store" "$tmp/err" || fail "bad store path not named: $(cat "$tmp/err")"
 expect_exit 1 "$CKPTFS" "$run" "$mnt"	# a directory, not a store

@@ -10,7 +10,7 @@
 need_fuse
 ck_tmpdir >/dev/null	# in this shell, so that the exit trap removes it
 tmp=$(ck_tmpdir)
-fix=$CKPT_SHARED/fixtures
+fix=$CKPT_FIXTURES
 [ -f "$fix/safetensors/burn_mnist.safetensors" ] || skip "no fixtures in $fix"
 helper=$CKPT_SRCDIR/mount-helpers/mount.ckptfs
 store=$tmp/store

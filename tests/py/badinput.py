@@ -156,7 +156,7 @@ def make_pickle(d, good, markers):
         assert spelled in pkl, name
         write_torch_zip(os.path.join(d, name), [(n, pkl if n == "data.pkl" else v) for n, v in recs])
 
-    # A DCP data file (torch.save blobs end to end, FORMATS.md section 3)
+    # A DCP data file (torch.save blobs end to end, docs/formats.md §4.1)
     # whose second item is the os.system attack: refused like a .pt.
     blob = io.BytesIO()
     torch.save(state["weight"], blob)

@@ -223,7 +223,8 @@ def dcp_write_layout(path, items):
     """What torch 2.x's FileSystemWriter (single_file_per_rank) writes for
     items (FQN -> tensor or object): every item a whole torch.save zip
     appended to __0_0.distcp, then the pickled index in .metadata.tmp
-    renamed to .metadata (FORMATS.md section 3).  Also bench/dcp_layout.py's."""
+    renamed to .metadata (docs/formats.md §4.1).  Also bench/dcp_layout.py's.
+    """
     import io
     import pickle
     os.makedirs(path)

@@ -1,7 +1,7 @@
 """A small pure-Python safetensors writer and validating reader.
 
 There is no safetensors package here, so the tests carry their own
-reference implementation, written from the rules in FORMATS.md section 2:
+reference implementation, written from the rules in docs/formats.md §3:
 
 writer  -- tensors sorted by dtype descending in the Rust enum order, ties by
            name (byte-wise ascending); contiguous offsets from 0; compact JSON

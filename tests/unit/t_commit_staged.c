@@ -197,17 +197,15 @@ static void test_recovery(void)
 
 int main(void)
 {
-	const char *shared = getenv("CKPT_SHARED");
+	const char *fixtures = test_fixtures();
 	static char fx[512];
 	struct ck_error err = { { 0 } };
 	struct ck_store *st;
 	char cmd[600];
 
-	if (!shared || !*shared)
-		shared = "../shared";
-	fixture = pathf(fx, sizeof(fx), "%s/fixtures/safetensors/burn_mnist.safetensors", shared);
-	if (access(fixture, R_OK) != 0) {
-		printf("SKIP: no fixture %s\n", fixture);
+	fixture = fixtures ? pathf(fx, sizeof(fx), "%s/safetensors/burn_mnist.safetensors", fixtures) : NULL;
+	if (!fixture || access(fixture, R_OK) != 0) {
+		printf("SKIP: no fixture %s\n", fixture ? fixture : "(CKPT_FIXTURES unset)");
 		return 77;
 	}
 	pathf(tmp, sizeof(tmp), "%s/t_commit_staged.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");

@@ -1,5 +1,5 @@
 /* A torch DCP data file (*.distcp) at import: torch.save blobs end to end
- * (real torch 2.x files from $CKPT_SHARED/fixtures) are served as they are
+ * (real torch 2.x files from $CKPT_FIXTURES) are served as they are
  * (kind other) with every blob's tensors indexed at their absolute offsets,
  * keyed "N/<key>" by item, hashed as in the standalone files; a file that
  * is not made of blobs all the way (trailing bytes, a blob cut short) is
@@ -71,7 +71,7 @@ static void same_as_alone(const struct ck_ingest *in, const struct ck_ingest *on
 
 int main(void)
 {
-	const char *shared = getenv("CKPT_SHARED");
+	const char *fixtures = test_fixtures();
 	struct ck_ingest alone[NBLOBS], in;
 	char tmp[256], p[512], dcp[512];
 	uint8_t *all = NULL;
@@ -80,8 +80,8 @@ int main(void)
 	struct ck_error err;
 	struct stat sb;
 
-	if (!shared || stat(pathf(p, sizeof(p), "%s/fixtures/%s", shared, blobs[0]), &sb) < 0) {
-		printf("SKIP: no fixtures under $CKPT_SHARED\n");
+	if (!fixtures || stat(pathf(p, sizeof(p), "%s/%s", fixtures, blobs[0]), &sb) < 0) {
+		printf("SKIP: no fixtures (CKPT_FIXTURES)\n");
 		return 77;
 	}
 	SETUP(ck_layer_rules_default(&rules, &err) == 0);
@@ -90,7 +90,7 @@ int main(void)
 
 	for (size_t k = 0; k < NBLOBS; k++) {
 		size_t n;
-		uint8_t *b = read_file(pathf(p, sizeof(p), "%s/fixtures/%s", shared, blobs[k]), &n);
+		uint8_t *b = read_file(pathf(p, sizeof(p), "%s/%s", fixtures, blobs[k]), &n);
 
 		SETUP(b && (all = realloc(all, total + n)));
 		memcpy(all + total, b, n);

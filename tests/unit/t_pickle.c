@@ -210,13 +210,13 @@ static void check_legacy(const char *file, const uint8_t *buf, size_t len)
 
 int main(void)
 {
-	const char *shared = t_shared_dir();
+	const char *fixtures = t_fixtures_dir();
 	char dir[4096], path[4400];
 	struct dirent *de;
 	int nzip = 0, nsame = 0, nlegacy = 0, prefix_done = 0;
 	DIR *d;
 
-	snprintf(dir, sizeof(dir), "%s/fixtures/torch2x", shared);
+	snprintf(dir, sizeof(dir), "%s/torch2x", fixtures);
 	d = opendir(dir);
 	CHECK_MSG(d != NULL, "cannot open %s", dir);
 	if (!d)

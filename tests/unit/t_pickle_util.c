@@ -10,13 +10,13 @@
 
 int t_failures;
 
-const char *t_shared_dir(void)
+const char *t_fixtures_dir(void)
 {
-	const char *dir = getenv("CKPT_SHARED");
+	const char *dir = test_fixtures();
 	struct stat st;
 
 	if (!dir || stat(dir, &st) || !S_ISDIR(st.st_mode)) {
-		printf("SKIP: CKPT_SHARED is not set to the shared folder\n");
+		printf("SKIP: CKPT_FIXTURES is not set to the fixtures directory\n");
 		exit(77);
 	}
 	return dir;

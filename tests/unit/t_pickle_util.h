@@ -31,8 +31,10 @@ extern int t_failures;
  * Declared here because testutil.h's CHECK differs from ours. */
 uint8_t *read_file(const char *path, size_t *len);
 #define t_read_file read_file
-/* $CKPT_SHARED, or exits 77 (skip) when it is not set / not there. */
-const char *t_shared_dir(void);
+/* The fixtures directory of tests/unit/testutil.c ($CKPT_FIXTURES or NULL). */
+const char *test_fixtures(void);
+/* test_fixtures(), or exits 77 (skip) when it is not set or not there. */
+const char *t_fixtures_dir(void);
 
 struct t_zip_member {
 	char name[256];           /* full name, root folder included */

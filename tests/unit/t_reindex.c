@@ -272,7 +272,7 @@ static void index_replaced_under_an_import(void)
 
 int main(void)
 {
-	const char *shared = getenv("CKPT_SHARED");
+	const char *dir = test_fixtures();
 	struct ck_reindex_opts verify = { .verify = 1 }, force = { .force = 1 };
 	struct ck_error err = { { 0 } };
 	struct ck_store *st;
@@ -284,8 +284,8 @@ int main(void)
 	size_t nsaved;
 	int rc;
 
-	if (!shared || stat(pathf(fixtures, sizeof(fixtures), "%s/fixtures", shared), &sb) < 0) {
-		printf("SKIP: no fixtures (CKPT_SHARED)\n");
+	if (!dir || stat(pathf(fixtures, sizeof(fixtures), "%s", dir), &sb) < 0) {
+		printf("SKIP: no fixtures (CKPT_FIXTURES)\n");
 		return 77;
 	}
 	snprintf(tmp, sizeof(tmp), "%s/t_reindex.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");

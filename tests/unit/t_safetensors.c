@@ -56,11 +56,11 @@ static int relayout_matches(const struct st_file *f, const uint8_t *file, const 
 static void fixtures(void)
 {
 	static const char *names[] = { "burn_mnist", "burn_multi_layer", "candle_jfk_codes" };
-	const char *shared = getenv("CKPT_SHARED");
+	const char *fixtures = test_fixtures();
 	char path[4096];
 
-	if (!shared) {
-		fprintf(stderr, "note: CKPT_SHARED unset, fixtures skipped\n");
+	if (!fixtures) {
+		fprintf(stderr, "note: CKPT_FIXTURES unset, fixtures skipped\n");
 		return;
 	}
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -70,7 +70,7 @@ static void fixtures(void)
 		uint8_t *file;
 		int same;
 
-		snprintf(path, sizeof(path), "%s/fixtures/safetensors/%s.safetensors", shared, names[i]);
+		snprintf(path, sizeof(path), "%s/safetensors/%s.safetensors", fixtures, names[i]);
 		file = read_file(path, &size);
 		CHECK(file != NULL, "cannot read %s", path);
 		if (!file)

@@ -1,5 +1,5 @@
 /* The store end to end without torch: a run directory made of real
- * checkpoint files from $CKPT_SHARED/fixtures (written by torch 2.x and the
+ * checkpoint files from $CKPT_FIXTURES (written by torch 2.x and the
  * Rust safetensors writer) plus damaged and hostile copies is imported, and
  * the index must hold what the files hold: tensor names, dtypes, shapes,
  * layers, byte ranges whose XXH3-128 the test recomputes from the files,
@@ -629,16 +629,15 @@ int main(void)
 	struct report r = { .n = 0 };
 	struct ck_store *st;
 	char store[512], p[512], cmd[600];
-	const char *shared = getenv("CKPT_SHARED");
+	const char *dir = test_fixtures();
 	struct stat sb;
 	int rc;
 
-	if (!shared) {
-		printf("SKIP: CKPT_SHARED not set\n");
+	if (!dir) {
+		printf("SKIP: CKPT_FIXTURES not set\n");
 		return 77;
 	}
-	fixtures = pathf(p, sizeof(p), "%s/fixtures", shared);
-	fixtures = strdup(p);
+	fixtures = strdup(dir);
 	if (stat(fixtures, &sb) < 0) {
 		printf("SKIP: no %s\n", fixtures);
 		free((void *)fixtures);

@@ -1,5 +1,5 @@
 /* A protocol-2 pickle assembler for the store tests: builds the opcode
- * streams torch.save writes (FORMATS.md 1.4) without torch, so tests can
+ * streams torch.save writes (docs/formats.md §2) without torch, so tests can
  * make state trees of any shape, including hostile ones. */
 #ifndef CKPTFS_T_STORE_PK_H
 #define CKPTFS_T_STORE_PK_H

@@ -1,8 +1,8 @@
 /* The tensor walk (walk.h) over pickles assembled opcode by opcode here,
- * the way torch.save writes them (FORMATS.md 1.4): nested dicts, lists and
- * tuples, nn.Parameter wrappers, a file that is one tensor, and hostile
- * shapes (deep nesting, a list that contains itself, a DAG whose paths
- * explode) that must end with an error instead of a crash or a hang. */
+ * the way torch.save writes them (docs/formats.md §2.2): nested dicts,
+ * lists and tuples, nn.Parameter wrappers, a file that is one tensor, and
+ * hostile shapes (deep nesting, a list that contains itself, a DAG whose
+ * paths explode) that must end with an error instead of a crash or a hang. */
 #include "config.h"
 
 #include <errno.h>

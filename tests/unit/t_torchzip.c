@@ -143,17 +143,17 @@ out:
 
 static void fixtures(void)
 {
-	const char *shared = getenv("CKPT_SHARED");
+	const char *fixtures = test_fixtures();
 	char dir[4096], path[4352];
 	int zips = 0, legacy = 0, other = 0;
 	struct dirent *de;
 	DIR *d;
 
-	if (!shared) {
-		fprintf(stderr, "note: CKPT_SHARED unset, fixtures skipped\n");
+	if (!fixtures) {
+		fprintf(stderr, "note: CKPT_FIXTURES unset, fixtures skipped\n");
 		return;
 	}
-	snprintf(dir, sizeof(dir), "%s/fixtures/torch2x", shared);
+	snprintf(dir, sizeof(dir), "%s/torch2x", fixtures);
 	d = opendir(dir);
 	CHECK(d != NULL, "cannot open %s", dir);
 	if (!d)
@@ -439,8 +439,7 @@ static void io_errors(void)
 }
 
 /* Headers far apart are read on their own: parsing an archive of 256 KiB
- * tensors (four to a 1 MiB batch before) reads its headers, not its
- * tensors. */
+ * tensors reads its headers, not its tensors. */
 static void large_records(void)
 {
 	enum { N = 129, SIZE = 256 << 10 };

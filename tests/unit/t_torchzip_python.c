@@ -45,7 +45,7 @@ static int copy_emit(void *ctx, long record, const void *bytes, uint64_t len)
 	return fwrite(p, 1, len, c->f) == len ? 0 : -EIO;
 }
 
-static void tz_write_for_python(const char *shared)
+static void tz_write_for_python(const char *fixtures)
 {
 	char src[4096], dst[4200], cmd[9000];
 	struct ck_buf out = CK_BUF_INIT;
@@ -56,7 +56,7 @@ static void tz_write_for_python(const char *shared)
 	struct copy_ctx c;
 	int rc;
 
-	snprintf(src, sizeof(src), "%s/fixtures/torch2x/burn_reader_checkpoint.pt", shared);
+	snprintf(src, sizeof(src), "%s/torch2x/burn_reader_checkpoint.pt", fixtures);
 	snprintf(dst, sizeof(dst), "%s/rewritten.pt", tmpdir);
 	file.data = read_file(src, &file.len);
 	if (!file.data) {
@@ -179,7 +179,7 @@ out:
 
 int main(void)
 {
-	const char *shared = getenv("CKPT_SHARED");
+	const char *fixtures = test_fixtures();
 	char cmd[4200];
 
 	python = test_python();
@@ -189,10 +189,10 @@ int main(void)
 	}
 	if (!mkdtemp(tmpdir))
 		return 99;
-	if (shared)
-		tz_write_for_python(shared);
+	if (fixtures)
+		tz_write_for_python(fixtures);
 	else
-		fprintf(stderr, "note: CKPT_SHARED unset, torch.load part skipped\n");
+		fprintf(stderr, "note: CKPT_FIXTURES unset, torch.load part skipped\n");
 	python_zip_for_tz_read();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (system(cmd) != 0)

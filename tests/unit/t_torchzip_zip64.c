@@ -1,10 +1,11 @@
 /* Zip64 branches of the writer and the reader, on multi-GiB archives that
  * are never materialized: the emit callback only keeps the container bytes
  * and where each record's data goes, and the reader's pread callback serves
- * those bytes with zeros for the data.  The zip64 fields are checked against
- * the layout rules of FORMATS.md 1.3 byte by byte, tz_read must see every
- * record where the writer put it, and Python's zipfile (an independent
- * reader) must list the same entries from a sparse copy of the archive. */
+ * those bytes with zeros for the data.  The zip64 fields are checked
+ * against the layout rules of docs/formats.md §1.3 byte by byte, tz_read
+ * must see every record where the writer put it, and Python's zipfile (an
+ * independent reader) must list the same entries from a sparse copy of the
+ * archive. */
 #include "config.h"
 
 #include <errno.h>

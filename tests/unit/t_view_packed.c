@@ -57,7 +57,7 @@ static void perturb(uint8_t *st, size_t len, unsigned seed)
 		st[off] ^= 1;
 }
 
-static void commit(struct ck_store *st, int k, const char *shared)
+static void commit(struct ck_store *st, int k, const char *fixtures)
 {
 	struct ck_error err = { { 0 } };
 	char dir[600], p[1024], name[32];
@@ -65,12 +65,12 @@ static void commit(struct ck_store *st, int k, const char *shared)
 	snprintf(name, sizeof(name), "step-%d", (k + 1) * 10);
 	pathf(dir, sizeof(dir), "%s/staging/run/%s", store, name);
 	SETUP(run_command(pathf(p, sizeof(p), "mkdir -p '%s'", dir), NULL) == 0);
-	originals[k][0] = read_file(pathf(p, sizeof(p), "%s/fixtures/safetensors/burn_mnist.safetensors",
-					  shared), &lengths[k][0]);
+	originals[k][0] = read_file(pathf(p, sizeof(p), "%s/safetensors/burn_mnist.safetensors", fixtures),
+				    &lengths[k][0]);
 	SETUP(originals[k][0]);
 	if (k)
 		perturb(originals[k][0], lengths[k][0], (unsigned)k);
-	originals[k][1] = read_file(pathf(p, sizeof(p), "%s/fixtures/torch2x/burn_reader_state_dict.pt", shared),
+	originals[k][1] = read_file(pathf(p, sizeof(p), "%s/torch2x/burn_reader_state_dict.pt", fixtures),
 				    &lengths[k][1]);
 	SETUP(originals[k][1]);
 	originals[k][2] = (uint8_t *)strdup(k == 1 ? "{\"step\": 20}\n" : "{\"lr\": 0.001}\n");
@@ -201,7 +201,7 @@ static void check_all(struct ck_view *v, const char *what, size_t step, int reve
 	}
 }
 
-static void test_compact_under_open_view(const char *shared)
+static void test_compact_under_open_view(const char *fixtures)
 {
 	struct ck_error err = { { 0 } };
 	struct ck_store *st;
@@ -212,7 +212,7 @@ static void test_compact_under_open_view(const char *shared)
 
 	SETUP(ck_store_open(store, 0, &st, &err) == 0);
 	for (int k = 0; k < NCKPT; k++)
-		commit(st, k, shared);
+		commit(st, k, fixtures);
 	ck_store_close(st);
 
 	SETUP(ck_view_open(store, NULL, &v, &err) == 0);
@@ -287,15 +287,13 @@ static void test_damaged_pack(void)
 
 int main(void)
 {
-	const char *shared = getenv("CKPT_SHARED");
+	const char *fixtures = test_fixtures();
 	static char fx[512];
 	struct ck_error err = { { 0 } };
 	char cmd[600];
 
-	if (!shared || !*shared)
-		shared = "../shared";
-	if (access(pathf(fx, sizeof(fx), "%s/fixtures/safetensors/burn_mnist.safetensors", shared), R_OK)) {
-		printf("SKIP: no fixture %s\n", fx);
+	if (!fixtures || access(pathf(fx, sizeof(fx), "%s/safetensors/burn_mnist.safetensors", fixtures), R_OK)) {
+		printf("SKIP: no fixture %s\n", fixtures ? fx : "(CKPT_FIXTURES unset)");
 		return 77;
 	}
 	ck_log_init("t_view_packed", 0, CK_LOG_WARN);
@@ -303,7 +301,7 @@ int main(void)
 	SETUP(mkdtemp(tmp));
 	pathf(store, sizeof(store), "%s/store", tmp);
 	SETUP(ck_store_init(store, &err) == 0);
-	test_compact_under_open_view(shared);
+	test_compact_under_open_view(fixtures);
 	test_damaged_pack();
 	for (int k = 0; k < NCKPT; k++)
 		for (size_t f = 0; f < NFILES; f++)

@@ -56,6 +56,13 @@ uint8_t *read_file(const char *path, size_t *len)
 	return buf;
 }
 
+const char *test_fixtures(void)
+{
+	const char *dir = getenv("CKPT_FIXTURES");
+
+	return dir && *dir ? dir : NULL;
+}
+
 const char *test_python(void)
 {
 	const char *py = getenv("TORCH_PYTHON");

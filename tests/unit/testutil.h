@@ -35,6 +35,12 @@ int test_result(void);
  * (or memory runs out). */
 uint8_t *read_file(const char *path, size_t *len);
 
+/* The shared test fixtures (real torch 2.x and safetensors files):
+ * $CKPT_FIXTURES, which make check sets from ./configure --with-fixtures;
+ * NULL when it is unset or empty.  Callers skip (77) or leave out the
+ * checks that need them. */
+const char *test_fixtures(void);
+
 /* The Python to compare with: $TORCH_PYTHON, or /usr/bin/python3 when that
  * is unset or empty.  It may not exist; callers check with access(). */
 const char *test_python(void);
