@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "ckptfs/catalog.h"
+#include "ckptfs/ctldir.h"
 #include "ckptfs/recipe.h"
+#include "ckptfs/store.h"
 #include "ctl/ctl_int.h"
 #include "testutil.h"
 
@@ -128,8 +130,78 @@ static void test_parse(void)
 	      !ck_recipe_name_ok(""), "names");
 }
 
+/* A registered entry: a report that changes at every open. */
+static int opens;
+
+static int health(void *ctx, struct ck_view *v, struct ck_vfile **out)
+{
+	char text[64];
+	int rc, n = snprintf(text, sizeof(text), "{\"opens\": %d, \"ctx\": \"%s\"}\n", ++opens, (const char *)ctx);
+
+	rc = ck_vfile_new(v, "json", out);
+	if (!rc)
+		rc = ck_vfile_append_bytes(*out, text, (size_t)n);
+	return rc ? rc : ck_vfile_seal(*out);
+}
+
+static void read_whole(struct ck_vfile *f, char *buf, size_t size)
+{
+	struct ck_extent e[4];
+	int n = ck_vfile_map(f, 0, size - 1, e, 4);
+	size_t at = 0;
+
+	for (int i = 0; i < n; i++) {
+		CHECK(ck_extent_read(&e[i], buf + at) == 0, "read");
+		at += e[i].len;
+	}
+	buf[at] = 0;
+}
+
+static void test_registry(void)
+{
+	char store[] = "/tmp/t_ctl_units.XXXXXX", a[128], b[128];
+	struct ck_error err = { "" };
+	struct ck_ctl_dirent *d = NULL;
+	struct ck_view *v = NULL;
+	struct ck_ctl *c = NULL;
+	struct ck_vfile *f;
+	struct ck_vattr attr;
+	uint64_t ino;
+	size_t n = 0;
+	int found = 0;
+
+	SETUP(mkdtemp(store));
+	SETUP(ck_store_init(store, &err) == 0);
+	SETUP(ck_view_open(store, NULL, &v, &err) == 0);
+	SETUP(ck_ctl_open(v, store, NULL, &c) == 0);
+	CHECK(ck_ctl_register_file(c, "health.json", health, "gpu0") == 0, "register");
+	CHECK(ck_ctl_register_file(c, "health.json", health, "gpu0") == -EEXIST, "a name once");
+	CHECK(ck_ctl_register_file(c, "a/b", health, NULL) == -EINVAL, "no slash");
+	CHECK(ck_ctl_readdir(c, CK_CTL_ROOT_INO, &d, &n) == 0, "readdir");
+	for (size_t i = 0; i < n; i++)
+		found += !strcmp(d[i].name, "health.json") && !d[i].is_dir;
+	ck_ctl_dirents_free(d, n);
+	CHECK(found == 1 && n == 5, "listed with the four views: %zu entries", n);
+	CHECK(ck_ctl_resolve(c, "health.json", &ino) == 0, "resolve");
+	CHECK(ck_ctl_volatile(c, ino) && ck_ctl_renamable(c, ino), "built at every open, not cached");
+	CHECK(ck_ctl_getattr(c, ino, &attr) == 0 && attr.size > 10, "stat");
+	CHECK(ck_ctl_open_file(c, ino, &f) == 0, "open");
+	read_whole(f, a, sizeof(a));
+	ck_vfile_put(f);
+	CHECK(ck_ctl_open_file(c, ino, &f) == 0, "open again");
+	read_whole(f, b, sizeof(b));
+	ck_vfile_put(f);
+	CHECK(strstr(a, "\"gpu0\"") && strcmp(a, b), "fresh bytes at each open: %s / %s", a, b);
+	CHECK(ck_ctl_resolve(c, "weights", &ino) == 0 && !ck_ctl_volatile(c, ino) && !ck_ctl_renamable(c, ino),
+	      "weights/ stays");
+	ck_ctl_close(c);
+	ck_view_close(v);
+	run_command(pathf(a, sizeof(a), "rm -rf '%s'", store), NULL);
+}
+
 int main(void)
 {
+	test_registry();
 	test_optim_match();
 	test_rename();
 	test_parse();
