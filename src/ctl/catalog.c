@@ -238,6 +238,15 @@ static int name_cmp(const void *a, const void *b)
 	return strcmp((*(struct ck_cat_tensor *const *)a)->name, (*(struct ck_cat_tensor *const *)b)->name);
 }
 
+/* Entries by name, ties in list order (a stable sort). */
+static int name_then_pos_cmp(const void *a, const void *b)
+{
+	const struct ck_cat_tensor *x = *(struct ck_cat_tensor *const *)a, *y = *(struct ck_cat_tensor *const *)b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (x < y ? -1 : x > y);
+}
+
 /* Drops entries whose name an earlier entry has (files in name order: the
  * first file holding a name keeps it). */
 static int dedupe(struct tensor_list *l)
@@ -253,17 +262,7 @@ static int dedupe(struct tensor_list *l)
 	}
 	for (size_t i = 0; i < l->n; i++)
 		idx[i] = &l->v[i];
-	/* A stable order by name: ties keep the earlier entry first. */
-	for (size_t i = 1; i < l->n; i++) {
-		struct ck_cat_tensor *x = idx[i];
-		size_t j = i;
-
-		while (j > 0 && strcmp(idx[j - 1]->name, x->name) > 0) {
-			idx[j] = idx[j - 1];
-			j--;
-		}
-		idx[j] = x;
-	}
+	qsort(idx, l->n, sizeof(*idx), name_then_pos_cmp);
 	for (size_t i = 1; i < l->n; i++)
 		if (!strcmp(idx[i - 1]->name, idx[i]->name))
 			drop[idx[i] - l->v] = 1;

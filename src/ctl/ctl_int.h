@@ -101,6 +101,7 @@ struct ctl_spec {
 	const struct ctl_type *type;
 	char *arg[3];              /* what the type needs to make it (series, checkpoint, layer...) */
 	void *ptr;                 /* the same, a pointer that lives as long as the control dir */
+	size_t order;              /* its place in the list (of two equal names the first wins) */
 };
 
 struct ctl_specs {

@@ -40,6 +40,7 @@ int ctl_spec_add(struct ctl_specs *s, const char *name, const char *key, int is_
 	sp->is_dir = is_dir;
 	sp->type = type;
 	sp->ptr = ptr;
+	sp->order = s->n;
 	s->n++;
 	if (!sp->name || !sp->key)
 		return -ENOMEM;
@@ -117,19 +118,23 @@ static struct ctl_node *node_of(struct ck_ctl *c, uint64_t ino)
 	return n;
 }
 
-static int child_cmp(const void *a, const void *b)
+static int spec_cmp(const void *a, const void *b)
 {
-	return strcmp((*(struct ctl_node *const *)a)->name, (*(struct ctl_node *const *)b)->name);
+	const struct ctl_spec *x = a, *y = b;
+	int c = strcmp(x->name, y->name);
+
+	return c ? c : (x->order < y->order ? -1 : x->order > y->order);   /* equal names: list order */
 }
 
 /* Lists dir anew when its stamp moved (or never listed): children that
- * keep their name and key keep their nodes. */
+ * keep their name and key keep their nodes.  Both lists sorted by name,
+ * merged in one pass; of two specs with one name the first listed wins. */
 static int refresh_dir(struct ck_ctl *c, struct ctl_node *dir)
 {
 	struct ctl_specs specs = { 0 };
 	struct ctl_node **kids;
 	uint64_t stamp = dir->type->stamp ? dir->type->stamp(c, dir) : 0;
-	size_t k = 0;
+	size_t k = 0, j = 0;
 	int rc;
 
 	pthread_mutex_lock(&c->lock);
@@ -142,36 +147,29 @@ static int refresh_dir(struct ck_ctl *c, struct ctl_node *dir)
 		ctl_specs_free(&specs);
 		return rc;
 	}
+	if (specs.n > 1)
+		qsort(specs.v, specs.n, sizeof(*specs.v), spec_cmp);
 	pthread_mutex_lock(&c->lock);
 	kids = calloc(specs.n + 1, sizeof(*kids));
 	for (size_t i = 0; kids && i < specs.n; i++) {
 		struct ctl_spec *sp = &specs.v[i];
 		struct ctl_node *old = NULL;
 
-		for (size_t j = 0; j < dir->nchildren && !old; j++)
-			if (!strcmp(dir->children[j]->name, sp->name) && !strcmp(dir->children[j]->key, sp->key))
-				old = dir->children[j];
-		for (size_t j = 0; j < k && old; j++)
-			if (kids[j] == old)
-				old = NULL;   /* a name listed twice: keep one */
-		if (!old) {
-			int dup = 0;
-
-			for (size_t j = 0; j < k && !dup; j++)
-				dup = !strcmp(kids[j]->name, sp->name);
-			if (dup)
-				continue;
-			old = node_new(c, dir, sp);
-			if (!old) {
-				free(kids);
-				kids = NULL;
-				break;
-			}
+		if (k && !strcmp(kids[k - 1]->name, sp->name))
+			continue;   /* a name listed twice: the first stays */
+		while (j < dir->nchildren && strcmp(dir->children[j]->name, sp->name) < 0)
+			j++;
+		if (j < dir->nchildren && !strcmp(dir->children[j]->name, sp->name) &&
+		    !strcmp(dir->children[j]->key, sp->key))
+			old = dir->children[j];
+		if (!old && !(old = node_new(c, dir, sp))) {
+			free(kids);
+			kids = NULL;
+			break;
 		}
 		kids[k++] = old;
 	}
 	if (kids) {
-		qsort(kids, k, sizeof(*kids), child_cmp);
 		free(dir->children);
 		dir->children = kids;
 		dir->nchildren = k;
