@@ -182,6 +182,7 @@ struct ck_extent {
 	int fd;
 	uint64_t fd_off;
 	struct ck_vpacked *packed;
+	int hinted;              /* packed: what comes next was hinted by the file's own order */
 };
 
 /* Describes [off, off+len) clipped to the file size as up to max extents.
@@ -272,7 +273,10 @@ int ck_vfile_append_bytes(struct ck_vfile *f, const void *p, size_t len);
 int ck_vfile_append_tensor(struct ck_vfile *f, const struct ck_vtensor *t, const char *name);
 /* Appends all of another (sealed) file: the same extents, tensors and sources. */
 int ck_vfile_append_file(struct ck_vfile *f, const struct ck_vfile *src);
-/* Ends building: no appends after it.  Then f reads like a composite. */
+/* Ends building: no appends after it.  Then f reads like a composite,
+ * except that a reader going forward has the packed bytes it will read
+ * next decoded ahead in this file's order (a built file takes tensors in
+ * its own order, not in the order of the files they come from). */
 int ck_vfile_seal(struct ck_vfile *f);
 /* A torch.save file holding the state tree root, whose tensors are nodes
  * of the view's trees (ck_view_file_tree, ck_vtensor.node): storages are

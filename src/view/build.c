@@ -232,6 +232,7 @@ int ck_vfile_append_file(struct ck_vfile *f, const struct ck_vfile *src)
 
 int ck_vfile_seal(struct ck_vfile *f)
 {
+	f->own_order = 1;
 	return vfile_freeze(f);
 }
 

@@ -224,8 +224,54 @@ static size_t find_extent(const struct ck_vfile *f, uint64_t off)
 	return lo;
 }
 
+/* How far ahead of a forward reader of a built file packed bytes are
+ * decoded, and for how many of its packed files at once. */
+#define OWN_AHEAD (8ull << 20)
+#define OWN_AHEAD_FILES 4
+#define OWN_AHEAD_RANGES 64
+
+/* A built file takes tensors in its own order: from extent i on, the next
+ * OWN_AHEAD bytes of packed extents are hinted to their files, each file's
+ * ranges in this file's order. */
+static void own_order_ahead(struct ck_vfile *f, size_t i)
+{
+	struct {
+		struct ck_vpacked *p;
+		struct ck_byte_range r[OWN_AHEAD_RANGES];
+		size_t n;
+	} hint[OWN_AHEAD_FILES];
+	size_t nh = 0;
+	uint64_t budget = OWN_AHEAD;
+
+	for (; i < f->next && budget; i++) {
+		const struct vext *e = &f->ext[i];
+		struct ck_vpacked *p = e->pf ? atomic_load(&e->pf->packed) : NULL;
+		size_t h;
+
+		if (!p)
+			continue;
+		for (h = 0; h < nh && hint[h].p != p; h++)
+			;
+		if (h == nh) {
+			if (nh == OWN_AHEAD_FILES)
+				continue;
+			hint[nh].p = p;
+			hint[nh++].n = 0;
+		}
+		if (hint[h].n && hint[h].r[hint[h].n - 1].off + hint[h].r[hint[h].n - 1].len == e->pf_off)
+			hint[h].r[hint[h].n - 1].len += e->len;
+		else if (hint[h].n < OWN_AHEAD_RANGES)
+			hint[h].r[hint[h].n++] = (struct ck_byte_range){ e->pf_off, e->len };
+		budget -= e->len < budget ? e->len : budget;
+	}
+	for (size_t h = 0; h < nh; h++)
+		packed_hint(hint[h].p, hint[h].r, hint[h].n);
+}
+
 int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_extent *out, size_t max)
 {
+	int hinted = 0;
+
 	size_t i, n = 0;
 	uint64_t end;
 
@@ -259,6 +305,8 @@ int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_exten
 		}
 		out[n].len = take;
 		out[n].packed = packed;
+		out[n].hinted = packed && f->own_order;
+		hinted |= out[n].hinted;
 		if (e->mem) {
 			out[n].mem = e->mem + skip;
 			out[n].fd = -1;
@@ -275,6 +323,9 @@ int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_exten
 		n++;
 		off += take;
 	}
+	/* What follows this read, in this file's order. */
+	if (hinted)
+		own_order_ahead(f, i ? i - 1 : 0);   /* the last extent may go on */
 	return (int)n;
 }
 

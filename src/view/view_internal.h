@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "ckptfs/packstore.h"
 #include "ckptfs/pickle.h"
 #include "ckptfs/safetensors.h"
 #include "ckptfs/store.h"
@@ -144,6 +145,7 @@ struct ck_vfile {
 	size_t ntensors;
 	const char *kind;           /* "torch", "safetensors", "safetensors-index", "file" */
 	int synthesized;            /* 0: served as the physical file is */
+	int own_order;              /* built: packed bytes are decoded ahead in this file's order */
 	struct pk_doc *tree_doc;    /* torch: nodes of the merged tree (NULL: it is the newest's) */
 	const struct pk_node *tree; /* torch: the state tree the file serves */
 	_Atomic uint64_t ahead_upto;    /* ranges before this offset were queued for checking */
@@ -238,6 +240,9 @@ int packed_recheck(struct ck_view *v, struct phys_file *pf);
  * the contents (not a parser), whose forward reads have the following
  * chunks decoded ahead. */
 int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off, int ahead);
+/* Has r[0..n), the ranges a reader takes next in that order, decoded ahead
+ * (replacing the last hint). */
+void packed_hint(struct ck_vpacked *p, const struct ck_byte_range *r, size_t n);
 /* As packed_read for a container parser, which reads headers only: the
  * bytes of the storage ranges r[0..n) (sorted) read as zeros, undecoded. */
 int packed_read_headers(struct ck_vpacked *p, const struct phys_range *r, size_t n, void *buf,
