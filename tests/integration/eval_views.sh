@@ -20,12 +20,12 @@ ck_py ctl_check.py make "$work" || fail "making the series"
 "$TORCH_PYTHON" "$CKPT_SRCDIR/examples/llmtailor_train.py" --out "$work/tailor" --steps 16 >"$tmp/train.log" ||
 	fail "example trainer: $(cat "$tmp/train.log")"
 "$CKPTCTL" init "$store" >/dev/null
-for s in run grow other sonly ponly single tailor; do
+for s in run grow other sonly ponly single tied tailor; do
 	ck_import "$store" "$work/$s" 0
 done
 # Most versions read from packs, as an eval box over a compacted store does.
 "$CKPTCTL" compact "$store" -q || fail "ckptctl compact"
-for name in mix cross; do
+for name in mix cross based; do
 	ck_py ctl_check.py yaml "$name" >"$tmp/$name.yaml"
 	"$CKPTCTL" recipe add "$store" "$name" "$tmp/$name.yaml" >/dev/null || fail "recipe add $name"
 done
@@ -52,11 +52,11 @@ touch "$ctl/x" 2>/dev/null && fail "a file created in .ckptfs"
 mkdir "$mnt/.ckptfs" 2>/dev/null && fail "mkdir MNT/.ckptfs"
 
 ck_py ctl_check.py weights "$ctl" "$work" || fail "weights/"
-for ck in run/checkpoint-20 run/checkpoint-30 grow/checkpoint-10 single/model_000020.pt; do
+for ck in run/checkpoint-20 run/checkpoint-30 grow/checkpoint-10 single/model_000020.pt tied/checkpoint-20; do
 	ck_py ctl_check.py layers "$ctl" "$work" "${ck%%/*}" "${ck#*/}" || fail "layers/$ck"
 done
 ck_py ctl_check.py history "$ctl" "$work" || fail "history/"
-for name in mix cross; do
+for name in mix cross based; do
 	ck_py ctl_check.py recipe "$ctl" "$work" "$name" || fail "recipes/$name"
 done
 [ "$(getfattr --only-values -n user.ckptfs.kind "$ctl/layers/run/checkpoint-30/layers.2.json" 2>/dev/null)" = layer-json ] ||

@@ -35,6 +35,8 @@ Series (tiny Llama, tests/py/tinyllama.py):
   ponly    run with model.pt as pytorch_model.bin and no safetensors
   single   single-file checkpoints model_000010.pt (full) and model_000020.pt
            (odd blocks): {"model": state_dict, "optimizer": ..., "step": N}
+  tied     the head tied to the embeddings (one storage, two names, one
+           parameter): model.pt + optimizer.pt at 10 (full) and 20 (odd blocks)
 """
 
 import json
@@ -52,6 +54,7 @@ import safetensors_ref
 import tinyllama
 
 SEED = 1234
+ALL_SERIES = ("run", "grow", "other", "sonly", "ponly", "single", "tied")
 TOKENIZER = '{"model_max_length": 16}\n'
 GENERATION = '{"max_new_tokens": 8}\n'
 
@@ -62,6 +65,9 @@ RECIPES = {
     # (renumbered: output blocks 0-1 are other's 2-3), the head from other
     "cross": {"slices": [("other/checkpoint-20", 2, 4), ("run/checkpoint-30", 0, 2)],
               "weights": {"lm_head.weight": "other/checkpoint-20"}},
+    # param_groups, scheduler and config from a checkpoint no slice names
+    "based": {"slices": [("run/checkpoint-30", 0, 2), ("run/checkpoint-10", 2, 4)], "weights": {},
+              "base": "run/checkpoint-20"},
 }
 
 
@@ -76,6 +82,8 @@ def recipe_yaml(name):
     for model, a, b in r["slices"]:
         out += ["  - sources:", "      - model: %s" % model, "        layer_range: [%d, %d]" % (a, b)]
     out.append("merge_method: passthrough")
+    if "base" in r:
+        out.append("base_model: %s" % r["base"])
     if r["weights"]:
         out.append("post_weights:")
         for n, m in r["weights"].items():
@@ -111,6 +119,21 @@ def make(work):
             os.unlink(os.path.join(dst, drop))
             if rename:
                 os.rename(os.path.join(dst, rename), os.path.join(dst, "pytorch_model.bin"))
+    tied = tinyllama.Trainer(SEED + 4)
+    tied.model.lm_head.weight = tied.model.model.embed_tokens.weight
+    named = list(dict(tied.model.named_parameters()))   # one name for the shared parameter
+    decay = [n for n in named if dict(tied.model.named_parameters())[n].dim() >= 2]
+    tied.param_names = decay + [n for n in named if n not in decay]
+    params = dict(tied.model.named_parameters())
+    tied.opt = torch.optim.AdamW([{"params": [params[n] for n in decay], "weight_decay": 0.01},
+                                  {"params": [params[n] for n in named if n not in decay], "weight_decay": 0.0}],
+                                 lr=tinyllama.LR)
+    tied.sched = torch.optim.lr_scheduler.LambdaLR(tied.opt, tinyllama.lr_lambda)
+    for step, blocks in ((10, None), (20, {1, 3})):
+        tied.train(10)
+        d = os.path.join(work, "tied", "checkpoint-%d" % step)
+        tied.save(d, blocks=blocks)
+        os.unlink(os.path.join(d, "model.safetensors"))   # torch.save keeps the tie
     s = tinyllama.Trainer(SEED + 3)
     os.makedirs(os.path.join(work, "single"))
     for step, blocks in ((10, None), (20, {1, 3})):
@@ -188,8 +211,9 @@ def expected_optimizer(work, series, ckpt):
 
 
 def param_names(series):
-    seed = {"run": SEED, "sonly": SEED, "ponly": SEED, "grow": SEED + 1, "other": SEED + 2, "single": SEED + 3}
-    return tinyllama.Trainer(seed[series]).param_names
+    names = tinyllama.Trainer(SEED).param_names
+    # a tied head is one parameter, named after the embeddings
+    return [n for n in names if n != "lm_head.weight"] if series == "tied" else names
 
 
 def layer_of(name):
@@ -240,7 +264,7 @@ def read_weights_dir(d):
 
 def weights(ctl, work):
     nshards = 0
-    for series in ("run", "grow", "other", "sonly", "ponly", "single"):
+    for series in ALL_SERIES:
         for ck in checkpoints(work, series):
             d = os.path.join(ctl, "weights", series, ck)
             got, n = read_weights_dir(d)
@@ -256,8 +280,7 @@ def weights(ctl, work):
                 else:
                     expect(side not in names, "%s: %s listed but the checkpoint has none" % (d, side))
     print("weights/: %s checkpoints bit-exact (up to %d shard%s)" % (
-        sum(len(checkpoints(work, s)) for s in ("run", "grow", "other", "sonly", "ponly", "single")),
-        nshards, "s" if nshards > 1 else ""))
+        sum(len(checkpoints(work, s)) for s in ALL_SERIES), nshards, "s" if nshards > 1 else ""))
 
 
 # --- layers/ and history/ ----------------------------------------------------------------
@@ -386,7 +409,7 @@ def ref_dir(work, ref):
 def expected_recipe(work, name):
     """The LLMTailor-style merge done the slow way: {file: object}."""
     r = RECIPES[name]
-    base = r["slices"][-1][0]
+    base = r.get("base", r["slices"][-1][0])
     bs, bc = ref_dir(work, base)
     out_blocks = []
     for model, a, b in r["slices"]:

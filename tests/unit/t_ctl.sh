@@ -15,7 +15,7 @@ tool="$CKPT_BUILDDIR/tests/unit/ctl_tool"
 work=$tmp/work
 ck_py ctl_check.py make "$work" || fail "making the series"
 "$CKPTCTL" init "$store" >/dev/null
-for s in run grow other sonly ponly single; do
+for s in run grow other sonly ponly single tied; do
 	ck_import "$store" "$work/$s" 0
 done
 
@@ -25,21 +25,21 @@ copy() {
 	mkdir -p "$(dirname "$ctl/$1")"
 	"$tool" ${2:-} "$store" copy "$1" "$ctl/$1" || fail "ctl_tool copy $1"
 }
-for s in run grow other sonly ponly single; do
+for s in run grow other sonly ponly single tied; do
 	copy "weights/$s"
 done
 ck_py ctl_check.py weights "$ctl" "$work" || fail "weights/"
 
 # Above the shard size: shards and an index, read through the index.
 rm -rf "$ctl/weights"
-for s in run grow other sonly ponly single; do
+for s in run grow other sonly ponly single tied; do
 	copy "weights/$s" "-s 40000"
 done
 [ -f "$ctl/weights/run/checkpoint-30/model.safetensors.index.json" ] || fail "no index above the shard size"
 ck_py ctl_check.py weights "$ctl" "$work" || fail "weights/ in shards"
 
 for ck in run/checkpoint-10 run/checkpoint-20 run/checkpoint-30 grow/checkpoint-10 single/model_000020.pt \
-	ponly/checkpoint-30; do
+	ponly/checkpoint-30 tied/checkpoint-20; do
 	copy "layers/$ck"
 	ck_py ctl_check.py layers "$ctl" "$work" "${ck%%/*}" "${ck#*/}" || fail "layers/$ck"
 done
@@ -73,7 +73,7 @@ done
 	fail "diff: layers.1 should have 36 changed tensors"
 
 # Recipes: kept in the store, served as checkpoints.
-for name in mix cross; do
+for name in mix cross based; do
 	ck_py ctl_check.py yaml "$name" >"$tmp/$name.yaml"
 	"$CKPTCTL" recipe add "$store" "$name" "$tmp/$name.yaml" || fail "recipe add $name"
 	copy "recipes/$name"
