@@ -26,7 +26,10 @@ safetensors copies, and listing layers/ of a 10,000-tensor checkpoint.
 Run through bench/eval_views.sh; prints Markdown tables for docs/bench.md.
 """
 import argparse
+import json
+import mmap
 import os
+import struct
 import statistics
 import subprocess
 import sys
@@ -81,13 +84,38 @@ def evict(root):
                 os.close(fd)
 
 
-def eval_loop(paths):
+def load_mmap(path):
+    """The safetensors package's way: map the file, a tensor per entry
+    copied out of the mapping."""
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    view = memoryview(m)
+    n = struct.unpack("<Q", view[:8])[0]
+    out = {}
+    for name, info in json.loads(bytes(view[8:8 + n])).items():
+        if name == "__metadata__":
+            continue
+        a, b = info["data_offsets"]
+        t = torch.frombuffer(view[8 + n + a:8 + n + b], dtype=safetensors_ref.TORCH_OF[info["dtype"]])
+        out[name] = t.reshape(info["shape"]).clone()
+    view.release()
+    m.close()
+    return out
+
+
+def load_read(path):
+    return safetensors_ref.load(path)[1]
+
+
+LOADERS = {"mmap": load_mmap, "read": load_read}
+
+
+def eval_loop(paths, loader):
     """Loads every checkpoint's weights as an eval harness would: seconds."""
     t = time.perf_counter()
     total = 0
     for p in paths:
-        _, tensors = safetensors_ref.load(p)
-        total += len(tensors)
+        total += len(loader(p))
     return time.perf_counter() - t, total
 
 
@@ -121,31 +149,35 @@ def bench_loop(work, runs):
     view = [os.path.join(mnt, ".ckptfs", "weights", "full", ck, "model.safetensors") for ck in ckpts]
     copies = [os.path.join(plain, ck + ".safetensors") for ck in ckpts]
     size = sum(os.path.getsize(p) for p in copies)
-    res = {k: [] for k in ("plain1", "plain2", "mnt1", "mnt2")}
+    res = {(l, k): [] for l in LOADERS for k in ("plain1", "plain2", "mnt1", "mnt2")}
     for r in range(runs):
-        evict(plain)
-        res["plain1"].append(eval_loop(copies)[0])
-        res["plain2"].append(eval_loop(copies)[0])
-        evict(store)
-        evict(os.path.join(work, "train"))
-        mount(store, mnt)
-        try:
-            t1, n1 = eval_loop(view)
-            t2, n2 = eval_loop(view)
-        finally:
-            umount(mnt)
-        res["mnt1"].append(t1)
-        res["mnt2"].append(t2)
-        log("run %d: plain %.2f / %.2f s, mount %.2f / %.2f s" % (r + 1, res["plain1"][-1], res["plain2"][-1], t1, t2))
+        for name, loader in LOADERS.items():
+            evict(plain)
+            res[name, "plain1"].append(eval_loop(copies, loader)[0])
+            res[name, "plain2"].append(eval_loop(copies, loader)[0])
+            evict(store)
+            evict(os.path.join(work, "train"))
+            mount(store, mnt)
+            try:
+                t1, n1 = eval_loop(view, loader)
+                t2, _ = eval_loop(view, loader)
+            finally:
+                umount(mnt)
+            res[name, "mnt1"].append(t1)
+            res[name, "mnt2"].append(t2)
+            log("run %d, %s: plain %.2f / %.2f s, mount %.2f / %.2f s" % (
+                r + 1, name, res[name, "plain1"][-1], res[name, "plain2"][-1], t1, t2))
     m = {k: statistics.median(v) for k, v in res.items()}
-    print("\n20 checkpoints, %.1f MB of weights (%d tensors each), median of %d runs:\n" % (
-        size / 1e6, n1 // len(ckpts), runs))
-    print("| pass | plain safetensors | .ckptfs/weights/ | ratio (plain / mount) |")
-    print("|---|---|---|---|")
-    for p in ("1", "2"):
-        print("| %s | %.2f s (%.0f MB/s) | %.2f s (%.0f MB/s) | %.2fx |" % (
-            "first (cold)" if p == "1" else "second (warm)", m["plain" + p], size / 1e6 / m["plain" + p],
-            m["mnt" + p], size / 1e6 / m["mnt" + p], m["plain" + p] / m["mnt" + p]))
+    print("\n20 checkpoints, %.1f MB of weights (%d tensors each), median of %d runs (load average %.1f):\n" % (
+        size / 1e6, n1 // len(ckpts), runs, os.getloadavg()[0]))
+    print("| loader | pass | plain safetensors | .ckptfs/weights/ | ratio (plain / mount) |")
+    print("|---|---|---|---|---|")
+    for name in LOADERS:
+        for p in ("1", "2"):
+            print("| %s | %s | %.2f s (%.0f MB/s) | %.2f s (%.0f MB/s) | %.2fx |" % (
+                name, "first (cold)" if p == "1" else "second (warm)", m[name, "plain" + p],
+                size / 1e6 / m[name, "plain" + p], m[name, "mnt" + p], size / 1e6 / m[name, "mnt" + p],
+                m[name, "plain" + p] / m[name, "mnt" + p]))
 
 
 def make_wide(work):
@@ -207,6 +239,8 @@ def main():
     ap.add_argument("--listing-only", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    import warnings
+    warnings.filterwarnings("ignore", message="The given buffer is not writable")
     if not a.listing_only:
         bench_loop(a.work, a.runs)
     bench_listing(a.work, a.runs)
