@@ -30,12 +30,36 @@ void ck_buf_free(struct ck_buf *b);
 /* Frees n strings and the array holding them (NULL is fine). */
 void ck_strv_free(char **v, size_t n);
 
-/* Little-endian loads from untrusted bytes (no alignment needed). */
+/* Loads from and stores into bytes in a given order (no alignment needed;
+ * loads take untrusted bytes). */
 static inline uint16_t ck_le16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static inline uint32_t ck_le32(const uint8_t *p)
 {
 	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 static inline uint64_t ck_le64(const uint8_t *p) { return ck_le32(p) | (uint64_t)ck_le32(p + 4) << 32; }
+static inline uint64_t ck_be64(const uint8_t *p)
+{
+	uint64_t v = 0;
+
+	for (int i = 0; i < 8; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+static inline void ck_set_le32(uint8_t *p, uint32_t v)
+{
+	for (int i = 0; i < 4; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+}
+static inline void ck_set_le64(uint8_t *p, uint64_t v)
+{
+	ck_set_le32(p, (uint32_t)v);
+	ck_set_le32(p + 4, (uint32_t)(v >> 32));
+}
+static inline void ck_set_be64(uint8_t *p, uint64_t v)
+{
+	for (int i = 0; i < 8; i++)
+		p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
 
 #endif

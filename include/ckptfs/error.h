@@ -17,5 +17,8 @@ struct ck_error {
 /* Sets err->msg (if err is non-NULL) and returns -errnum (pass a positive errno). */
 int ck_fail(struct ck_error *err, int errnum, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* What to print for a failure rc (-errno): err's message, or strerror(-rc)
+ * when the failing call left none. */
+const char *ck_error_text(const struct ck_error *err, int rc);
 
 #endif

@@ -8,6 +8,7 @@
 
 #include "ckptfs/buf.h"
 #include "ckptfs/exitcodes.h"
+#include "ckptfs/json.h"
 #include "ckptfs/store.h"
 
 struct cli_cmd {
@@ -49,30 +50,15 @@ struct ck_store *cli_open_store(const char *dir, int readonly);
 int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_store **st, char **series,
 		    char **ckpt);
 
-/* A minimal JSON writer that keeps track of commas.  Errors stick: after
- * ENOMEM every call is a no-op and jw_finish reports it. */
-struct jw {
-	struct ck_buf b;
-	int depth;
-	int first[64];
-	int after_key;
-	int err;
-};
-
-void jw_begin_obj(struct jw *w);
-void jw_begin_arr(struct jw *w);
-void jw_end_obj(struct jw *w);
-void jw_end_arr(struct jw *w);
-void jw_key(struct jw *w, const char *key);
-void jw_str(struct jw *w, const char *s);
-void jw_int(struct jw *w, int64_t v);
-void jw_uint(struct jw *w, uint64_t v);
-/* %.17g, or null when v is not finite (JSON has no NaN or infinity). */
-void jw_double(struct jw *w, double v);
-void jw_bool(struct jw *w, int v);
-void jw_null(struct jw *w);
-/* Writes the document and a newline to stdout, frees it: CK_EXIT_OK or CK_EXIT_FAILURE. */
+/* --json output is built with jw_* (ckptfs/json.h); jw_finish writes the
+ * document and a newline to stdout and frees it: CK_EXIT_OK, or
+ * CK_EXIT_FAILURE after saying why (the writer failed, or stdout did). */
 int jw_finish(struct jw *w);
+
+/* Moves the live checkpoints of c (not deleted by ckptctl rm) to its
+ * front, keeping their order, and the deleted ones after them; returns how
+ * many are live. */
+size_t cli_live_first(struct ck_ckpt_info *c, size_t n);
 
 /* "[2, 3]" */
 void cli_format_shape(char *out, size_t size, int ndim, const uint64_t *shape);

@@ -1,10 +1,9 @@
 /* Helpers shared by the ckptctl commands: messages, option parsing, store
- * opening and a small JSON writer for --json output. */
+ * opening and printing --json output. */
 #include "config.h"
 
 #include <errno.h>
 #include <inttypes.h>
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,7 +84,7 @@ struct ck_store *cli_open_store(const char *dir, int readonly)
 	int rc = ck_store_open(dir, readonly, &st, &err);
 
 	if (rc < 0) {
-		cli_error("%s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("%s", ck_error_text(&err, rc));
 		return NULL;
 	}
 	return st;
@@ -112,6 +111,21 @@ int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_
 	return -1;
 }
 
+size_t cli_live_first(struct ck_ckpt_info *c, size_t n)
+{
+	size_t live = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		if (!c[i].deleted) {
+			struct ck_ckpt_info t = c[live];
+
+			c[live++] = c[i];
+			c[i] = t;
+		}
+	}
+	return live;
+}
+
 void cli_format_shape(char *out, size_t size, int ndim, const uint64_t *shape)
 {
 	size_t len = 0;
@@ -124,117 +138,19 @@ void cli_format_shape(char *out, size_t size, int ndim, const uint64_t *shape)
 		snprintf(out + len, size - len, "]");
 }
 
-/* ---- JSON writer ---- */
-
-static void jw_sep(struct jw *w)
-{
-	if (w->err)
-		return;
-	if (w->after_key) {
-		w->after_key = 0;
-		return;
-	}
-	if (w->depth > 0) {
-		if (!w->first[w->depth - 1] && ck_buf_putc(&w->b, ',') < 0)
-			w->err = -ENOMEM;
-		w->first[w->depth - 1] = 0;
-	}
-}
-
-static void jw_open(struct jw *w, char c)
-{
-	jw_sep(w);
-	if (w->err)
-		return;
-	if (w->depth == (int)(sizeof(w->first) / sizeof(w->first[0]))) {
-		w->err = -E2BIG;
-		return;
-	}
-	if (ck_buf_putc(&w->b, (uint8_t)c) < 0)
-		w->err = -ENOMEM;
-	w->first[w->depth++] = 1;
-}
-
-static void jw_close(struct jw *w, char c)
-{
-	if (w->err)
-		return;
-	w->depth--;
-	if (ck_buf_putc(&w->b, (uint8_t)c) < 0)
-		w->err = -ENOMEM;
-}
-
-void jw_begin_obj(struct jw *w) { jw_open(w, '{'); }
-void jw_begin_arr(struct jw *w) { jw_open(w, '['); }
-void jw_end_obj(struct jw *w) { jw_close(w, '}'); }
-void jw_end_arr(struct jw *w) { jw_close(w, ']'); }
-
-void jw_key(struct jw *w, const char *key)
-{
-	jw_sep(w);
-	if (!w->err && (js_put_string(&w->b, key, strlen(key)) < 0 || ck_buf_putc(&w->b, ':') < 0))
-		w->err = -ENOMEM;
-	w->after_key = 1;
-}
-
-void jw_str(struct jw *w, const char *s)
-{
-	jw_sep(w);
-	if (!w->err && js_put_string(&w->b, s, strlen(s)) < 0)
-		w->err = -ENOMEM;
-}
-
-void jw_int(struct jw *w, int64_t v)
-{
-	jw_sep(w);
-	if (!w->err && ck_buf_printf(&w->b, "%" PRId64, v) < 0)
-		w->err = -ENOMEM;
-}
-
-void jw_uint(struct jw *w, uint64_t v)
-{
-	jw_sep(w);
-	if (!w->err && ck_buf_printf(&w->b, "%" PRIu64, v) < 0)
-		w->err = -ENOMEM;
-}
-
-/* A finite number with 17 significant digits (it reads back exactly); null otherwise. */
-void jw_double(struct jw *w, double v)
-{
-	if (!isfinite(v)) {
-		jw_null(w);
-		return;
-	}
-	jw_sep(w);
-	if (!w->err && ck_buf_printf(&w->b, "%.17g", v) < 0)
-		w->err = -ENOMEM;
-}
-
-void jw_bool(struct jw *w, int v)
-{
-	jw_sep(w);
-	if (!w->err && ck_buf_puts(&w->b, v ? "true" : "false") < 0)
-		w->err = -ENOMEM;
-}
-
-void jw_null(struct jw *w)
-{
-	jw_sep(w);
-	if (!w->err && ck_buf_puts(&w->b, "null") < 0)
-		w->err = -ENOMEM;
-}
+/* ---- JSON output ---- */
 
 int jw_finish(struct jw *w)
 {
 	int rc = CK_EXIT_OK;
 
-	if (w->err) {
-		cli_error("cannot write JSON output: %s", strerror(-w->err));
+	if (jw_error(w)) {
+		cli_error("cannot write JSON output: %s", strerror(-jw_error(w)));
 		rc = CK_EXIT_FAILURE;
 	} else if (fwrite(w->b.data, 1, w->b.len, stdout) != w->b.len || putchar('\n') == EOF) {
 		cli_error("cannot write output: %s", strerror(errno));
 		rc = CK_EXIT_FAILURE;
 	}
-	ck_buf_free(&w->b);
+	jw_free(w);
 	return rc;
 }

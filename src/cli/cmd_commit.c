@@ -125,7 +125,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		return CK_EXIT_DAMAGED;
 	}
 	if (rc < 0) {
-		cli_error("commit: %s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("commit: %s", ck_error_text(&err, rc));
 		return CK_EXIT_FAILURE;
 	}
 	return CK_EXIT_OK;
@@ -170,7 +170,7 @@ static int run_recover(const struct cli_cmd *cmd, int argc, char **argv)
 	n = ck_store_recover(st, on_report, &a, &err);
 	ck_store_close(st);
 	if (n < 0) {
-		cli_error("recover: %s", err.msg[0] ? err.msg : strerror(-n));
+		cli_error("recover: %s", ck_error_text(&err, n));
 		return CK_EXIT_FAILURE;
 	}
 	return CK_EXIT_OK;

@@ -134,7 +134,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	if (!a.quiet)
 		summary(&s);
 	if (rc < 0) {
-		cli_error("compact: %s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("compact: %s", ck_error_text(&err, rc));
 		return CK_EXIT_FAILURE;
 	}
 	return CK_EXIT_OK;

@@ -246,7 +246,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		return cli_usage_error(cmd, "expected STORE, A and B (each SERIES/CKPT)");
 	rc = ck_view_open(argv[optind], NULL, &v, &err);
 	if (rc < 0) {
-		cli_error("diff: %s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("diff: %s", ck_error_text(&err, rc));
 		return CK_EXIT_FAILURE;
 	}
 	rc = catalog_of(v, argv[optind + 1], &ca);

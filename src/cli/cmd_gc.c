@@ -253,7 +253,7 @@ static void delete_one(const char *dir, struct gc_args *a, const struct victim *
 	}
 	if (rc < 0) {
 		a->failed = 1;
-		cli_error("%s/%s: %s", v->series, v->name ? v->name : "", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("%s/%s: %s", v->series, v->name ? v->name : "", ck_error_text(&err, rc));
 		return;
 	}
 	for (size_t i = 0; i < nrefs; i++) {
@@ -291,7 +291,7 @@ static int sweep(const char *dir, struct gc_args *a)
 	rc = ck_store_sweep_packs(st, &so, &s, &err);
 	ck_store_close(st);
 	if (rc < 0) {
-		cli_error("sweep: %s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("sweep: %s", ck_error_text(&err, rc));
 		return rc;
 	}
 	printf("%s %" PRIu64 " chunk entr%s and %" PRIu64 " file map%s; %" PRIu64 " chunks live\n",

@@ -78,7 +78,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	n = ck_store_import(st, argv[optind + 1], &a.opts, on_report, &a, &err);
 	ck_store_close(st);
 	if (n < 0) {
-		cli_error("import: %s", err.msg[0] ? err.msg : strerror(-n));
+		cli_error("import: %s", ck_error_text(&err, n));
 		return CK_EXIT_FAILURE;
 	}
 	if (!a.quiet)

@@ -17,7 +17,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		return cli_usage_error(cmd, "expected one STORE directory");
 	rc = ck_store_init(argv[optind], &err);
 	if (rc < 0) {
-		cli_error("init: %s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("init: %s", ck_error_text(&err, rc));
 		return CK_EXIT_FAILURE;
 	}
 	printf("initialized empty ckptfs store in %s\n", argv[optind]);

@@ -32,22 +32,6 @@ static int fail(const char *what, int rc)
 	return CK_EXIT_FAILURE;
 }
 
-/* Moves the deleted checkpoints (ckptctl rm) of c to its end; returns how many are live. */
-static size_t live_only(struct ck_ckpt_info *c, size_t n)
-{
-	size_t live = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (!c[i].deleted) {
-			struct ck_ckpt_info t = c[live];
-
-			c[live++] = c[i];
-			c[i] = t;
-		}
-	}
-	return live;
-}
-
 static const char *status_of(const struct ck_ckpt_info *c, const struct cli_ckpt_summary *s)
 {
 	return c->deleted ? "deleted" : s->complete ? "complete" : "partial";
@@ -77,7 +61,7 @@ static int ls_series(struct ck_store *st, const struct ls_args *a)
 		rc = ck_store_list_checkpoints(st, names[i], &c, &nc);
 		if (rc < 0)
 			break;
-		nc = live_only(c, nc);
+		nc = cli_live_first(c, nc);
 		if (a->json) {
 			jw_begin_obj(&w);
 			jw_key(&w, "name");
@@ -104,7 +88,7 @@ static int ls_series(struct ck_store *st, const struct ls_args *a)
 	}
 	ck_strv_free(names, n);
 	if (rc < 0) {
-		ck_buf_free(&w.b);
+		jw_free(&w);
 		return fail("cannot list checkpoints", rc);
 	}
 	if (a->json) {
@@ -174,7 +158,7 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 	cli_completeness_free(cmp);
 	ck_ckpt_info_free(c, n);
 	if (rc < 0) {
-		ck_buf_free(&w.b);
+		jw_free(&w);
 		return fail(series, rc);
 	}
 	if (a->json) {

@@ -7,9 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "ckptfs/catalog.h"
+#include "ckptfs/fileio.h"
 #include "ckptfs/recipe.h"
 #include "ckptfs/view.h"
 #include "cli.h"
@@ -74,9 +74,9 @@ static int check(struct ck_view *v, const char *label, const char *text, size_t 
 		rc = ck_recipe_check(v, r, &cats, &plan, &line, &err);
 	if (rc) {
 		if (line)
-			cli_error("%s:%u: %s", label, line, err.msg[0] ? err.msg : strerror(-rc));
+			cli_error("%s:%u: %s", label, line, ck_error_text(&err, rc));
 		else
-			cli_error("%s: %s", label, err.msg[0] ? err.msg : strerror(-rc));
+			cli_error("%s: %s", label, ck_error_text(&err, rc));
 	} else if (verbose) {
 		int64_t at = 0;
 
@@ -100,32 +100,14 @@ static int check(struct ck_view *v, const char *label, const char *text, size_t 
 
 static char *read_text(const char *path, size_t *len)
 {
-	struct stat sb;
-	FILE *f = fopen(path, "re");
-	char *buf = NULL;
+	uint8_t *buf = NULL;
+	int rc = ck_read_file(path, CK_RECIPE_MAX_BYTES, &buf, len);
 
-	if (!f) {
-		cli_error("recipe: %s: %s", path, strerror(errno));
-		return NULL;
-	}
-	if (fstat(fileno(f), &sb) < 0 || !S_ISREG(sb.st_mode))
-		cli_error("recipe: %s: not a regular file", path);
-	else if ((uint64_t)sb.st_size > CK_RECIPE_MAX_BYTES)
-		cli_error("recipe: %s: %lld bytes: a recipe is at most %u bytes", path, (long long)sb.st_size,
-			  CK_RECIPE_MAX_BYTES);
-	else if (!(buf = malloc((size_t)sb.st_size + 1)))
-		cli_error("recipe: out of memory");
-	else if (fread(buf, 1, (size_t)sb.st_size, f) != (size_t)sb.st_size) {
-		cli_error("recipe: %s: short read", path);
-		free(buf);
-		buf = NULL;
-	}
-	fclose(f);
-	if (buf) {
-		buf[sb.st_size] = 0;
-		*len = (size_t)sb.st_size;
-	}
-	return buf;
+	if (rc == -EFBIG)
+		cli_error("recipe: %s: %zu bytes: a recipe is at most %u bytes", path, *len, CK_RECIPE_MAX_BYTES);
+	else if (rc)
+		cli_error("recipe: %s: %s", path, strerror(-rc));
+	return rc ? NULL : (char *)buf;
 }
 
 static struct ck_view *open_view(const char *store)
@@ -135,7 +117,7 @@ static struct ck_view *open_view(const char *store)
 	int rc = ck_view_open(store, NULL, &v, &err);
 
 	if (rc < 0) {
-		cli_error("recipe: %s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("recipe: %s", ck_error_text(&err, rc));
 		return NULL;
 	}
 	return v;

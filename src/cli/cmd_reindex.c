@@ -69,7 +69,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		return cli_usage_error(cmd, "expected one STORE");
 	n = ck_store_reindex(argv[optind], &a.opts, on_report, &a, &err);
 	if (n < 0) {
-		cli_error("reindex: %s", err.msg[0] ? err.msg : strerror(-n));
+		cli_error("reindex: %s", ck_error_text(&err, n));
 		return CK_EXIT_FAILURE;
 	}
 	if (!a.quiet) {

@@ -101,7 +101,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	rc = ck_delete_checkpoint(argv[optind], series, name, &dopts, on_report, &a, &refs, &nrefs, &err);
 	if (rc < 0) {
 		ck_buf_free(&a.removed);
-		cli_error("rm: %s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("rm: %s", ck_error_text(&err, rc));
 		return CK_EXIT_FAILURE;
 	}
 	printf("%-10s  %s/%s\n", a.dry_run ? "would hide" : "hidden", series, name);

@@ -133,7 +133,7 @@ static int show(struct ck_view *v, const char *path, struct show_args *a)
 	}
 	rc = ck_view_tensors(v, node, on_tensor, a);
 	if (rc < 0) {
-		ck_buf_free(&a->w.b);
+		jw_free(&a->w);
 		cli_error("show: %s: %s", path, strerror(-rc));
 		return CK_EXIT_FAILURE;
 	}
@@ -166,7 +166,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		return cli_usage_error(cmd, "expected STORE, SERIES/CKPT and FILE");
 	rc = ck_view_open(argv[optind], NULL, &v, &err);
 	if (rc < 0) {
-		cli_error("show: %s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("show: %s", ck_error_text(&err, rc));
 		return CK_EXIT_FAILURE;
 	}
 	path = make_path(argv[optind + 1], argv[optind + 2]);

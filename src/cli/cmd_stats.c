@@ -220,23 +220,6 @@ static int one_checkpoint(struct series_ctx *sc, const char *series, const struc
 	return 0;
 }
 
-/* Deleted checkpoints (ckptctl rm) have no composite any more: moves the
- * live ones of c to the front, in order.  Returns how many are live. */
-static size_t live_first(struct ck_ckpt_info *c, size_t n)
-{
-	size_t live = 0;
-
-	for (size_t i = 0; i < n; i++) {
-		if (!c[i].deleted) {
-			struct ck_ckpt_info t = c[live];
-
-			c[live++] = c[i];
-			c[i] = t;
-		}
-	}
-	return live;
-}
-
 static int one_series(struct series_ctx *sc, const char *series)
 {
 	struct stats_ckpt prev = { 0 }, cur = { 0 };
@@ -249,7 +232,7 @@ static int one_series(struct series_ctx *sc, const char *series)
 	rc = ck_store_list_checkpoints(sc->st, series, &c, &nall);
 	if (rc < 0)
 		return rc;
-	n = live_first(c, nall);
+	n = cli_live_first(c, nall);
 	sets = calloc(n ? n : 1, sizeof(*sets));
 	if (!sets) {
 		ck_ckpt_info_free(c, nall);
@@ -350,7 +333,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	}
 	rc = ck_view_open(ck_store_path(sc.st), &vopts, &sc.v, &err);
 	if (rc < 0) {
-		cli_error("stats: %s", err.msg[0] ? err.msg : strerror(-rc));
+		cli_error("stats: %s", ck_error_text(&err, rc));
 		ck_store_close(sc.st);
 		return CK_EXIT_FAILURE;
 	}
@@ -374,7 +357,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		jw_end_obj(&w);
 		rc = jw_finish(&w) == CK_EXIT_OK ? 0 : -EIO;
 	}
-	ck_buf_free(&w.b);
+	jw_free(&w);
 	if (names)
 		ck_strv_free(names, n);
 	ck_view_close(sc.v);

@@ -369,7 +369,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		rc = verify_deps(argv[optind], &r, &err);
 		if (rc < 0)
 			cli_error("verify: cannot find what depends on the damage: %s",
-				  err.msg[0] ? err.msg : strerror(-rc));
+				  ck_error_text(&err, rc));
 	}
 	if (rc == 0)
 		rc = a.json ? print_json(&r) : (print_text(&r), CK_EXIT_OK);

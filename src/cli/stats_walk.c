@@ -202,7 +202,7 @@ static int side_open(struct side *s, const char *path, uint64_t file_id)
 	if (rc == -ENOENT)
 		return -ENOENT;   /* neither raw nor packed */
 	if (rc < 0)
-		ck_err("stats: %s (packed): %s", path, err.msg[0] ? err.msg : strerror(-rc));
+		ck_err("stats: %s (packed): %s", path, ck_error_text(&err, rc));
 	return rc;
 }
 

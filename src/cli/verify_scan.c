@@ -18,6 +18,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/packstore.h"
 #include "verify.h"
 
@@ -35,14 +36,6 @@ struct scan_file {
 	double last_progress;
 };
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 /* At most a few lines a second, overwritten in place (stderr is a TTY). */
 static void progress(struct scan_file *sf)
 {
@@ -50,7 +43,7 @@ static void progress(struct scan_file *sf)
 
 	if (!sf->r->progress)
 		return;
-	t = now_s();
+	t = ck_monotonic_s();
 	if (t - sf->last_progress < 0.25)
 		return;
 	sf->last_progress = t;

@@ -85,8 +85,7 @@ int ck_buf_put_le32(struct ck_buf *b, uint32_t v)
 {
 	uint8_t p[4];
 
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	ck_set_le32(p, v);
 	return ck_buf_put(b, p, sizeof(p));
 }
 
@@ -94,8 +93,7 @@ int ck_buf_put_le64(struct ck_buf *b, uint64_t v)
 {
 	uint8_t p[8];
 
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
+	ck_set_le64(p, v);
 	return ck_buf_put(b, p, sizeof(p));
 }
 

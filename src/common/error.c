@@ -2,6 +2,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "ckptfs/error.h"
 
@@ -15,4 +16,9 @@ int ck_fail(struct ck_error *err, int errnum, const char *fmt, ...)
 		va_end(ap);
 	}
 	return -errnum;
+}
+
+const char *ck_error_text(const struct ck_error *err, int rc)
+{
+	return err && err->msg[0] ? err->msg : strerror(-rc);
 }

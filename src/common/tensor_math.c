@@ -7,6 +7,8 @@
 
 #include <math.h>
 
+#include "ckptfs/buf.h"
+
 #include "ckptfs/tensor_math.h"
 
 float ck_f16_to_float(uint16_t h)
@@ -46,30 +48,23 @@ static double element(enum ck_dtype dt, const unsigned char *p, size_t i)
 {
 	switch (dt) {
 	case CK_DT_F32: {
-		uint32_t u;
+		uint32_t u = ck_le32(p + i * 4);
 		float f;
 
-		p += i * 4;
-		u = (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 		memcpy(&f, &u, sizeof(f));
 		return f;
 	}
 	case CK_DT_F64: {
-		uint64_t u = 0;
+		uint64_t u = ck_le64(p + i * 8);
 		double d;
 
-		p += i * 8;
-		for (int k = 7; k >= 0; k--)
-			u = u << 8 | p[k];
 		memcpy(&d, &u, sizeof(d));
 		return d;
 	}
 	case CK_DT_F16:
-		p += i * 2;
-		return ck_f16_to_float((uint16_t)(p[0] | p[1] << 8));
+		return ck_f16_to_float(ck_le16(p + i * 2));
 	case CK_DT_BF16:
-		p += i * 2;
-		return ck_bf16_to_float((uint16_t)(p[0] | p[1] << 8));
+		return ck_bf16_to_float(ck_le16(p + i * 2));
 	default:
 		return 0;
 	}

@@ -12,6 +12,7 @@
 #include "ckptfs/layers.h"
 #include "ckptfs/log.h"
 #include "ckptfs/records.h"
+#include "ckptfs/str.h"
 #include "ctl_int.h"
 
 static const char *const model_entries[] = { "model", "state_dict", "module", "model_state_dict" };
@@ -33,17 +34,10 @@ static int in_list(const char *name, const char *const *list, size_t n)
 	return 0;
 }
 
-static int has_suffix(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && !strcmp(s + n - m, suffix);
-}
-
 /* "PREFIX-*-of-*SUFFIX", the sharded names transformers writes. */
 static int is_shard(const char *name, const char *prefix, const char *suffix)
 {
-	return !strncmp(name, prefix, strlen(prefix)) && has_suffix(name, suffix) && strstr(name, "-of-");
+	return !strncmp(name, prefix, strlen(prefix)) && ck_ends_with(name, suffix) && strstr(name, "-of-");
 }
 
 static int is_side_file(const char *name)

@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/log.h"
 #include "ctl_int.h"
 
@@ -283,7 +283,6 @@ int ck_ctl_open(struct ck_view *v, const char *store_dir, const struct ck_ctl_op
 	struct ck_ctl *c = calloc(1, sizeof(*c));
 	struct ctl_spec root = { 0 };
 	pthread_mutexattr_t ma;
-	struct timespec ts;
 	int rc = 0;
 
 	if (!c)
@@ -294,8 +293,7 @@ int ck_ctl_open(struct ck_view *v, const char *store_dir, const struct ck_ctl_op
 		c->opts = *opts;
 	if (!c->opts.shard_bytes)
 		c->opts.shard_bytes = CK_CTL_DEFAULT_SHARD_BYTES;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	c->open_time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	c->open_time_ns = ck_now_ns();
 	pthread_mutex_init(&c->lock, NULL);
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);

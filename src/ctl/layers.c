@@ -13,9 +13,9 @@
  *                                          checkpoint whose composite has it
  *
  * LAYER.json's size must be known at stat, before any tensor is read: each
- * relative L2 is written in a field of fixed width (a number as %-13.6e,
- * or null padded with spaces), the document laid out once with every field
- * null, then filled in at the first open.  Layers are those of the store's
+ * relative L2 is written in a field of fixed width (jw_fixed: a number as
+ * %-13.6e, or null padded with spaces), the document laid out once with
+ * every field null, then filled in at the first open.  Layers are those of the store's
  * layer rules (ckptctl layers); optimizer state whose parameters cannot be
  * named is layer "optimizer". */
 #include "config.h"
@@ -28,6 +28,7 @@
 
 #include "ckptfs/json.h"
 #include "ckptfs/log.h"
+#include "ckptfs/str.h"
 #include "ctl_int.h"
 
 #define L2_WIDTH 13
@@ -61,11 +62,6 @@ static int layer_picks(const struct ck_catalog *cat, const char *layer, struct s
 	return 0;
 }
 
-static int str_cmp(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 /* The distinct layer names of cat, sorted (pointers into cat). */
 static int catalog_layers(const struct ck_catalog *cat, const char ***out, size_t *n)
 {
@@ -78,7 +74,7 @@ static int catalog_layers(const struct ck_catalog *cat, const char ***out, size_
 		v[k++] = cat->weights[i].layer;
 	for (size_t i = 0; i < cat->nmoments; i++)
 		v[k++] = cat->moments[i].layer;
-	qsort(v, k, sizeof(*v), str_cmp);
+	qsort(v, k, sizeof(*v), ck_strp_cmp);
 	for (size_t i = 0; i < k; i++)
 		if (!m || strcmp(v[m - 1], v[i]))
 			v[m++] = v[i];
@@ -157,30 +153,13 @@ static int previous_value(struct ck_ctl *c, const struct ck_cat_tensor *e, const
 	return rc;
 }
 
-static int put_str(struct ck_buf *b, const char *key, const char *val)
-{
-	int rc = ck_buf_printf(b, "\"%s\": ", key);
-
-	return rc ? rc : js_put_string(b, val, strlen(val));
-}
-
-/* A relative L2 in its fixed-width field. */
-static int put_l2(struct ck_buf *b, int known, double v)
-{
-	char num[64];
-
-	if (!known || !isfinite(v) || v < 0 || v >= 1e300)
-		snprintf(num, sizeof(num), "%-*s", L2_WIDTH, "null");
-	else
-		snprintf(num, sizeof(num), "%-*.6e", L2_WIDTH, v);
-	return ck_buf_printf(b, "\"rel_l2\": %s", num);
-}
-
 /* LAYER.json; with values, the relative L2 of every tensor against its
- * previous saved value (read now), else every field null. */
+ * previous saved value (read now), else every such field null, at the
+ * same length (jw_fixed). */
 static int layer_json(struct ck_ctl *c, const struct ck_catalog *cat, const char *layer, int values,
-		      struct ck_buf *b)
+		      struct ck_buf *out)
 {
+	struct jw w = { .b = CK_BUF_INIT, .spaced = 1 };
 	struct st_pick *p;
 	size_t np;
 	char label[1024];
@@ -189,15 +168,15 @@ static int layer_json(struct ck_ctl *c, const struct ck_catalog *cat, const char
 	if (rc)
 		return rc;
 	snprintf(label, sizeof(label), "%s/%s", cat->ckpt.series, cat->ckpt.name);
-	rc = ck_buf_puts(b, "{");
-	if (!rc)
-		rc = put_str(b, "checkpoint", label);
-	if (!rc)
-		rc = ck_buf_printf(b, ", \"step\": %lld, ", (long long)cat->ckpt.step);
-	if (!rc)
-		rc = put_str(b, "layer", layer);
-	if (!rc)
-		rc = ck_buf_puts(b, ", \"tensors\": [");
+	jw_begin_obj(&w);
+	jw_key(&w, "checkpoint");
+	jw_str(&w, label);
+	jw_key(&w, "step");
+	jw_int(&w, cat->ckpt.step);
+	jw_key(&w, "layer");
+	jw_str(&w, layer);
+	jw_key(&w, "tensors");
+	jw_begin_arr(&w);
 	for (size_t i = 0; i < np && !rc; i++) {
 		const struct ck_cat_tensor *e = p[i].e, *prev = NULL;
 		int has_prev = previous_value(c, e, &prev) == 0, known = 0;
@@ -212,34 +191,40 @@ static int layer_json(struct ck_ctl *c, const struct ck_catalog *cat, const char
 			known = d.status == CK_DIFF_IDENTICAL || d.measured;
 			l2 = d.status == CK_DIFF_IDENTICAL ? 0 : ck_l2_relative(&d.l2);
 		}
-		rc = ck_buf_puts(b, i ? ",\n  {" : "\n  {");
-		if (!rc)
-			rc = put_str(b, "name", e->name);
-		if (!rc)
-			rc = ck_buf_puts(b, ", ");
-		if (!rc)
-			rc = put_str(b, "role", role_name(e->role));
-		if (!rc)
-			rc = ck_buf_printf(b, ", \"dtype\": \"%s\", \"shape\": [", ck_dtype_safetensors(e->dtype));
-		for (int d = 0; d < e->ndim && !rc; d++)
-			rc = ck_buf_printf(b, d ? ", %llu" : "%llu", (unsigned long long)e->shape[d]);
-		if (!rc)
-			rc = ck_buf_puts(b, "], ");
-		if (!rc)
-			rc = put_str(b, "source_checkpoint", e->src_ckpt);
-		if (!rc)
-			rc = ck_buf_printf(b, ", \"source_step\": %lld, ", (long long)e->src_step);
-		if (!rc && has_prev)
-			rc = ck_buf_printf(b, "\"previous_step\": %lld, ", (long long)prev->src_step);
-		else if (!rc)
-			rc = ck_buf_puts(b, "\"previous_step\": null, ");
-		if (!rc)
-			rc = put_l2(b, known, l2);
-		if (!rc)
-			rc = ck_buf_puts(b, "}");
+		jw_begin_obj(&w);
+		jw_key(&w, "name");
+		jw_str(&w, e->name);
+		jw_key(&w, "role");
+		jw_str(&w, role_name(e->role));
+		jw_key(&w, "dtype");
+		jw_str(&w, ck_dtype_safetensors(e->dtype));
+		jw_key(&w, "shape");
+		jw_begin_arr(&w);
+		for (int d = 0; d < e->ndim; d++)
+			jw_uint(&w, e->shape[d]);
+		jw_end_arr(&w);
+		jw_key(&w, "source_checkpoint");
+		jw_str(&w, e->src_ckpt);
+		jw_key(&w, "source_step");
+		jw_int(&w, e->src_step);
+		jw_key(&w, "previous_step");
+		if (has_prev)
+			jw_int(&w, prev->src_step);
+		else
+			jw_null(&w);
+		jw_key(&w, "rel_l2");
+		jw_fixed(&w, known, l2, L2_WIDTH);
+		jw_end_obj(&w);
 	}
+	jw_end_arr(&w);
+	jw_end_obj(&w);
 	if (!rc)
-		rc = ck_buf_puts(b, "\n]}\n");
+		rc = jw_error(&w);
+	if (!rc)
+		rc = ck_buf_put(out, w.b.data, w.b.len);
+	if (!rc)
+		rc = ck_buf_putc(out, '\n');
+	jw_free(&w);
 	free(p);
 	return rc;
 }
@@ -413,7 +398,7 @@ static int history_series_list(struct ck_ctl *c, struct ctl_node *dir, struct ct
 		free(layers);
 	}
 	if (!rc && nall)
-		qsort(all, nall, sizeof(*all), str_cmp);
+		qsort(all, nall, sizeof(*all), ck_strp_cmp);
 	for (size_t i = 0; i < nall && !rc; i++)
 		if (!i || strcmp(all[i - 1], all[i]))
 			rc = ctl_spec_add(out, all[i], NULL, 1, &history_layer, dir->arg[0], all[i], NULL, NULL);

@@ -23,6 +23,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/log.h"
 #include "ckptfs/store.h"
 #include "ctl_int.h"
@@ -95,8 +96,8 @@ static int recipe_key(struct ck_ctl *c, const char *name, struct ck_buf *key)
 
 	if (rc)
 		return rc;
-	rc = ck_buf_printf(key, "%llu:%llu:%lld.%09ld", (unsigned long long)sb.st_ino, (unsigned long long)sb.st_size,
-			   (long long)sb.st_mtim.tv_sec, sb.st_mtim.tv_nsec);
+	rc = ck_buf_printf(key, "%llu:%llu:%lld", (unsigned long long)sb.st_ino, (unsigned long long)sb.st_size,
+			   (long long)ck_timespec_ns(sb.st_mtim));
 	if (!rc && !ck_store_recipe_read(c->store, name, &text, &len, &err) &&
 	    !ck_recipe_parse(text, len, &r, &line, &err)) {
 		for (size_t i = 0; i < r->nslices && !rc; i++)
@@ -138,7 +139,7 @@ uint64_t ctl_recipes_stamp(struct ck_ctl *c, struct ctl_node *dir)
 
 	snprintf(path, sizeof(path), "%s/%s", c->store, CK_STORE_RECIPES_DIR);
 	if (stat(path, &sb) == 0)
-		st = (uint64_t)sb.st_mtim.tv_sec * 1000000007ULL + (uint64_t)sb.st_mtim.tv_nsec + sb.st_ino;
+		st = (uint64_t)ck_timespec_ns(sb.st_mtim) + sb.st_ino;
 	return st * 31 + ctl_namespace_stamp(c, dir);
 }
 
@@ -220,9 +221,9 @@ static void load(struct ck_ctl *c, struct recipe_entry *e)
 	if (!rc)
 		return;
 	if (line)
-		snprintf(msg, sizeof(msg), "recipes/%s.yaml:%u: %s\n", e->name, line, err.msg[0] ? err.msg : strerror(-rc));
+		snprintf(msg, sizeof(msg), "recipes/%s.yaml:%u: %s\n", e->name, line, ck_error_text(&err, rc));
 	else
-		snprintf(msg, sizeof(msg), "recipes/%s.yaml: %s\n", e->name, err.msg[0] ? err.msg : strerror(-rc));
+		snprintf(msg, sizeof(msg), "recipes/%s.yaml: %s\n", e->name, ck_error_text(&err, rc));
 	e->error = strdup(msg);
 	ck_warn("recipe %s does not check against the store: %s", e->name, msg);
 }

@@ -92,7 +92,7 @@ int ctl_safetensors(struct ck_view *v, const struct st_pick *p, size_t n, const 
 		}
 	rc = layout(p, n, &t, &hdr, &err);
 	if (rc) {
-		ck_err("%s: %s", what, err.msg[0] ? err.msg : strerror(-rc));
+		ck_err("%s: %s", what, ck_error_text(&err, rc));
 		goto out;
 	}
 	sorted = malloc((n + 1) * sizeof(*sorted));

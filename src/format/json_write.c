@@ -1,9 +1,13 @@
-/* JSON writers that reproduce other tools' bytes: serde_json's compact form
- * (safetensors headers) and Python's json.dumps (index files, trainer state).
+/* JSON writers: string literals, documents built from C values (jw_*:
+ * the CLI's --json output and the provenance attribute), and writers that
+ * reproduce other tools' bytes: serde_json's compact form (safetensors
+ * headers) and Python's json.dumps (index files, trainer state).
  */
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -36,17 +40,23 @@ int js_put_string(struct ck_buf *b, const char *s, size_t len)
 	size_t run = 0;        /* bytes copied verbatim, flushed in one put */
 	int rc = ck_buf_putc(b, '"');
 
-	for (size_t i = 0; !rc && i < len; i++) {
+	for (size_t i = 0; !rc && i < len;) {
 		char e = short_escape(p[i]);
+		uint32_t cp;
+		size_t n = 1;
 
-		if (!e && p[i] >= 0x20) {
-			run++;
+		if (!e && p[i] >= 0x20 && (p[i] < 0x80 || (n = utf8_decode(p + i, len - i, &cp)) != 0)) {
+			run += n;
+			i += n;
 			continue;
 		}
 		rc = ck_buf_put(b, p + i - run, run);
 		run = 0;
-		if (!rc)
-			rc = e ? ck_buf_printf(b, "\\%c", e) : put_u_escape(b, p[i]);
+		if (!rc && e)
+			rc = ck_buf_printf(b, "\\%c", e);
+		else if (!rc)
+			rc = put_u_escape(b, p[i] < 0x20 ? p[i] : 0xdc00u + p[i]);
+		i++;
 	}
 	if (!rc)
 		rc = ck_buf_put(b, p + len - run, run);
@@ -200,4 +210,132 @@ int js_write_python(struct ck_buf *b, const struct js_value *v, int indent, int 
 		rc = ck_buf_putc(b, obj ? '}' : ']');
 	free(order);
 	return rc;
+}
+
+/* ---- documents built from C values ---- */
+
+/* The comma before a value or key that is not the first of its container. */
+static void jw_sep(struct jw *w)
+{
+	if (w->err)
+		return;
+	if (w->after_key) {
+		w->after_key = 0;
+		return;
+	}
+	if (w->depth > 0) {
+		if (!w->first[w->depth - 1] && ck_buf_puts(&w->b, w->spaced ? ", " : ",") < 0)
+			w->err = -ENOMEM;
+		w->first[w->depth - 1] = 0;
+	}
+}
+
+static void jw_open(struct jw *w, char c)
+{
+	jw_sep(w);
+	if (w->err)
+		return;
+	if (w->depth == JW_MAX_DEPTH) {
+		w->err = -E2BIG;
+		return;
+	}
+	if (ck_buf_putc(&w->b, (uint8_t)c) < 0)
+		w->err = -ENOMEM;
+	w->first[w->depth++] = 1;
+}
+
+static void jw_close(struct jw *w, char c)
+{
+	if (w->err)
+		return;
+	w->depth--;
+	if (ck_buf_putc(&w->b, (uint8_t)c) < 0)
+		w->err = -ENOMEM;
+}
+
+void jw_begin_obj(struct jw *w) { jw_open(w, '{'); }
+void jw_begin_arr(struct jw *w) { jw_open(w, '['); }
+void jw_end_obj(struct jw *w) { jw_close(w, '}'); }
+void jw_end_arr(struct jw *w) { jw_close(w, ']'); }
+
+void jw_key(struct jw *w, const char *key)
+{
+	jw_sep(w);
+	if (!w->err && (js_put_string(&w->b, key, strlen(key)) < 0 ||
+			ck_buf_puts(&w->b, w->spaced ? ": " : ":") < 0))
+		w->err = -ENOMEM;
+	w->after_key = 1;
+}
+
+void jw_str(struct jw *w, const char *s)
+{
+	jw_sep(w);
+	if (!w->err && js_put_string(&w->b, s, strlen(s)) < 0)
+		w->err = -ENOMEM;
+}
+
+void jw_int(struct jw *w, int64_t v)
+{
+	jw_sep(w);
+	if (!w->err && ck_buf_printf(&w->b, "%" PRId64, v) < 0)
+		w->err = -ENOMEM;
+}
+
+void jw_uint(struct jw *w, uint64_t v)
+{
+	jw_sep(w);
+	if (!w->err && ck_buf_printf(&w->b, "%" PRIu64, v) < 0)
+		w->err = -ENOMEM;
+}
+
+void jw_double(struct jw *w, double v)
+{
+	if (!isfinite(v)) {
+		jw_null(w);
+		return;
+	}
+	jw_sep(w);
+	if (!w->err && ck_buf_printf(&w->b, "%.17g", v) < 0)
+		w->err = -ENOMEM;
+}
+
+void jw_bool(struct jw *w, int v)
+{
+	jw_sep(w);
+	if (!w->err && ck_buf_puts(&w->b, v ? "true" : "false") < 0)
+		w->err = -ENOMEM;
+}
+
+void jw_null(struct jw *w)
+{
+	jw_sep(w);
+	if (!w->err && ck_buf_puts(&w->b, "null") < 0)
+		w->err = -ENOMEM;
+}
+
+void jw_fixed(struct jw *w, int known, double v, int width)
+{
+	jw_sep(w);
+	if (w->err)
+		return;
+	/* %.6e of a double takes at most 13 characters (-1.234567e+308) */
+	if (width < 13 || width > 64)
+		w->err = -EINVAL;
+	else if ((known && isfinite(v) ? ck_buf_printf(&w->b, "%-*.6e", width, v)
+				       : ck_buf_printf(&w->b, "%-*s", width, "null")) < 0)
+		w->err = -ENOMEM;
+}
+
+int jw_error(const struct jw *w)
+{
+	return w->err;
+}
+
+void jw_free(struct jw *w)
+{
+	int spaced = w->spaced;
+
+	ck_buf_free(&w->b);
+	memset(w, 0, sizeof(*w));
+	w->spaced = spaced;
 }

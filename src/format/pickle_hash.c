@@ -12,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckptfs/buf.h"
 #include "pickle_int.h"
 
 #define ROTL(x, b) (uint64_t)(((x) << (b)) | ((x) >> (64 - (b))))
@@ -22,15 +23,6 @@
 	v0 += v3; v3 = ROTL(v3, 21); v3 ^= v0; \
 	v2 += v1; v1 = ROTL(v1, 17); v1 ^= v2; v2 = ROTL(v2, 32); \
 } while (0)
-
-static uint64_t load64(const uint8_t *p)
-{
-	uint64_t v = 0;
-
-	for (int i = 7; i >= 0; i--)
-		v = v << 8 | p[i];
-	return v;
-}
 
 static uint64_t siphash13(const uint64_t key[2], const void *data, size_t len)
 {
@@ -43,7 +35,7 @@ static uint64_t siphash13(const uint64_t key[2], const void *data, size_t len)
 	size_t i, tail = len & 7;
 
 	for (i = 0; i + 8 <= len; i += 8) {
-		m = load64(p + i);
+		m = ck_le64(p + i);
 		v3 ^= m;
 		SIPROUND;
 		v0 ^= m;

@@ -10,6 +10,7 @@
 
 #include "ckptfs/json.h"
 #include "ckptfs/safetensors.h"
+#include "ckptfs/str.h"
 
 void st_index_free(struct st_index *idx)
 {
@@ -28,17 +29,12 @@ void st_index_free(struct st_index *idx)
 	memset(idx, 0, sizeof(*idx));
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 /* Sorts names[] and returns one that occurs twice, or NULL. */
 static const char *find_duplicate(const char **names, size_t n)
 {
 	if (n < 2)
 		return NULL;
-	qsort(names, n, sizeof(*names), cmp_str);
+	qsort(names, n, sizeof(*names), ck_strp_cmp);
 	for (size_t i = 1; i < n; i++)
 		if (!strcmp(names[i - 1], names[i]))
 			return names[i];

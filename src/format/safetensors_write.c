@@ -10,6 +10,7 @@
 
 #include "ckptfs/json.h"
 #include "ckptfs/safetensors.h"
+#include "ckptfs/str.h"
 
 /* dtype descending in the safetensors enum order, then name bytewise ascending. */
 static int cmp_writer_order(const void *a, const void *b)
@@ -43,11 +44,6 @@ static int check_tensor(const struct st_tensor *t, uint64_t *nbytes, struct ck_e
 
 /* Adjacent equal names after the writer-order sort would miss duplicates of
  * different dtypes, so compare a name-sorted copy. */
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(const char *const *)a, *(const char *const *)b);
-}
-
 static int check_unique(const struct st_tensor *t, size_t n, struct ck_error *err)
 {
 	const char **names = malloc((n ? n : 1) * sizeof(*names));
@@ -57,7 +53,7 @@ static int check_unique(const struct st_tensor *t, size_t n, struct ck_error *er
 		return -ENOMEM;
 	for (size_t i = 0; i < n; i++)
 		names[i] = t[i].name;
-	qsort(names, n, sizeof(*names), cmp_str);
+	qsort(names, n, sizeof(*names), ck_strp_cmp);
 	for (size_t i = 1; i < n && !rc; i++)
 		if (!strcmp(names[i - 1], names[i]))
 			rc = ck_fail(err, EINVAL, "safetensors layout: duplicate tensor name '%s'", names[i]);

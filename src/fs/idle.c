@@ -19,12 +19,8 @@
 #include <sys/stat.h>
 
 #include "ckptfs.h"
+#include "ckptfs/clock.h"
 #include "ckptfs/store.h"
-
-static int64_t mtime_ns_of(const struct stat *st)
-{
-	return (int64_t)st->st_mtim.tv_sec * 1000000000 + st->st_mtim.tv_nsec;
-}
 
 /* Newest mtime under the directory fd (closed here) and how many regular
  * files it holds; 0 or -errno. */
@@ -39,15 +35,15 @@ static int newest_change(int fd, int64_t *newest, size_t *files, int depth)
 		close(fd);
 		return -errno;
 	}
-	if (fstat(dirfd(d), &st) == 0 && mtime_ns_of(&st) > *newest)
-		*newest = mtime_ns_of(&st);
+	if (fstat(dirfd(d), &st) == 0 && ck_timespec_ns(st.st_mtim) > *newest)
+		*newest = ck_timespec_ns(st.st_mtim);
 	while (rc == 0 && (de = readdir(d)) != NULL) {
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0)
 			continue;	/* removed meanwhile */
-		if (mtime_ns_of(&st) > *newest)
-			*newest = mtime_ns_of(&st);
+		if (ck_timespec_ns(st.st_mtim) > *newest)
+			*newest = ck_timespec_ns(st.st_mtim);
 		if (S_ISREG(st.st_mode)) {
 			(*files)++;
 		} else if (S_ISDIR(st.st_mode) && depth < 64) {
@@ -74,10 +70,7 @@ int ckfs_newest_change(const char *dir, int64_t *newest_ns, size_t *files)
 
 int64_t ckfs_now_ns(void)
 {
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	return ck_now_ns();
 }
 
 static void check_dir(struct ckfs_idler *r, const char *series, const char *name, int fd)

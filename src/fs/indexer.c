@@ -27,6 +27,7 @@
 #include <sys/stat.h>
 
 #include "ckptfs.h"
+#include "ckptfs/clock.h"
 #include "ckptfs/store.h"
 
 struct job {
@@ -357,7 +358,7 @@ int ckfs_indexer_state(struct ckfs_indexer *ix, const char *path, struct ck_buf 
 		const struct ck_file_info *fi = ck_preparsed_info(p);
 
 		if (stat(path, &sb) != 0 || (uint64_t)sb.st_size != fi->size ||
-		    (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec != fi->mtime_ns)
+		    ck_timespec_ns(sb.st_mtim) != fi->mtime_ns)
 			rc = ck_buf_puts(out, "in progress: changed since its last parse");
 		else if (fi->kind == CK_FILE_BAD)
 			rc = ck_buf_printf(out, "in progress: does not parse: %s", fi->error ? fi->error : "refused");

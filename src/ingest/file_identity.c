@@ -10,12 +10,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/store.h"
-
-static int64_t mtime_ns(const struct stat *sb)
-{
-	return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
-}
 
 int ck_file_check(const struct ck_file_info *f, struct ck_error *err)
 {
@@ -31,8 +27,8 @@ int ck_file_check(const struct ck_file_info *f, struct ck_error *err)
 	if ((uint64_t)sb.st_dev != f->dev || (uint64_t)sb.st_ino != f->ino)
 		return ck_fail(err, ESTALE, "%s: changed since import (replaced: inode %" PRIu64 " → %" PRIu64 ")",
 			       f->src_path, f->ino, (uint64_t)sb.st_ino);
-	if (mtime_ns(&sb) != f->mtime_ns)
+	if (ck_timespec_ns(sb.st_mtim) != f->mtime_ns)
 		return ck_fail(err, ESTALE, "%s: changed since import (modified: mtime %" PRId64 " → %" PRId64 " ns)",
-			       f->src_path, f->mtime_ns, mtime_ns(&sb));
+			       f->src_path, f->mtime_ns, ck_timespec_ns(sb.st_mtim));
 	return 0;
 }

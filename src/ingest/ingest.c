@@ -21,29 +21,19 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/fileio.h"
+#include "ckptfs/str.h"
 #include "ckptfs/torchzip.h"
 #include "ingester.h"
 
 #define READ_BUF (1u << 20)
 #define HEAD_LEN 512     /* enough for the tar magic of the oldest torch.save */
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 static int checkpoint_extension(const char *name)
 {
-	return ends_with(name, ".pt") || ends_with(name, ".pth") || ends_with(name, ".bin") ||
-	       ends_with(name, ".ckpt");
-}
-
-static int64_t mtime_ns(const struct stat *sb)
-{
-	return (int64_t)sb->st_mtim.tv_sec * 1000000000 + sb->st_mtim.tv_nsec;
+	return ck_ends_with(name, ".pt") || ck_ends_with(name, ".pth") || ck_ends_with(name, ".bin") ||
+	       ck_ends_with(name, ".ckpt");
 }
 
 void ck_ingest_clear(struct ck_ingest *in)
@@ -78,7 +68,7 @@ static int classify_and_parse(struct ck_ingest_io *io, struct ck_ingest *in)
 	 * only through the .metadata beside it (docs/formats.md §4.1): it starts
 	 * like a zip but is not one, and torch reads it by offset, so it is
 	 * served as it is (ingest_dcp.c).  Its completeness is dcp_check's. */
-	if (ends_with(io->name, CK_DCP_DATA_SUFFIX))
+	if (ck_ends_with(io->name, CK_DCP_DATA_SUFFIX))
 		return ck_ingest_distcp(io, in);
 	if (tz_is_zip(head, n)) {
 		in->info.kind = CK_FILE_TORCH;
@@ -86,11 +76,11 @@ static int classify_and_parse(struct ck_ingest_io *io, struct ck_ingest *in)
 	}
 	if (tz_is_legacy_torch(head, n))
 		return ck_ingest_bad(in, "legacy (pre-1.6) torch.save format not supported");
-	if (ends_with(io->name, ".safetensors")) {
+	if (ck_ends_with(io->name, ".safetensors")) {
 		in->info.kind = CK_FILE_SAFETENSORS;
 		return ck_ingest_safetensors(io, in);
 	}
-	if (ends_with(io->name, ".safetensors.index.json")) {
+	if (ck_ends_with(io->name, ".safetensors.index.json")) {
 		in->info.kind = CK_FILE_SAFETENSORS_INDEX;
 		return ck_ingest_safetensors_index(io, in);
 	}
@@ -110,7 +100,7 @@ static int set_names(struct ck_ingest *in, const char *path, const char *relpath
 static int same_identity(const struct ck_file_info *f, const struct stat *sb)
 {
 	return f->dev == (uint64_t)sb->st_dev && f->ino == (uint64_t)sb->st_ino &&
-	       f->size == (uint64_t)sb->st_size && f->mtime_ns == mtime_ns(sb);
+	       f->size == (uint64_t)sb->st_size && f->mtime_ns == ck_timespec_ns(sb->st_mtim);
 }
 
 int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_rules *rules,
@@ -135,7 +125,7 @@ int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_
 	out->info.dev = (uint64_t)sb.st_dev;
 	out->info.ino = (uint64_t)sb.st_ino;
 	out->info.size = (uint64_t)sb.st_size;
-	out->info.mtime_ns = mtime_ns(&sb);
+	out->info.mtime_ns = ck_timespec_ns(sb.st_mtim);
 	if (!S_ISREG(sb.st_mode)) {
 		rc = ck_ingest_bad(out, "not a regular file");
 		goto out;
@@ -154,7 +144,8 @@ int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_
 	if (rc < 0)
 		goto out;
 	/* A file still being written would be indexed half-done: refuse it. */
-	if (fstat(io.fd, &after) < 0 || after.st_size != sb.st_size || mtime_ns(&after) != mtime_ns(&sb))
+	if (fstat(io.fd, &after) < 0 || after.st_size != sb.st_size ||
+	    ck_timespec_ns(after.st_mtim) != ck_timespec_ns(sb.st_mtim))
 		rc = ck_ingest_bad(out, "changed while it was being imported (still being written?)");
 out:
 	free(io.buf);

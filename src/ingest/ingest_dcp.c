@@ -37,16 +37,6 @@ struct blob {
 	uint64_t start, end;
 };
 
-static uint32_t le32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t le64(const uint8_t *p)
-{
-	return (uint64_t)le32(p) | (uint64_t)le32(p + 4) << 32;
-}
-
 /* The start of the zip that ends at end, or -1 if none does. */
 static int64_t blob_start(const struct ck_ingest_io *io, uint64_t end)
 {
@@ -56,17 +46,17 @@ static int64_t blob_start(const struct ck_ingest_io *io, uint64_t end)
 
 	if (end < TAIL_LEN || ck_ingest_pread(io, t, sizeof(t), end - TAIL_LEN) < 0)
 		return -1;
-	if (le32(eocd) != 0x06054b50 || eocd[20] || eocd[21] || le32(loc) != 0x07064b50 ||
-	    le32(z64) != 0x06064b50 || le64(z64 + 4) != Z64_END_LEN - 12)
+	if (ck_le32(eocd) != 0x06054b50 || eocd[20] || eocd[21] || ck_le32(loc) != 0x07064b50 ||
+	    ck_le32(z64) != 0x06064b50 || ck_le64(z64 + 4) != Z64_END_LEN - 12)
 		return -1;
 	z64_pos = end - TAIL_LEN;
-	cd_size = le64(z64 + 40);
-	cd_off = le64(z64 + 48);
+	cd_size = ck_le64(z64 + 40);
+	cd_off = ck_le64(z64 + 48);
 	if (cd_size > z64_pos || cd_off > z64_pos - cd_size)
 		return -1;
 	start = z64_pos - cd_size - cd_off;
 	/* The locator points at the zip64 end record, blob-relative. */
-	if (le64(loc + 8) != z64_pos - start)
+	if (ck_le64(loc + 8) != z64_pos - start)
 		return -1;
 	return (int64_t)start;
 }

@@ -29,30 +29,16 @@
 #define C_COMPACT 0x40           /* the payload's layout is compact */
 #define C_RESERVED 0x80
 
-static void put_le32(uint8_t *p, uint32_t v)
-{
-	for (int i = 0; i < 4; i++)
-		p[i] = (uint8_t)(v >> (8 * i));
-}
-
 /* XXH128's canonical form: high 64 bits first, each big-endian. */
 static void put_hash(uint8_t *p, struct ck_hash128 h)
 {
-	for (int i = 0; i < 8; i++) {
-		p[i] = (uint8_t)(h.hi >> (56 - 8 * i));
-		p[8 + i] = (uint8_t)(h.lo >> (56 - 8 * i));
-	}
+	ck_set_be64(p, h.hi);
+	ck_set_be64(p + 8, h.lo);
 }
 
 static struct ck_hash128 get_hash(const uint8_t *p)
 {
-	struct ck_hash128 h = { 0, 0 };
-
-	for (int i = 0; i < 8; i++) {
-		h.hi = h.hi << 8 | p[i];
-		h.lo = h.lo << 8 | p[8 + i];
-	}
-	return h;
+	return (struct ck_hash128){ ck_be64(p), ck_be64(p + 8) };
 }
 
 static unsigned log2_elem(unsigned es)
@@ -103,7 +89,7 @@ int ck_pack_rec_header(const struct ck_chunk_desc *d, const uint8_t *payload,
 	if (!desc_fits(d))
 		return -EINVAL;
 	n = put_fields(d, out);
-	put_le32(out + n, ck_crc32(ck_crc32(0, out, n), payload, d->enc_len));
+	ck_set_le32(out + n, ck_crc32(ck_crc32(0, out, n), payload, d->enc_len));
 	return (int)(n + 4);
 }
 

@@ -22,6 +22,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "ckptfs/pack.h"
@@ -133,32 +134,6 @@ static void refs_clear(struct refs *r)
 	r->n = 0;
 }
 
-static int meta_get_u64(MDB_txn *txn, struct ck_store *st, const char *name, uint64_t *out)
-{
-	MDB_val k = { strlen(name), (void *)name }, v;
-	int rc = mdb_get(txn, st->meta, &k, &v);
-
-	*out = 0;
-	if (rc == MDB_NOTFOUND)
-		return 0;
-	if (rc)
-		return ck_mdb_errno(rc);
-	if (v.mv_size != 8)
-		return -EIO;
-	*out = ck_le64(v.mv_data);
-	return 0;
-}
-
-static int meta_put_u64(MDB_txn *txn, struct ck_store *st, const char *name, uint64_t x)
-{
-	uint8_t b[8];
-	MDB_val k = { strlen(name), (void *)name }, v = { 8, b };
-
-	for (int i = 0; i < 8; i++)
-		b[i] = (uint8_t)(x >> (8 * i));
-	return ck_mdb_errno(mdb_put(txn, st->meta, &k, &v, 0));
-}
-
 static int open_writer(struct compact *c, uint64_t durable_end)
 {
 	struct ck_error why = { { 0 } };
@@ -183,33 +158,42 @@ static int open_writer(struct compact *c, uint64_t durable_end)
 	return rc;
 }
 
+/* The pack being appended to and the end of its last committed record, as
+ * the index has them: 0 or -errno with c->err. */
+static int pack_position(struct compact *c, uint64_t *cur, uint64_t *end)
+{
+	MDB_txn *txn;
+	int rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &txn));
+
+	*cur = *end = 0;
+	if (rc == 0) {
+		rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_CUR, cur);
+		if (rc == 0)
+			rc = ck_meta_get_u64(txn, c->st, CK_META_PACK_END, end);
+		mdb_txn_abort(txn);
+	}
+	if (rc < 0 || *cur > UINT32_MAX)
+		return ck_fail(c->err, rc < 0 ? -rc : EIO, "%s: index: cannot read the pack position", c->st->path);
+	return 0;
+}
+
 static int start_packs(struct compact *c)
 {
 	char *dir = ck_path_join(c->st->path, CK_PACKS_DIR);
-	uint64_t cur = 0, end = 0;
-	MDB_txn *txn;
+	uint64_t cur, end;
 	int rc;
 
 	if (!dir)
 		return ck_fail(c->err, ENOMEM, "out of memory");
-	if (mkdir(dir, 0755) == 0)
-		rc = ck_fsync_dir(c->st->path);
-	else
-		rc = errno == EEXIST ? 0 : -errno;
+	rc = ck_mkdir_durable(dir);
 	if (rc < 0)
 		ck_fail(c->err, -rc, "%s: %s", dir, strerror(-rc));
 	free(dir);
 	if (rc < 0)
 		return rc;
-	rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &txn));
-	if (rc == 0) {
-		rc = meta_get_u64(txn, c->st, CK_META_PACK_CUR, &cur);
-		if (rc == 0)
-			rc = meta_get_u64(txn, c->st, CK_META_PACK_END, &end);
-		mdb_txn_abort(txn);
-	}
-	if (rc < 0 || cur > UINT32_MAX)
-		return ck_fail(c->err, rc < 0 ? -rc : EIO, "%s: index: cannot read the pack position", c->st->path);
+	rc = pack_position(c, &cur, &end);
+	if (rc < 0)
+		return rc;
 	c->pack_id = (uint32_t)cur;
 	return open_writer(c, end);
 }
@@ -603,9 +587,9 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 	if (rc < 0)
 		goto out;
 	crash_point(c, "compact-packmap");
-	rc = meta_put_u64(txn, c->st, CK_META_PACK_CUR, c->pack_id);
+	rc = ck_meta_put_u64(txn, c->st, CK_META_PACK_CUR, c->pack_id);
 	if (rc == 0)
-		rc = meta_put_u64(txn, c->st, CK_META_PACK_END, ck_pack_writer_end(c->w));
+		rc = ck_meta_put_u64(txn, c->st, CK_META_PACK_END, ck_pack_writer_end(c->w));
 	if (rc == 0)
 		rc = ck_mdb_errno(mdb_txn_commit(txn));
 	txn = NULL;
@@ -629,18 +613,11 @@ out:
  * for the locks: append where the index says from then on. */
 static int follow_pack_position(struct compact *c)
 {
-	uint64_t cur = 0, end = 0;
-	MDB_txn *txn;
-	int rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, MDB_RDONLY, &txn));
+	uint64_t cur, end;
+	int rc = pack_position(c, &cur, &end);
 
-	if (rc == 0) {
-		rc = meta_get_u64(txn, c->st, CK_META_PACK_CUR, &cur);
-		if (rc == 0)
-			rc = meta_get_u64(txn, c->st, CK_META_PACK_END, &end);
-		mdb_txn_abort(txn);
-	}
-	if (rc < 0 || cur > UINT32_MAX)
-		return ck_fail(c->err, rc < 0 ? -rc : EIO, "%s: index: cannot read the pack position", c->st->path);
+	if (rc < 0)
+		return rc;
 	if (cur == c->pack_id && c->w)
 		return 0;
 	ck_pack_writer_close(c->w);
@@ -690,7 +667,6 @@ static void drop_raw(struct compact *c, const struct ck_ckpt_info *ck)
 		return;
 	for (size_t i = 0; i < n; i++) {
 		struct stat sb;
-		char *dir, *slash;
 
 		if (!store_owned(c->st, f[i].src_path) || ck_store_file_packed(c->st, f[i].id) != 1 ||
 		    lstat(f[i].src_path, &sb) < 0 || !S_ISREG(sb.st_mode))
@@ -701,13 +677,7 @@ static void drop_raw(struct compact *c, const struct ck_ckpt_info *ck)
 			continue;
 		}
 		c->s.raw_removed_bytes += (uint64_t)sb.st_size;
-		dir = strdup(f[i].src_path);
-		slash = dir ? strrchr(dir, '/') : NULL;
-		if (slash) {
-			*slash = '\0';
-			ck_fsync_dir(dir);
-		}
-		free(dir);
+		ck_fsync_parent(f[i].src_path);
 	}
 	ck_file_info_free(f, n);
 }
@@ -760,14 +730,6 @@ out:
 	return rc;
 }
 
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
 int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck_compact_progress_fn progress,
 		     void *ctx, struct ck_compact_stats *stats, struct ck_error *err)
 {
@@ -776,7 +738,7 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 	struct compact c = { .st = st, .o = opts ? opts : &defaults, .progress = progress, .pctx = ctx, .err = err };
 	char **series = NULL;
 	size_t ns = 0;
-	double t0 = now_s();
+	double t0 = ck_monotonic_s();
 	int rc;
 
 	if (st->readonly)
@@ -829,7 +791,7 @@ out:
 	ck_chunk_cache_free(c.recent);
 	ck_pack_fds_close(&c.fds);
 	free(c.raw);
-	c.s.seconds = now_s() - t0;
+	c.s.seconds = ck_monotonic_s() - t0;
 	if (stats)
 		*stats = c.s;
 	return rc;

@@ -330,32 +330,6 @@ static int collect_chunks(struct sweep *s, MDB_txn *txn)
 	return rc;
 }
 
-static int meta_u64(MDB_txn *txn, struct ck_store *st, const char *name, uint64_t *out)
-{
-	MDB_val k = { strlen(name), (void *)name }, v;
-	int rc = mdb_get(txn, st->meta, &k, &v);
-
-	*out = 0;
-	if (rc == MDB_NOTFOUND)
-		return 0;
-	if (rc)
-		return ck_mdb_errno(rc);
-	if (v.mv_size != 8)
-		return -EIO;
-	*out = ck_le64(v.mv_data);
-	return 0;
-}
-
-static int meta_put(MDB_txn *txn, struct ck_store *st, const char *name, uint64_t x)
-{
-	uint8_t b[8];
-	MDB_val k = { strlen(name), (void *)name }, v = { 8, b };
-
-	for (int i = 0; i < 8; i++)
-		b[i] = (uint8_t)(x >> (8 * i));
-	return ck_mdb_errno(mdb_put(txn, st->meta, &k, &v, 0));
-}
-
 static uint64_t file_size(const char *path)
 {
 	struct stat sb;
@@ -387,7 +361,7 @@ static int gather(struct sweep *s)
 
 	if (rc < 0)
 		return ck_fail(s->err, -rc, "index: %s", strerror(-rc));
-	rc = meta_u64(txn, s->st, CK_META_PACK_CUR, &s->pack_cur);
+	rc = ck_meta_get_u64(txn, s->st, CK_META_PACK_CUR, &s->pack_cur);
 	if (rc == 0 && s->pack_cur > UINT32_MAX - PACKS_PAST_CUR - 2)
 		rc = -EIO;
 	if (rc == 0)
@@ -589,9 +563,9 @@ static int apply(struct sweep *s, int new_pack, uint32_t new_id, uint64_t new_en
 		ck_chunk_loc_clear(&l);
 	}
 	if (rc == 0 && new_pack)
-		rc = meta_put(txn, s->st, CK_META_PACK_CUR, new_id);
+		rc = ck_meta_put_u64(txn, s->st, CK_META_PACK_CUR, new_id);
 	if (rc == 0 && new_pack)
-		rc = meta_put(txn, s->st, CK_META_PACK_END, new_end);
+		rc = ck_meta_put_u64(txn, s->st, CK_META_PACK_END, new_end);
 	if (rc == 0)
 		rc = ck_mdb_errno(mdb_txn_commit(txn));
 	else if (txn)
@@ -624,7 +598,7 @@ static int empty_pack(struct sweep *s, uint32_t id)
 		rc = -errno;
 	if (rc < 0) {
 		unlink(tmp);
-		ck_fail(s->err, -rc, "%s: %s", path, why.msg[0] ? why.msg : strerror(-rc));
+		ck_fail(s->err, -rc, "%s: %s", path, ck_error_text(&why, rc));
 	}
 	free(tmp);
 	free(path);

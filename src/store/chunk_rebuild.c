@@ -16,6 +16,7 @@
 
 #include "ckptfs/fileio.h"
 #include "ckptfs/pack.h"
+#include "ckptfs/str.h"
 #include "manifest.h"
 #include "chunk_table.h"
 #include "staging.h"
@@ -263,40 +264,31 @@ static void apply_packmap(struct rebuild *b, const char *path, int packed)
 	ck_packmap_clear(&pm);
 }
 
-/* Calls fn for every STORE/manifests/SERIES/NAME.packmap, and removes the
- * temporaries of writers that died. */
+struct packmap_walk {
+	struct rebuild *b;
+	int packed;
+};
+
+/* A STORE/manifests/SERIES entry: a packmap is applied, the temporary of a
+ * writer that died removed. */
+static int packmap_entry(void *ctx, const char *series, const char *name, const char *path)
+{
+	struct packmap_walk *w = ctx;
+
+	(void)series;
+	if (strstr(name, CK_PACKMAP_SUFFIX CK_REPLACE_TMP))
+		unlink(path);
+	else if (strlen(name) > strlen(CK_PACKMAP_SUFFIX) && ck_ends_with(name, CK_PACKMAP_SUFFIX))
+		apply_packmap(w->b, path, w->packed);
+	return 0;
+}
+
+/* Every STORE/manifests/SERIES/NAME.packmap. */
 static void each_packmap(struct rebuild *b, int packed)
 {
-	char *top = ck_path_join(b->st->path, CK_MANIFEST_DIR);
-	struct dirent *de, *e;
-	DIR *d = top ? opendir(top) : NULL;
+	struct packmap_walk w = { b, packed };
 
-	while (d && (de = readdir(d)) != NULL) {
-		char *sdir = de->d_name[0] == '.' ? NULL : ck_path_join(top, de->d_name);
-		DIR *sd = sdir ? opendir(sdir) : NULL;
-
-		while (sd && (e = readdir(sd)) != NULL) {
-			size_t len = strlen(e->d_name), sl = strlen(CK_PACKMAP_SUFFIX);
-			char *p;
-
-			if (strstr(e->d_name, CK_PACKMAP_SUFFIX ".tmp.")) {
-				unlinkat(dirfd(sd), e->d_name, 0);
-				continue;
-			}
-			if (len <= sl || strcmp(e->d_name + len - sl, CK_PACKMAP_SUFFIX) != 0)
-				continue;
-			p = ck_path_join(sdir, e->d_name);
-			if (p)
-				apply_packmap(b, p, packed);
-			free(p);
-		}
-		if (sd)
-			closedir(sd);
-		free(sdir);
-	}
-	if (d)
-		closedir(d);
-	free(top);
+	ck_store_area_each(b->st->path, CK_MANIFEST_DIR, packmap_entry, &w);
 }
 
 int ck_pack_rebuild(struct ck_store *st, int take_lock, struct ck_error *err)

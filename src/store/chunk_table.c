@@ -14,16 +14,10 @@
 #define FMAP_HDR 48
 #define FMAP_CHUNK 24
 
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	for (int i = 0; i < 8; i++)
-		p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
 void ck_chunk_key(uint8_t out[16], struct ck_hash128 h)
 {
-	put_be64(out, h.hi);
-	put_be64(out + 8, h.lo);
+	ck_set_be64(out, h.hi);
+	ck_set_be64(out + 8, h.lo);
 }
 
 void ck_hash128_hex(struct ck_hash128 h, char out[33])

@@ -14,62 +14,22 @@
 #include <string.h>
 #include <time.h>
 
+#include "ckptfs/clock.h"
 #include "commit.h"
 #include "index.h"
 #include "manifest.h"
 #include "staging.h"
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
+/* The next unused id of a checkpoint or file record; ids start at 1. */
 static int next_id(MDB_txn *txn, struct ck_store *st, uint64_t *id)
 {
-	MDB_val k = { 7, "next_id" }, v;
-	uint8_t le[8];
-	uint64_t next = 1;
-	int rc, i;
+	uint64_t next;
+	int rc = ck_meta_get_u64(txn, st, "next_id", &next);
 
-	rc = mdb_get(txn, st->meta, &k, &v);
-	if (rc == 0 && v.mv_size == 8)
-		next = ck_le64(v.mv_data);
-	else if (rc != MDB_NOTFOUND && rc != 0)
-		return ck_mdb_errno(rc);
-	*id = next;
-	next++;
-	for (i = 0; i < 8; i++)
-		le[i] = (uint8_t)(next >> (8 * i));
-	v.mv_size = 8;
-	v.mv_data = le;
-	return ck_mdb_errno(mdb_put(txn, st->meta, &k, &v, 0));
-}
-
-/* Deletes every record of dbi whose key starts with prefix. */
-static int delete_prefix(MDB_txn *txn, MDB_dbi dbi, const void *prefix, size_t plen)
-{
-	MDB_cursor *cur;
-	MDB_val k = { plen, (void *)prefix }, v;
-	int rc;
-
-	rc = mdb_cursor_open(txn, dbi, &cur);
-	if (rc != 0)
-		return ck_mdb_errno(rc);
-	for (;;) {
-		k.mv_size = plen;
-		k.mv_data = (void *)prefix;
-		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-		if (rc != 0 || k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)
-			break;
-		rc = mdb_cursor_del(cur, 0);
-		if (rc != 0)
-			break;
-	}
-	mdb_cursor_close(cur);
-	return rc == MDB_NOTFOUND || rc == 0 ? 0 : ck_mdb_errno(rc);
+	if (rc < 0)
+		return rc;
+	*id = next ? next : 1;
+	return ck_meta_put_u64(txn, st, "next_id", *id + 1);
 }
 
 static int put(MDB_txn *txn, MDB_dbi dbi, const void *key, size_t klen, const struct ck_buf *val)
@@ -124,15 +84,15 @@ static int drop_old(MDB_txn *txn, struct ck_store *st, const struct ck_ckpt_info
 			}
 		}
 		ck_key_id(id, of[i].id);
-		rc = delete_prefix(txn, st->storages, id, 8);
+		rc = ck_mdb_delete_prefix(txn, st->storages, id, 8);
 		if (rc == 0)
-			rc = delete_prefix(txn, st->tensors, id, 8);
+			rc = ck_mdb_delete_prefix(txn, st->tensors, id, 8);
 	}
 	ck_file_info_free(of, nof);
 	if (rc < 0)
 		return rc;
 	ck_key_id(id, old->id);
-	rc = delete_prefix(txn, st->files, id, 8);
+	rc = ck_mdb_delete_prefix(txn, st->files, id, 8);
 	if (rc < 0)
 		return rc;
 	if (ck_key_ckpt(&key, old->series, old->step, old->name) < 0)
@@ -238,7 +198,7 @@ int ck_commit_checkpoint(struct ck_store *st, const char *pattern, struct ck_ckp
 			 struct ck_ingest *files, size_t n, struct ck_error *err)
 {
 	struct ck_manifest_txn mtx = { 0 };
-	int64_t imported_ns = now_ns();
+	int64_t imported_ns = ck_now_ns();
 	MDB_txn *txn;
 	int lock, rc;
 

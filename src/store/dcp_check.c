@@ -19,18 +19,12 @@
 #include "ckptfs/fileio.h"
 #include "ckptfs/pickle.h"
 #include "ckptfs/ingest.h"
+#include "ckptfs/str.h"
 #include "staging.h"
 
 #define METADATA ".metadata"
 #define MAX_METADATA (256u << 20)
 #define MAX_VISITS 10000000u   /* nodes walked in one .metadata (the memo can share subtrees) */
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
 
 static const char *base_of(const char *rel)
 {
@@ -77,7 +71,7 @@ static int visit(struct names *nm, const struct pk_node *node, size_t depth)
 		return 0;
 	if (++nm->visits > MAX_VISITS || depth > 2000)
 		return -E2BIG;
-	if (node->kind == PK_STR && ends_with(node->v.str.s, CK_DCP_DATA_SUFFIX) && !nm->missing) {
+	if (node->kind == PK_STR && ck_ends_with(node->v.str.s, CK_DCP_DATA_SUFFIX) && !nm->missing) {
 		if (strchr(node->v.str.s, '/') || !listed(nm->rel, nm->n, nm->meta_rel, nm->dlen, node->v.str.s)) {
 			nm->missing = 1;
 			rc = ck_buf_printf(nm->reasons, "%s: names data file %.200s, which is not there\n",
@@ -98,51 +92,6 @@ static int visit(struct names *nm, const struct pk_node *node, size_t depth)
 	return rc;
 }
 
-static int read_small(const char *path, uint8_t **out, size_t *len, const char **why)
-{
-	struct stat sb;
-	uint8_t *buf;
-	size_t got = 0;
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
-
-	*why = NULL;
-	if (fd < 0 || fstat(fd, &sb) < 0) {
-		*why = strerror(errno);
-		if (fd >= 0)
-			close(fd);
-		return 0;
-	}
-	if ((uint64_t)sb.st_size > MAX_METADATA) {
-		*why = "larger than 256 MiB";
-		close(fd);
-		return 0;
-	}
-	buf = malloc((size_t)sb.st_size + 1);
-	if (!buf) {
-		close(fd);
-		return -ENOMEM;
-	}
-	while (got < (size_t)sb.st_size) {
-		ssize_t r = read(fd, buf + got, (size_t)sb.st_size - got);
-
-		if (r < 0 && errno == EINTR)
-			continue;
-		if (r <= 0) {
-			*why = r < 0 ? strerror(errno) : "shorter than its size";
-			break;
-		}
-		got += (size_t)r;
-	}
-	close(fd);
-	if (*why) {
-		free(buf);
-		return 0;
-	}
-	*out = buf;
-	*len = got;
-	return 0;
-}
-
 static int check_metadata(const char *root, char *const *rel, size_t n, const char *meta_rel, struct ck_buf *reasons)
 {
 	struct names nm = { .rel = rel, .n = n, .meta_rel = meta_rel, .dlen = dir_len(meta_rel), .reasons = reasons };
@@ -151,18 +100,19 @@ static int check_metadata(const char *root, char *const *rel, size_t n, const ch
 	struct pk_doc *doc = NULL;
 	uint8_t *data = NULL;
 	size_t len = 0;
-	const char *why;
 	char *path = ck_path_join(root, meta_rel);
 	int rc;
 
 	if (!path)
 		return -ENOMEM;
-	rc = read_small(path, &data, &len, &why);
+	rc = ck_read_file(path, MAX_METADATA, &data, &len);
 	free(path);
-	if (rc < 0)
+	if (rc == -ENOMEM)
 		return rc;
-	if (why)
-		return ck_buf_printf(reasons, "%s: cannot read it: %s\n", meta_rel, why);
+	if (rc < 0)
+		return ck_buf_printf(reasons, "%s: cannot read it: %s\n", meta_rel,
+				     rc == -EFBIG ? "larger than 256 MiB" : rc == -EIO ? "shorter than its size" :
+				     strerror(-rc));
 	rc = pk_parse(data, len, NULL, &doc, &perr);
 	free(data);
 	if (rc == -ENOMEM)
@@ -192,7 +142,7 @@ int ck_dcp_check(const char *root, char *const *rel, size_t n, struct ck_buf *re
 
 		if (strcmp(base, METADATA) == 0)
 			rc = check_metadata(root, rel, n, rel[i], reasons);
-		else if (ends_with(base, CK_DCP_DATA_SUFFIX) && !listed(rel, n, rel[i], dlen, METADATA))
+		else if (ck_ends_with(base, CK_DCP_DATA_SUFFIX) && !listed(rel, n, rel[i], dlen, METADATA))
 			rc = ck_buf_printf(reasons, "%s: DCP data file without a .metadata beside it (save not finished)\n",
 					   rel[i]);
 	}

@@ -28,28 +28,6 @@
 
 /* ---- index helpers ---- */
 
-static int del_prefix(MDB_txn *txn, MDB_dbi dbi, const void *prefix, size_t plen)
-{
-	MDB_cursor *cur;
-	MDB_val k, v;
-	int rc = mdb_cursor_open(txn, dbi, &cur);
-
-	if (rc != 0)
-		return ck_mdb_errno(rc);
-	for (;;) {
-		k.mv_size = plen;
-		k.mv_data = (void *)prefix;
-		rc = mdb_cursor_get(cur, &k, &v, MDB_SET_RANGE);
-		if (rc != 0 || k.mv_size < plen || memcmp(k.mv_data, prefix, plen) != 0)
-			break;
-		rc = mdb_cursor_del(cur, 0);
-		if (rc != 0)
-			break;
-	}
-	mdb_cursor_close(cur);
-	return rc == MDB_NOTFOUND || rc == 0 ? 0 : ck_mdb_errno(rc);
-}
-
 int ck_delete_file_records(MDB_txn *txn, struct ck_store *st, const struct ck_file_info *f)
 {
 	struct ck_buf key = CK_BUF_INIT;
@@ -58,9 +36,9 @@ int ck_delete_file_records(MDB_txn *txn, struct ck_store *st, const struct ck_fi
 	int rc;
 
 	ck_key_id(id, f->id);
-	rc = del_prefix(txn, st->storages, id, sizeof(id));
+	rc = ck_mdb_delete_prefix(txn, st->storages, id, sizeof(id));
 	if (rc == 0)
-		rc = del_prefix(txn, st->tensors, id, sizeof(id));
+		rc = ck_mdb_delete_prefix(txn, st->tensors, id, sizeof(id));
 	if (rc == 0 && ck_key_file(&key, f->ckpt_id, f->relpath) < 0)
 		rc = -ENOMEM;
 	if (rc == 0) {

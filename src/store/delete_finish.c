@@ -25,7 +25,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
+#include "ckptfs/str.h"
 #include "delete.h"
 #include "index.h"
 #include "manifest.h"
@@ -227,15 +229,8 @@ int ck_delete_finish(struct ck_store *st, const struct ck_ckpt_info *ck, ck_impo
 		if (owned && rmdir(owned) < 0 && errno != ENOENT) {
 			rc = ck_fail(err, errno, "%s: %s", owned, strerror(errno));
 		} else {
-			if (owned) {
-				char *parent = strdup(owned);
-
-				if (parent && strrchr(parent, '/')) {
-					*strrchr(parent, '/') = '\0';
-					ck_fsync_dir(parent);
-				}
-				free(parent);
-			}
+			if (owned)
+				ck_fsync_parent(owned);
 			ck_crash_point("reclaim-unlinked");   /* test hook: files gone, record and manifest not */
 			rc = remove_checkpoint(&f, mpath, err);
 		}
@@ -265,13 +260,6 @@ static void keep_first(struct recover *r, int rc, const struct ck_error *why)
 		if (r->err)
 			*r->err = *why;
 	}
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), k = strlen(suffix);
-
-	return n >= k && strcmp(s + n - k, suffix) == 0;
 }
 
 /* A tombstone: rolls its deletion forward into the index, or removes it
@@ -310,42 +298,21 @@ static void recover_tombstone(struct recover *r, const char *tpath)
 	ck_manifest_clear(&m);
 }
 
-static void recover_series_dir(struct recover *r, const char *dir)
+/* A STORE/manifests/SERIES entry: a tombstone is rolled forward, the
+ * temporary of a writer that died removed. */
+static int tombstone_entry(void *ctx, const char *series, const char *name, const char *path)
 {
-	char path[PATH_MAX];
-	struct dirent *d;
-	DIR *dh = opendir(dir);
-
-	if (!dh)
-		return;
-	while ((d = readdir(dh)) != NULL) {
-		if (snprintf(path, sizeof(path), "%s/%s", dir, d->d_name) >= (int)sizeof(path))
-			continue;
-		if (strstr(d->d_name, CK_TOMBSTONE_SUFFIX ".tmp."))
-			unlink(path);
-		else if (ends_with(d->d_name, CK_TOMBSTONE_SUFFIX))
-			recover_tombstone(r, path);
-	}
-	closedir(dh);
+	(void)series;
+	if (strstr(name, CK_TOMBSTONE_SUFFIX CK_REPLACE_TMP))
+		unlink(path);
+	else if (ck_ends_with(name, CK_TOMBSTONE_SUFFIX))
+		recover_tombstone(ctx, path);
+	return 0;
 }
 
 static void recover_tombstones(struct recover *r)
 {
-	char top[PATH_MAX], dir[PATH_MAX];
-	struct dirent *d;
-	DIR *dh;
-
-	if (snprintf(top, sizeof(top), "%s/%s", r->st->path, CK_MANIFEST_DIR) >= (int)sizeof(top))
-		return;
-	dh = opendir(top);
-	if (!dh)
-		return;
-	while ((d = readdir(dh)) != NULL) {
-		if (d->d_name[0] == '.' || snprintf(dir, sizeof(dir), "%s/%s", top, d->d_name) >= (int)sizeof(dir))
-			continue;
-		recover_series_dir(r, dir);
-	}
-	closedir(dh);
+	ck_store_area_each(r->st->path, CK_MANIFEST_DIR, tombstone_entry, r);
 }
 
 static void recover_deleted(struct recover *r)

@@ -20,6 +20,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckptfs/fileio.h"
+#include "ckptfs/str.h"
 #include "commit.h"
 #include "index.h"
 #include "ckptfs/ingest.h"
@@ -53,16 +55,6 @@ static void report(const struct import_ctx *ic, const char *path, int status, co
 {
 	if (ic->report)
 		ic->report(ic->rctx, path, status, msg);
-}
-
-static char *join(const char *a, const char *b)
-{
-	size_t n = strlen(a) + strlen(b) + 2;
-	char *p = malloc(n);
-
-	if (p)
-		snprintf(p, n, "%s%s%s", a, *a && *b ? "/" : "", b);
-	return p;
 }
 
 static int push_str(char ***v, size_t *n, size_t *cap, char *s)
@@ -134,11 +126,6 @@ static int cmp_plan(const void *a, const void *b)
 	return strcmp(x->name, y->name);
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 static int check_series_name(const char *s, struct ck_error *err)
 {
 	if (!*s || !strcmp(s, ".") || !strcmp(s, "..") || strchr(s, '/') || strlen(s) > MAX_SERIES_NAME)
@@ -146,17 +133,10 @@ static int check_series_name(const char *s, struct ck_error *err)
 	return 0;
 }
 
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
 static int checkpoint_file_name(const char *name)
 {
-	return ends_with(name, ".pt") || ends_with(name, ".pth") || ends_with(name, ".bin") ||
-	       ends_with(name, ".ckpt") || ends_with(name, ".safetensors");
+	return ck_ends_with(name, ".pt") || ck_ends_with(name, ".pth") || ck_ends_with(name, ".bin") ||
+	       ck_ends_with(name, ".ckpt") || ck_ends_with(name, ".safetensors");
 }
 
 static void plan_drop_entries(struct plan *p)
@@ -194,7 +174,7 @@ static int plan_run_dir(struct plan *p, const char *dir, const char *pattern, st
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		path = join(dir, de->d_name);
+		path = ck_path_join(dir, de->d_name);
 		if (!path) {
 			rc = -ENOMEM;
 			break;
@@ -269,7 +249,7 @@ static int plan_build(const char *src, const char *series_opt, const char *patte
 		if (p->n > 1)
 			qsort(p->v, p->n, sizeof(*p->v), cmp_plan);
 		if (p->nskipped > 1)
-			qsort(p->skipped, p->nskipped, sizeof(*p->skipped), cmp_str);
+			qsort(p->skipped, p->nskipped, sizeof(*p->skipped), ck_strp_cmp);
 	}
 out:
 	free(copy1);
@@ -288,7 +268,7 @@ struct flist {
 
 static int collect(const struct import_ctx *ic, const char *root, const char *rel, int depth, struct flist *fl)
 {
-	char *dirpath = join(root, rel);
+	char *dirpath = ck_path_join(root, rel);
 	struct dirent *de;
 	DIR *d;
 	int rc = 0;
@@ -307,8 +287,8 @@ static int collect(const struct import_ctx *ic, const char *root, const char *re
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
-		child = join(rel, de->d_name);
-		full = join(dirpath, de->d_name);
+		child = ck_path_join(rel, de->d_name);
+		full = ck_path_join(dirpath, de->d_name);
 		if (!child || !full) {
 			free(child);
 			free(full);
@@ -424,7 +404,7 @@ static int import_checkpoint(const struct import_ctx *ic, const char *series, co
 	if (rc < 0)
 		goto out_list;
 	if (fl.n > 1)
-		qsort(fl.rel, fl.n, sizeof(*fl.rel), cmp_str);
+		qsort(fl.rel, fl.n, sizeof(*fl.rel), ck_strp_cmp);
 	rc = previous_load(ic->st, series, e->name, &pv);
 	if (rc < 0) {
 		ck_fail(ic->err, -rc, "%s: cannot read the index: %s", ck_store_path(ic->st), strerror(-rc));
@@ -436,7 +416,7 @@ static int import_checkpoint(const struct import_ctx *ic, const char *series, co
 		goto out;
 	}
 	for (i = 0; i < fl.n; i++) {
-		char *path = e->is_file ? strdup(e->path) : join(e->path, fl.rel[i]);
+		char *path = e->is_file ? strdup(e->path) : ck_path_join(e->path, fl.rel[i]);
 
 		rc = path ? ck_ingest_file(path, fl.rel[i], ic->st->rules, previous_find(&pv, fl.rel[i]), &files[n])
 			  : -ENOMEM;

@@ -47,6 +47,17 @@ struct ck_store {
 /* LMDB status (0, MDB_* or errno) to -errno. */
 int ck_mdb_errno(int rc);
 
+/* index_ops.c: each runs inside the caller's transaction (a write
+ * transaction for _put and _delete_prefix), on the thread that owns it. */
+/* The meta database's counter name (an 8-byte little-endian value): 0 and
+ * *out (0 when absent), -EIO when the value is not 8 bytes, or -errno. */
+int ck_meta_get_u64(MDB_txn *txn, struct ck_store *st, const char *name, uint64_t *out);
+/* Sets the counter name to x: 0 or -errno. */
+int ck_meta_put_u64(MDB_txn *txn, struct ck_store *st, const char *name, uint64_t x);
+/* Deletes every record of dbi whose key starts with the plen bytes at
+ * prefix (none is not an error): 0 or -errno. */
+int ck_mdb_delete_prefix(MDB_txn *txn, MDB_dbi dbi, const void *prefix, size_t plen);
+
 /* store.c: 0 if dir has the marker of a store this code reads. */
 int ck_store_check_marker(const char *dir, struct ck_error *err);
 /* Opens (create: makes) the LMDB environment in directory idx with its
@@ -119,7 +130,5 @@ int ck_txn_find_checkpoint(MDB_txn *txn, struct ck_store *st, const char *series
 int ck_txn_list_checkpoints(MDB_txn *txn, struct ck_store *st, const char *series, struct ck_ckpt_info **out,
 			    size_t *n);
 int ck_txn_list_files(MDB_txn *txn, struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n);
-int ck_txn_list_storages(MDB_txn *txn, struct ck_store *st, uint64_t file_id,
-			 struct ck_storage_info **out, size_t *n);
 
 #endif

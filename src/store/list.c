@@ -219,12 +219,6 @@ int ck_txn_list_files(MDB_txn *txn, struct ck_store *st, uint64_t ckpt_id, struc
 	return scan_id(txn, st->files, ckpt_id, dec_file, clr_file, sizeof(**out), (void **)out, n);
 }
 
-int ck_txn_list_storages(MDB_txn *txn, struct ck_store *st, uint64_t file_id,
-			 struct ck_storage_info **out, size_t *n)
-{
-	return scan_id(txn, st->storages, file_id, dec_storage, clr_storage, sizeof(**out), (void **)out, n);
-}
-
 int ck_store_list_files(struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n)
 {
 	return list_id(st, st->files, ckpt_id, dec_file, clr_file, sizeof(**out), (void **)out, n);

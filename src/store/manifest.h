@@ -83,7 +83,4 @@ void ck_manifest_store_rollback(struct ck_manifest_txn *tx);
  * -errno for I/O; err says why (without the path). */
 int ck_manifest_load(const char *path, struct ck_manifest *out, struct ck_error *err);
 
-/* fsync of a directory, so that a rename or a new entry in it is durable. */
-int ck_fsync_dir(const char *dir);
-
 #endif

@@ -12,6 +12,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/fileio.h"
 #include "manifest.h"
 #include "chunk_table.h"
 
@@ -63,12 +64,8 @@ static int encode(struct ck_buf *b, const struct ck_packmap *pm)
 		at = b->len;
 		rc |= ck_buf_put_le32(b, 0);
 		rc |= ck_fmap_put(b, &pm->files[i].map);
-		if (rc == 0) {
-			uint32_t n = (uint32_t)(b->len - at - 4);
-
-			for (int k = 0; k < 4; k++)
-				b->data[at + k] = (uint8_t)(n >> (8 * k));
-		}
+		if (rc == 0)
+			ck_set_le32(b->data + at, (uint32_t)(b->len - at - 4));
 	}
 	if (rc)
 		return -ENOMEM;
@@ -78,64 +75,11 @@ static int encode(struct ck_buf *b, const struct ck_packmap *pm)
 	return rc ? -ENOMEM : 0;
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-	while (n) {
-		ssize_t w = write(fd, p, n);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0)
-			return -errno;
-		p += w;
-		n -= (size_t)w;
-	}
-	return 0;
-}
-
 int ck_packmap_store(const char *path, const struct ck_packmap *pm, struct ck_error *err)
 {
 	struct ck_buf b = CK_BUF_INIT;
-	size_t n = strlen(path) + 32;
-	char *tmp = malloc(n), *dir = NULL, *slash;
-	int fd = -1, rc;
+	int rc = encode(&b, pm) < 0 ? ck_fail(err, ENOMEM, "out of memory") : ck_file_replace(path, b.data, b.len, err);
 
-	if (!tmp || encode(&b, pm) < 0) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	snprintf(tmp, n, "%s.tmp.%ld", path, (long)getpid());
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	rc = write_all(fd, b.data, b.len);
-	if (rc == 0 && fsync(fd) < 0)
-		rc = -errno;
-	if (close(fd) < 0 && rc == 0)
-		rc = -errno;
-	fd = -1;
-	if (rc == 0 && rename(tmp, path) < 0)
-		rc = -errno;
-	if (rc < 0) {
-		ck_fail(err, -rc, "%s: %s", path, strerror(-rc));
-		unlink(tmp);
-		goto out;
-	}
-	dir = strdup(path);
-	slash = dir ? strrchr(dir, '/') : NULL;
-	if (!slash) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	*slash = '\0';
-	rc = ck_fsync_dir(dir);
-	if (rc < 0)
-		ck_fail(err, -rc, "%s: %s", dir, strerror(-rc));
-out:
-	free(dir);
-	free(tmp);
 	ck_buf_free(&b);
 	return rc;
 }
@@ -205,33 +149,19 @@ static int decode(const uint8_t *p, size_t n, struct ck_packmap *pm, struct ck_e
 
 int ck_packmap_load(const char *path, struct ck_packmap *out, struct ck_error *err)
 {
-	struct stat sb;
-	uint8_t *p = NULL;
-	int fd, rc = 0;
+	uint8_t *p;
+	size_t len;
+	int rc;
 
 	memset(out, 0, sizeof(*out));
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ENOENT : ck_fail(err, errno, "%s: %s", path, strerror(errno));
-	if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode) || sb.st_size > PACKMAP_MAX_BYTES) {
-		rc = ck_fail(err, EBADMSG, "%s: not a regular file of a packmap's size", path);
-		goto out;
-	}
-	p = malloc((size_t)sb.st_size + 1);
-	if (!p) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	for (size_t got = 0; got < (size_t)sb.st_size;) {
-		ssize_t r = pread(fd, p + got, (size_t)sb.st_size - got, (off_t)got);
-
-		if (r <= 0) {
-			rc = ck_fail(err, r < 0 ? errno : EIO, "%s: read failed", path);
-			goto out;
-		}
-		got += (size_t)r;
-	}
-	rc = decode(p, (size_t)sb.st_size, out, err);
+	rc = ck_read_file(path, PACKMAP_MAX_BYTES, &p, &len);
+	if (rc == -ENOENT)
+		return -ENOENT;
+	if (rc == -ELOOP || rc == -EINVAL || rc == -EFBIG)
+		return ck_fail(err, EBADMSG, "%s: not a regular file of a packmap's size", path);
+	if (rc < 0)
+		return ck_fail(err, -rc, "%s: %s", path, strerror(-rc));
+	rc = decode(p, len, out, err);
 	if (rc < 0) {
 		char why[sizeof(err->msg)] = "";
 
@@ -240,9 +170,7 @@ int ck_packmap_load(const char *path, struct ck_packmap *out, struct ck_error *e
 		ck_packmap_clear(out);
 		ck_fail(err, -rc, "%s: %s", path, why);
 	}
-out:
 	free(p);
-	close(fd);
 	return rc;
 }
 

@@ -15,9 +15,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/recipe.h"
 #include "ckptfs/store.h"
-#include "manifest.h"
+#include "ckptfs/str.h"
 
 #define SUFFIX ".yaml"
 
@@ -43,35 +44,33 @@ static int check_name(const char *name, struct ck_error *err)
 int ck_store_recipe_add(const char *store, const char *name, const char *text, size_t len, struct ck_error *err)
 {
 	char *dir = recipe_path(store, ""), *path = recipe_path(store, name), *tmp = NULL;
-	FILE *f = NULL;
 	int fd = -1, rc = check_name(name, err);
 
 	if (!rc && (!dir || !path || !(tmp = malloc(strlen(path) + 32))))
 		rc = -ENOMEM;
 	if (rc)
 		goto out;
-	if (mkdir(dir, 0755) == 0)
-		rc = ck_fsync_dir(store);
-	else if (errno != EEXIST)
-		rc = -errno;
+	rc = ck_mkdir_durable(dir);
 	if (rc) {
 		ck_fail(err, -rc, "%s: %s", dir, strerror(-rc));
 		goto out;
 	}
-	snprintf(tmp, strlen(path) + 32, "%s.tmp.%ld", path, (long)getpid());
+	snprintf(tmp, strlen(path) + 32, "%s%s%ld", path, CK_REPLACE_TMP, (long)getpid());
 	fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-	f = fd >= 0 ? fdopen(fd, "w") : NULL;
-	if (!f) {
+	if (fd < 0) {
 		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
 		goto out;
 	}
+	rc = ck_write_all(fd, text, len);
+	if (!rc && fsync(fd) < 0)
+		rc = -errno;
+	if (close(fd) < 0 && !rc)
+		rc = -errno;
 	fd = -1;
-	if (fwrite(text, 1, len, f) != len || fflush(f) || fsync(fileno(f)))
-		rc = ck_fail(err, errno ? errno : EIO, "%s: %s", tmp, strerror(errno ? errno : EIO));
-	if (fclose(f) && !rc)
-		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
-	f = NULL;
-	if (!rc && link(tmp, path) < 0)
+	if (rc)
+		ck_fail(err, -rc, "%s: %s", tmp, strerror(-rc));
+	/* link, not rename: a name taken already stays as it is. */
+	else if (link(tmp, path) < 0)
 		rc = errno == EEXIST ? ck_fail(err, EEXIST, "recipe '%s' exists already (ckptctl recipe rm first)", name)
 				     : ck_fail(err, errno, "%s: %s", path, strerror(errno));
 	unlink(tmp);
@@ -88,10 +87,8 @@ out:
 
 int ck_store_recipe_read(const char *store, const char *name, char **text, size_t *len, struct ck_error *err)
 {
-	char *path, *buf = NULL;
-	struct stat sb;
-	size_t got = 0;
-	FILE *f;
+	uint8_t *buf = NULL;
+	char *path;
 	int rc = check_name(name, err);
 
 	if (rc)
@@ -99,35 +96,17 @@ int ck_store_recipe_read(const char *store, const char *name, char **text, size_
 	path = recipe_path(store, name);
 	if (!path)
 		return -ENOMEM;
-	f = fopen(path, "re");
-	if (!f) {
-		rc = ck_fail(err, errno, errno == ENOENT ? "no recipe '%s'" : "recipe '%s': cannot read it", name);
-		free(path);
-		return rc;
-	}
-	if (fstat(fileno(f), &sb) < 0 || !S_ISREG(sb.st_mode))
-		rc = ck_fail(err, EIO, "%s: not a regular file", path);
-	else if ((uint64_t)sb.st_size > CK_RECIPE_MAX_BYTES)
+	rc = ck_read_file(path, CK_RECIPE_MAX_BYTES, &buf, len);
+	if (rc == -ENOENT)
+		ck_fail(err, ENOENT, "no recipe '%s'", name);
+	else if (rc == -EFBIG)
 		rc = ck_fail(err, E2BIG, "%s: larger than %u bytes", path, CK_RECIPE_MAX_BYTES);
-	else if (!(buf = malloc((size_t)sb.st_size + 1)))
-		rc = -ENOMEM;
-	else if ((got = fread(buf, 1, (size_t)sb.st_size, f)) != (size_t)sb.st_size)
-		rc = ck_fail(err, EIO, "%s: short read", path);
-	fclose(f);
+	else if (rc)
+		ck_fail(err, -rc, "%s: %s", path, strerror(-rc));
 	free(path);
-	if (rc) {
-		free(buf);
-		return rc;
-	}
-	buf[got] = 0;
-	*text = buf;
-	*len = got;
-	return 0;
-}
-
-static int name_cmp(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	if (!rc)
+		*text = (char *)buf;
+	return rc;
 }
 
 int ck_store_recipe_list(const char *store, char ***names, size_t *n)
@@ -148,7 +127,7 @@ int ck_store_recipe_list(const char *store, char ***names, size_t *n)
 		size_t len = strlen(de->d_name);
 		char *name;
 
-		if (len <= strlen(SUFFIX) || strcmp(de->d_name + len - strlen(SUFFIX), SUFFIX))
+		if (len <= strlen(SUFFIX) || !ck_ends_with(de->d_name, SUFFIX))
 			continue;
 		name = strndup(de->d_name, len - strlen(SUFFIX));
 		if (!name) {
@@ -178,7 +157,7 @@ int ck_store_recipe_list(const char *store, char ***names, size_t *n)
 		return rc;
 	}
 	if (k)
-		qsort(v, k, sizeof(*v), name_cmp);
+		qsort(v, k, sizeof(*v), ck_strp_cmp);
 	*names = v ? v : calloc(1, sizeof(*v));
 	*n = k;
 	return *names ? 0 : -ENOMEM;

@@ -37,22 +37,14 @@ int ck_mdb_errno(int rc)
 
 /* ---- keys ---- */
 
-static void put_be64(uint8_t *p, uint64_t v)
-{
-	int i;
-
-	for (i = 7; i >= 0; i--, v >>= 8)
-		p[i] = (uint8_t)v;
-}
-
 void ck_key_id(uint8_t out[8], uint64_t id)
 {
-	put_be64(out, id);
+	ck_set_be64(out, id);
 }
 
 void ck_key_id_index(uint8_t out[12], uint64_t id, uint32_t index)
 {
-	put_be64(out, id);
+	ck_set_be64(out, id);
 	out[8] = (uint8_t)(index >> 24);
 	out[9] = (uint8_t)(index >> 16);
 	out[10] = (uint8_t)(index >> 8);
@@ -61,12 +53,7 @@ void ck_key_id_index(uint8_t out[12], uint64_t id, uint32_t index)
 
 uint64_t ck_key_get_id(const uint8_t *p)
 {
-	uint64_t v = 0;
-	int i;
-
-	for (i = 0; i < 8; i++)
-		v = v << 8 | p[i];
-	return v;
+	return ck_be64(p);
 }
 
 int ck_key_ckpt_prefix(struct ck_buf *k, const char *series)
@@ -80,7 +67,7 @@ int ck_key_ckpt(struct ck_buf *k, const char *series, int64_t step, const char *
 	uint8_t be[8];
 
 	/* Flipping the sign bit makes negative steps sort before positive ones. */
-	put_be64(be, (uint64_t)step ^ (1ULL << 63));
+	ck_set_be64(be, (uint64_t)step ^ (1ULL << 63));
 	if (ck_key_ckpt_prefix(k, series) < 0 || ck_buf_put(k, be, 8) < 0 ||
 	    ck_buf_put(k, name, strlen(name)) < 0)
 		return -ENOMEM;
@@ -92,7 +79,7 @@ int ck_key_file(struct ck_buf *k, uint64_t ckpt_id, const char *relpath)
 	uint8_t be[8];
 
 	k->len = 0;
-	put_be64(be, ckpt_id);
+	ck_set_be64(be, ckpt_id);
 	if (ck_buf_put(k, be, 8) < 0 || ck_buf_put(k, relpath, strlen(relpath)) < 0)
 		return -ENOMEM;
 	return 0;

@@ -25,93 +25,38 @@
 
 #define MAX_REASON (64u << 10)
 
-static int is_dot(const char *name)
+/* The directories among the entries of STORE/area/SERIES, for each_dir. */
+struct dirs_only {
+	int (*fn)(void *ctx, const char *series, const char *name, const char *path);
+	void *ctx;
+};
+
+static int dir_entry(void *ctx, const char *series, const char *name, const char *path)
 {
-	return !strcmp(name, ".") || !strcmp(name, "..");
+	struct dirs_only *w = ctx;
+	struct stat sb;
+
+	return lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode) ? w->fn(w->ctx, series, name, path) : 0;
 }
 
 /* Calls fn(ctx, series, name, path) for each directory STORE/area/<series>/<name>. */
-static int each_entry(const char *store, const char *area,
-		      int (*fn)(void *ctx, const char *series, const char *name, const char *path), void *ctx)
+static int each_dir(const char *store, const char *area,
+		    int (*fn)(void *ctx, const char *series, const char *name, const char *path), void *ctx)
 {
-	char *top = ck_path_join(store, area);
-	struct dirent *de;
-	DIR *d;
-	int rc = 0;
+	struct dirs_only w = { fn, ctx };
 
-	if (!top)
-		return -ENOMEM;
-	d = opendir(top);
-	if (!d) {
-		rc = errno == ENOENT ? 0 : -errno;
-		free(top);
-		return rc;
-	}
-	while (rc == 0 && (de = readdir(d)) != NULL) {
-		char *sdir;
-		struct dirent *e;
-		DIR *sd;
-
-		if (is_dot(de->d_name))
-			continue;
-		sdir = ck_path_join(top, de->d_name);
-		if (!sdir) {
-			rc = -ENOMEM;
-			break;
-		}
-		sd = opendir(sdir);
-		while (sd && rc == 0 && (e = readdir(sd)) != NULL) {
-			struct stat sb;
-			char *path;
-
-			if (is_dot(e->d_name))
-				continue;
-			path = ck_path_join(sdir, e->d_name);
-			if (!path)
-				rc = -ENOMEM;
-			else if (lstat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-				rc = fn(ctx, de->d_name, e->d_name, path);
-			free(path);
-		}
-		if (sd)
-			closedir(sd);
-		free(sdir);
-	}
-	closedir(d);
-	free(top);
-	return rc;
+	return ck_store_area_each(store, area, dir_entry, &w);
 }
 
-/* Removes STORE/manifests/<series>/<name>.manifest.tmp.<pid>: the writer
- * died before its rename (only called while no commit runs). */
-static int remove_manifest_temps(const char *store)
+/* STORE/manifests/<series>/<name>.manifest.tmp.<pid>: the writer died before
+ * its rename (only called while no commit runs). */
+static int remove_manifest_temp(void *ctx, const char *series, const char *name, const char *path)
 {
-	char *top = ck_path_join(store, CK_MANIFEST_DIR);
-	struct dirent *de, *e;
-	DIR *d, *sd;
-	int rc = 0;
-
-	if (!top)
-		return -ENOMEM;
-	d = opendir(top);
-	while (d && rc == 0 && (de = readdir(d)) != NULL) {
-		char *sdir = is_dot(de->d_name) ? NULL : ck_path_join(top, de->d_name);
-
-		if (!sdir)
-			continue;
-		sd = opendir(sdir);
-		while (sd && (e = readdir(sd)) != NULL) {
-			if (strstr(e->d_name, CK_MANIFEST_SUFFIX ".tmp.") && unlinkat(dirfd(sd), e->d_name, 0) < 0)
-				rc = -errno;
-		}
-		if (sd)
-			closedir(sd);
-		free(sdir);
-	}
-	if (d)
-		closedir(d);
-	free(top);
-	return rc;
+	(void)ctx;
+	(void)series;
+	if (strstr(name, CK_MANIFEST_SUFFIX CK_REPLACE_TMP) && unlink(path) < 0)
+		return -errno;
+	return 0;
 }
 
 struct recovery {
@@ -158,28 +103,42 @@ static int recover_data_dir(void *ctx, const char *series, const char *name, con
 	return 0;
 }
 
+/* Removes the temporary files a writer of dir/REASON that died left:
+ * "REASON.tmp.<pid>" (and "REASON.tmp", the name older versions used). */
+static void remove_reason_temps(const char *dir)
+{
+	static const char prefix[] = CK_QUARANTINE_REASON ".tmp";
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	while (d && (e = readdir(d)) != NULL) {
+		if (!strncmp(e->d_name, prefix, sizeof(prefix) - 1))
+			unlinkat(dirfd(d), e->d_name, 0);
+	}
+	if (d)
+		closedir(d);
+}
+
 /* A quarantined directory whose REASON was not written yet when the commit stopped. */
 static int recover_quarantined(void *ctx, const char *series, const char *name, const char *path)
 {
 	struct recovery *r = ctx;
 	struct ck_error why = { { 0 } };
 	char *reason = ck_path_join(path, CK_QUARANTINE_REASON);
-	char *tmp = ck_path_join(path, CK_QUARANTINE_REASON ".tmp");
 	int rc = 0;
 
 	(void)series;
 	(void)name;
-	if (!reason || !tmp) {
+	if (!reason) {
 		rc = -ENOMEM;
 	} else if (access(reason, F_OK) < 0 && errno == ENOENT) {
-		unlink(tmp);
+		remove_reason_temps(path);
 		rc = ck_store_write_reason(path, ".: the commit stopped before it wrote why; "
 						 "commit a copy of it again to see\n", &why);
 		keep_first(r, rc, &why);
 		rc = 0;
 	}
 	free(reason);
-	free(tmp);
 	return rc;
 }
 
@@ -194,7 +153,7 @@ int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx,
 	rc = ck_store_lock(st->path, 1, &lock, err);
 	if (rc < 0)
 		return rc;
-	rc = remove_manifest_temps(st->path);
+	rc = ck_store_area_each(st->path, CK_MANIFEST_DIR, remove_manifest_temp, NULL);
 	ck_store_unlock(lock);
 	if (rc < 0)
 		return ck_fail(err, -rc, "%s/%s: cannot remove temporary files: %s", st->path, CK_MANIFEST_DIR,
@@ -202,9 +161,9 @@ int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx,
 	rc = ck_store_commit_lock(st, &lock, err);
 	if (rc < 0)
 		return rc;
-	rc = each_entry(st->path, CK_STORE_DATA_DIR, recover_data_dir, &r);
+	rc = each_dir(st->path, CK_STORE_DATA_DIR, recover_data_dir, &r);
 	if (rc == 0)
-		rc = each_entry(st->path, CK_STORE_QUARANTINE_DIR, recover_quarantined, &r);
+		rc = each_dir(st->path, CK_STORE_QUARANTINE_DIR, recover_quarantined, &r);
 	if (rc == 0) {
 		struct ck_error why = { { 0 } };
 
@@ -293,7 +252,7 @@ static int cmp_quarantined(const void *a, const void *b)
 int ck_store_list_quarantine(struct ck_store *st, struct ck_quarantine_info **out, size_t *n)
 {
 	struct qlist q = { 0 };
-	int rc = each_entry(st->path, CK_STORE_QUARANTINE_DIR, add_quarantined, &q);
+	int rc = each_dir(st->path, CK_STORE_QUARANTINE_DIR, add_quarantined, &q);
 
 	if (rc == 0 && !q.v && !(q.v = calloc(1, sizeof(*q.v))))
 		rc = -ENOMEM;

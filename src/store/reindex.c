@@ -24,6 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
+#include "ckptfs/str.h"
 #include "commit.h"
 #include "delete.h"
 #include "index.h"
@@ -57,18 +59,6 @@ static char *joinf(const char *a, const char *b)
 	if (p)
 		snprintf(p, n, "%s/%s", a, b);
 	return p;
-}
-
-static int ends_with(const char *s, const char *suffix)
-{
-	size_t n = strlen(s), m = strlen(suffix);
-
-	return n >= m && strcmp(s + n - m, suffix) == 0;
-}
-
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
 /* The names in dir (without . and ..), sorted.  -ENOENT when dir is missing. */
@@ -109,7 +99,7 @@ static int list_dir(const char *dir, char ***out, size_t *n)
 		return rc;
 	}
 	if (cnt > 1)
-		qsort(v, cnt, sizeof(*v), cmp_str);
+		qsort(v, cnt, sizeof(*v), ck_strp_cmp);
 	*out = v;
 	*n = cnt;
 	return 0;
@@ -301,7 +291,7 @@ out:
 /* Leftovers of commits that crashed: "<name>.manifest.tmp.<pid>" and ".old.<pid>". */
 static int is_leftover(const char *name)
 {
-	return strstr(name, CK_MANIFEST_SUFFIX ".tmp.") || strstr(name, CK_MANIFEST_SUFFIX ".old.");
+	return strstr(name, CK_MANIFEST_SUFFIX CK_REPLACE_TMP) || strstr(name, CK_MANIFEST_SUFFIX ".old.");
 }
 
 static int index_series(struct reindex *r, const char *sdir, const char *series)
@@ -320,7 +310,7 @@ static int index_series(struct reindex *r, const char *sdir, const char *series)
 
 		if (!path) {
 			rc = ck_fail(r->err, ENOMEM, "out of memory");
-		} else if (ends_with(names[i], CK_MANIFEST_SUFFIX)) {
+		} else if (ck_ends_with(names[i], CK_MANIFEST_SUFFIX)) {
 			rc = index_manifest(r, path, &ss);
 		} else if (is_leftover(names[i]) && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
 			unlink(path);   /* no commit runs while we hold the lock */

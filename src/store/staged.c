@@ -108,68 +108,12 @@ static int validate(struct staged *s)
 	return 0;
 }
 
-static int write_file_durably(const char *dir, const char *name, const struct ck_buf *b, struct ck_error *err)
-{
-	char *tmp_name = malloc(strlen(name) + 5);
-	char *tmp = NULL, *dst = ck_path_join(dir, name);
-	size_t off = 0;
-	int fd = -1, rc = 0;
-
-	if (tmp_name) {
-		sprintf(tmp_name, "%s.tmp", name);
-		tmp = ck_path_join(dir, tmp_name);
-	}
-	if (!tmp || !dst) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	while (off < b->len) {
-		ssize_t w = write(fd, b->data + off, b->len - off);
-
-		if (w < 0 && errno == EINTR)
-			continue;
-		if (w < 0) {
-			rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
-			goto out;
-		}
-		off += (size_t)w;
-	}
-	if (fsync(fd) < 0 || close(fd) < 0) {
-		fd = -1;
-		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	fd = -1;
-	if (rename(tmp, dst) < 0) {
-		rc = ck_fail(err, errno, "%s: %s", dst, strerror(errno));
-		goto out;
-	}
-	rc = ck_fsync_dir(dir);
-	if (rc < 0)
-		ck_fail(err, -rc, "%s: fsync: %s", dir, strerror(-rc));
-out:
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0 && tmp)
-		unlink(tmp);
-	free(tmp_name);
-	free(tmp);
-	free(dst);
-	return rc;
-}
-
 int ck_store_write_reason(const char *dir, const char *text, struct ck_error *err)
 {
-	struct ck_buf b = CK_BUF_INIT;
-	int rc = ck_buf_puts(&b, text);
+	char *path = ck_path_join(dir, CK_QUARANTINE_REASON);
+	int rc = path ? ck_file_replace(path, text, strlen(text), err) : ck_fail(err, ENOMEM, "out of memory");
 
-	rc = rc < 0 ? ck_fail(err, ENOMEM, "out of memory") : write_file_durably(dir, CK_QUARANTINE_REASON, &b, err);
-	ck_buf_free(&b);
+	free(path);
 	return rc;
 }
 
@@ -177,10 +121,10 @@ int ck_store_write_reason(const char *dir, const char *text, struct ck_error *er
  * anything; the parents of both are fsynced. */
 static int rename_durably(const char *from, const char *dir, const char *name, char **out, struct ck_error *err)
 {
-	char *dst = ck_path_join(dir, name), *from_parent = strdup(from), *slash;
+	char *dst = ck_path_join(dir, name);
 	int rc = 0;
 
-	if (!dst || !from_parent) {
+	if (!dst) {
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto out;
 	}
@@ -200,12 +144,9 @@ static int rename_durably(const char *from, const char *dir, const char *name, c
 			goto out;
 		}
 	}
-	slash = strrchr(from_parent, '/');
-	if (slash)
-		*slash = '\0';
 	rc = ck_fsync_dir(dir);
-	if (rc == 0 && slash)
-		rc = ck_fsync_dir(from_parent);
+	if (rc == 0)
+		rc = ck_fsync_parent(from);
 	if (rc < 0) {
 		ck_fail(err, -rc, "fsync after renaming %s: %s", from, strerror(-rc));
 		goto out;
@@ -214,7 +155,6 @@ static int rename_durably(const char *from, const char *dir, const char *name, c
 	dst = NULL;
 out:
 	free(dst);
-	free(from_parent);
 	return rc;
 }
 

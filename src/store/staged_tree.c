@@ -1,6 +1,6 @@
 /* Walking a staged checkpoint directory: which files it holds, making all
- * of it durable before it is renamed into place, and creating the store's
- * staging / data / quarantine areas. */
+ * of it durable before it is renamed into place; creating and walking the
+ * store's per-series areas (staging, data, quarantine, manifests). */
 #include "config.h"
 
 #include <dirent.h>
@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "ckptfs/fileio.h"
+#include "ckptfs/str.h"
 #include "manifest.h"
 #include "staging.h"
 
@@ -42,7 +43,7 @@ static int tree_push(struct tree *t, char *s)
 
 static int walk(struct tree *t, const char *root, const char *rel, int depth)
 {
-	char *dir = *rel ? ck_path_join(root, rel) : strdup(root);
+	char *dir = ck_path_join(root, rel);
 	struct dirent *de;
 	DIR *d;
 	int rc = 0;
@@ -90,11 +91,6 @@ static int walk(struct tree *t, const char *root, const char *rel, int depth)
 	return rc;
 }
 
-static int cmp_str(const void *a, const void *b)
-{
-	return strcmp(*(char *const *)a, *(char *const *)b);
-}
-
 int ck_tree_list(const char *root, char ***rel, size_t *n, struct ck_buf *reasons, struct ck_error *err)
 {
 	struct tree t = { .reasons = reasons, .err = err };
@@ -105,23 +101,10 @@ int ck_tree_list(const char *root, char ***rel, size_t *n, struct ck_buf *reason
 		return rc;
 	}
 	if (t.n > 1)
-		qsort(t.rel, t.n, sizeof(*t.rel), cmp_str);
+		qsort(t.rel, t.n, sizeof(*t.rel), ck_strp_cmp);
 	*rel = t.rel;
 	*n = t.n;
 	return 0;
-}
-
-static int fsync_path(const char *path, int flags)
-{
-	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | flags);
-	int rc = 0;
-
-	if (fd < 0)
-		return -errno;
-	if (fsync(fd) < 0 && errno != EINVAL)
-		rc = -errno;
-	close(fd);
-	return rc;
 }
 
 /* The directories of the tree: root and every directory a listed file is in. */
@@ -162,7 +145,7 @@ int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error 
 
 		if (!path)
 			return ck_fail(err, ENOMEM, "out of memory");
-		rc = fsync_path(path, 0);
+		rc = ck_fsync_file(path);
 		if (rc < 0) {
 			rc = ck_fail(err, -rc, "%s: fsync: %s", path, strerror(-rc));
 			free(path);
@@ -173,17 +156,11 @@ int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error 
 	return fsync_dirs(root, rel, n, err);
 }
 
-static int mkdir_durable(const char *parent, const char *path, struct ck_error *err)
+static int mkdir_durable(const char *path, struct ck_error *err)
 {
-	int rc;
+	int rc = ck_mkdir_durable(path);
 
-	if (mkdir(path, 0755) < 0) {
-		if (errno == EEXIST)
-			return 0;
-		return ck_fail(err, errno, "%s: %s", path, strerror(errno));
-	}
-	rc = ck_fsync_dir(parent);
-	return rc < 0 ? ck_fail(err, -rc, "%s: fsync: %s", parent, strerror(-rc)) : 0;
+	return rc < 0 ? ck_fail(err, -rc, "%s: %s", path, strerror(-rc)) : 0;
 }
 
 int ck_store_area_dir(const char *store, const char *area, const char *series, char **out, struct ck_error *err)
@@ -195,9 +172,9 @@ int ck_store_area_dir(const char *store, const char *area, const char *series, c
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = mkdir_durable(store, top, err);
+	rc = mkdir_durable(top, err);
 	if (rc == 0)
-		rc = mkdir_durable(top, dir, err);
+		rc = mkdir_durable(dir, err);
 	if (rc == 0) {
 		*out = dir;
 		dir = NULL;
@@ -205,5 +182,56 @@ int ck_store_area_dir(const char *store, const char *area, const char *series, c
 out:
 	free(top);
 	free(dir);
+	return rc;
+}
+
+static int is_dot(const char *name)
+{
+	return !strcmp(name, ".") || !strcmp(name, "..");
+}
+
+int ck_store_area_each(const char *store, const char *area, ck_area_entry_fn fn, void *ctx)
+{
+	char *top = ck_path_join(store, area);
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	if (!top)
+		return -ENOMEM;
+	d = opendir(top);
+	if (!d) {
+		rc = errno == ENOENT ? 0 : -errno;
+		free(top);
+		return rc;
+	}
+	while (rc == 0 && (de = readdir(d)) != NULL) {
+		char *sdir;
+		struct dirent *e;
+		DIR *sd;
+
+		if (is_dot(de->d_name))
+			continue;
+		sdir = ck_path_join(top, de->d_name);
+		if (!sdir) {
+			rc = -ENOMEM;
+			break;
+		}
+		sd = opendir(sdir);
+		while (sd && rc == 0 && (e = readdir(sd)) != NULL) {
+			char *path;
+
+			if (is_dot(e->d_name))
+				continue;
+			path = ck_path_join(sdir, e->d_name);
+			rc = path ? fn(ctx, de->d_name, e->d_name, path) : -ENOMEM;
+			free(path);
+		}
+		if (sd)
+			closedir(sd);
+		free(sdir);
+	}
+	closedir(d);
+	free(top);
 	return rc;
 }

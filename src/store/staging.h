@@ -30,6 +30,13 @@ int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error 
 /* mkdir of STORE/area and STORE/area/series as needed, each new entry
  * made durable (fsync of its parent).  0 or -errno with err. */
 int ck_store_area_dir(const char *store, const char *area, const char *series, char **out, struct ck_error *err);
+/* Calls fn(ctx, series, name, path) for every entry NAME (of any type) of
+ * every directory STORE/area/SERIES, "." and ".." aside, in directory
+ * order, until fn returns non-zero.  A missing STORE/area has no entries;
+ * an unreadable STORE/area/SERIES is passed over.  Returns 0, what fn
+ * returned, or -errno. */
+typedef int (*ck_area_entry_fn)(void *ctx, const char *series, const char *name, const char *path);
+int ck_store_area_each(const char *store, const char *area, ck_area_entry_fn fn, void *ctx);
 
 /* Writes dir/REASON durably (temporary file, fsync, rename, fsync of dir). */
 int ck_store_write_reason(const char *dir, const char *text, struct ck_error *err);

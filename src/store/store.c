@@ -11,20 +11,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "ckptfs/pack_pool.h"
 #include "chunk_table.h"
 #include "index.h"
-
-static char *path_join(const char *dir, const char *name)
-{
-	size_t n = strlen(dir) + strlen(name) + 2;
-	char *p = malloc(n);
-
-	if (p)
-		snprintf(p, n, "%s/%s", dir, name);
-	return p;
-}
 
 /* 1 if dir has no entries besides . and .., 0 if it has, -errno on error. */
 static int dir_is_empty(const char *dir)
@@ -45,44 +36,20 @@ static int dir_is_empty(const char *dir)
 	return empty;
 }
 
+/* Written last: a half-made store is never taken for one. */
 static int write_marker(const char *dir, struct ck_error *err)
 {
-	char *tmp = path_join(dir, CK_STORE_MARKER_FILE ".tmp");
-	char *dst = path_join(dir, CK_STORE_MARKER_FILE);
-	int fd = -1, rc = 0;
-	size_t n = strlen(CK_STORE_MARKER);
+	char *path = ck_path_join(dir, CK_STORE_MARKER_FILE);
+	int rc = path ? ck_file_replace(path, CK_STORE_MARKER, strlen(CK_STORE_MARKER), err) :
+			ck_fail(err, ENOMEM, "out of memory");
 
-	if (!tmp || !dst) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	/* Written last and renamed into place: a half-made store is never taken for one. */
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0 || write(fd, CK_STORE_MARKER, n) != (ssize_t)n || fsync(fd) < 0) {
-		rc = ck_fail(err, errno ? errno : EIO, "%s: %s", tmp, strerror(errno ? errno : EIO));
-		goto out;
-	}
-	if (close(fd) < 0) {
-		fd = -1;
-		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	fd = -1;
-	if (rename(tmp, dst) < 0)
-		rc = ck_fail(err, errno, "%s: %s", dst, strerror(errno));
-out:
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0 && tmp)
-		unlink(tmp);
-	free(tmp);
-	free(dst);
+	free(path);
 	return rc;
 }
 
 int ck_store_check_marker(const char *dir, struct ck_error *err)
 {
-	char *path = path_join(dir, CK_STORE_MARKER_FILE);
+	char *path = ck_path_join(dir, CK_STORE_MARKER_FILE);
 	char buf[64];
 	size_t n = 0;
 	FILE *f;
@@ -190,7 +157,7 @@ int ck_store_open_index(struct ck_store *st, const char *idx, int create, struct
  * be rebuilt from the manifests. */
 static int check_index_present(const char *dir, const char *idx, struct ck_error *err)
 {
-	char *data = path_join(idx, "data.mdb");
+	char *data = ck_path_join(idx, "data.mdb");
 	struct stat sb;
 	int rc = 0;
 
@@ -211,8 +178,8 @@ int ck_store_init(const char *dir, struct ck_error *err)
 
 	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
 		return ck_fail(err, errno, "%s: %s", dir, strerror(errno));
-	marker = path_join(dir, CK_STORE_MARKER_FILE);
-	idx = path_join(dir, CK_STORE_INDEX_DIR);
+	marker = ck_path_join(dir, CK_STORE_MARKER_FILE);
+	idx = ck_path_join(dir, CK_STORE_INDEX_DIR);
 	if (!marker || !idx) {
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto out;
@@ -284,7 +251,7 @@ int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct c
 		free(st);
 		return ck_fail(err, rc, "%s: %s", dir, strerror(rc));
 	}
-	idx = path_join(dir, CK_STORE_INDEX_DIR);
+	idx = ck_path_join(dir, CK_STORE_INDEX_DIR);
 	if (!idx) {
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto fail;
@@ -295,7 +262,7 @@ int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct c
 	free(idx);
 	if (rc < 0)
 		goto fail;
-	layers = path_join(dir, CK_STORE_LAYERS_FILE);
+	layers = ck_path_join(dir, CK_STORE_LAYERS_FILE);
 	if (!layers) {
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto fail;

@@ -16,6 +16,8 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/clock.h"
+#include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "manifest.h"
 #include "delete.h"
@@ -119,82 +121,21 @@ int ck_tombstone_parse(const char *text, size_t len, int64_t *imported_ns, int64
 	return 0;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_REALTIME, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-static char *parent_dir(const char *path)
-{
-	char *d = strdup(path), *slash = d ? strrchr(d, '/') : NULL;
-
-	if (slash)
-		*slash = '\0';
-	return d;
-}
-
 int ck_tombstone_write(const char *path, int64_t imported_ns, struct ck_error *err)
 {
 	struct ck_buf text = CK_BUF_INIT;
-	char tmp[4096 + 32], *dir = NULL;
-	int fd = -1, rc;
+	int rc = ck_tombstone_format(&text, imported_ns, ck_now_ns());
 
-	if (snprintf(tmp, sizeof(tmp), "%s.tmp.%ld", path, (long)getpid()) >= (int)sizeof(tmp))
-		return ck_fail(err, ENAMETOOLONG, "%s: path too long", path);
-	rc = ck_tombstone_format(&text, imported_ns, now_ns());
-	dir = parent_dir(path);
-	if (rc < 0 || !dir) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto out;
-	}
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-	if (fd < 0) {
-		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	if (write(fd, text.data, text.len) != (ssize_t)text.len || fsync(fd) < 0) {
-		rc = ck_fail(err, errno ? errno : EIO, "%s: %s", tmp, strerror(errno ? errno : EIO));
-		goto out;
-	}
-	if (close(fd) < 0) {
-		fd = -1;
-		rc = ck_fail(err, errno, "%s: %s", tmp, strerror(errno));
-		goto out;
-	}
-	fd = -1;
-	if (rename(tmp, path) < 0) {
-		rc = ck_fail(err, errno, "%s: %s", path, strerror(errno));
-		goto out;
-	}
-	rc = ck_fsync_dir(dir);
-	if (rc < 0)
-		ck_fail(err, -rc, "%s: %s", dir, strerror(-rc));
-out:
-	if (fd >= 0)
-		close(fd);
-	if (rc < 0)
-		unlink(tmp);
+	rc = rc < 0 ? ck_fail(err, ENOMEM, "out of memory") : ck_file_replace(path, text.data, text.len, err);
 	ck_buf_free(&text);
-	free(dir);
 	return rc;
 }
 
 int ck_tombstone_unlink(const char *path)
 {
-	char *dir;
-	int rc;
-
 	if (unlink(path) < 0 && errno != ENOENT)
 		return -errno;
-	dir = parent_dir(path);
-	if (!dir)
-		return -ENOMEM;
-	rc = ck_fsync_dir(dir);
-	free(dir);
-	return rc;
+	return ck_fsync_parent(path);
 }
 
 int ck_tombstone_load(const char *path, int64_t *imported_ns, struct ck_error *err)
@@ -223,7 +164,7 @@ int ck_tombstone_applies(const char *store, const struct ck_manifest *m)
 	if (tpath)
 		rc = ck_tombstone_load(tpath, &imported_ns, &why);
 	if (rc < 0 && rc != -ENOENT)
-		ck_warn("%s: ignored: %s", tpath ? tpath : "tombstone", why.msg[0] ? why.msg : strerror(-rc));
+		ck_warn("%s: ignored: %s", tpath ? tpath : "tombstone", ck_error_text(&why, rc));
 	free(mpath);
 	free(tpath);
 	return rc == 0 && imported_ns == m->imported_ns;

@@ -323,7 +323,7 @@ static int build_torch_archive(const char *what, struct phys_file *newest, const
 	if (!rc && tb.failed)
 		rc = -ENOMEM;
 	if (rc) {
-		ck_err("%s: cannot write the merged pickle: %s", what, err.msg[0] ? err.msg : strerror(-rc));
+		ck_err("%s: cannot write the merged pickle: %s", what, ck_error_text(&err, rc));
 		goto out;
 	}
 	rc = read_small_record(newest, ".storage_alignment", align_txt, sizeof(align_txt));
@@ -528,7 +528,7 @@ static int build_torch(struct ck_view *v, struct ck_vnode *n, struct phys_file *
 		doc = pk_doc_new();
 		rc = doc ? merge_trees(doc, roots, np, &merged, &used_older, &err) : -ENOMEM;
 		if (rc) {
-			ck_err("%s: cannot merge versions: %s", what, err.msg[0] ? err.msg : strerror(-rc));
+			ck_err("%s: cannot merge versions: %s", what, ck_error_text(&err, rc));
 			goto out;
 		}
 	}
@@ -620,7 +620,7 @@ static int build_safetensors(struct ck_view *v, struct ck_vnode *n, struct phys_
 	rc = st_layout(out, npicks, pfs[0]->st.meta, pfs[0]->st.nmeta, &hdr, &err);
 	if (rc) {
 		ck_err("%s/%s: cannot lay out the safetensors header: %s", n->ckpt->info.name, node_desc(n),
-		       err.msg[0] ? err.msg : strerror(-rc));
+		       ck_error_text(&err, rc));
 		goto out;
 	}
 	rc = vfile_add_mem(f, hdr.data, hdr.len);

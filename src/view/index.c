@@ -112,7 +112,7 @@ int composite_build_index(struct ck_view *v, struct ck_vnode *n, struct phys_fil
 		rc = read_index(v, pf, &idx[nidx], &err);
 		if (rc) {
 			ck_err("%s/%s: index from %s unusable: %s", n->ckpt->info.name, n->relpath,
-			       pf->ckpt->info.name, err.msg[0] ? err.msg : strerror(-rc));
+			       pf->ckpt->info.name, ck_error_text(&err, rc));
 			goto out;
 		}
 		nidx++;

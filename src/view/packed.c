@@ -101,7 +101,7 @@ int packed_get(struct ck_view *v, struct phys_file *pf, struct ck_vpacked **out)
 			if (rc) {
 				/* Not remembered: a later open tries again. */
 				ck_err("%s/%s: cannot open its packed form: %s", pf->ckpt->info.name,
-				       pf_name(pf), err.msg[0] ? err.msg : strerror(-rc));
+				       pf_name(pf), ck_error_text(&err, rc));
 				free(p);
 				p = NULL;
 				rc = -EIO;
@@ -154,7 +154,7 @@ static int decode(struct ck_vpacked *p, void *buf, size_t len, uint64_t off)
 		return 0;
 	if (got >= 0)
 		ck_fail(&err, EIO, "the packed file ends at %" PRIu64, off + (uint64_t)got);
-	report(p, off, len, err.msg[0] ? err.msg : strerror((int)-got));
+	report(p, off, len, ck_error_text(&err, (int)got));
 	return -EIO;
 }
 

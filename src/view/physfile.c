@@ -101,14 +101,6 @@ out:
 	return rc;
 }
 
-struct phys_range *phys_find_range(struct phys_file *pf, const char *key)
-{
-	for (size_t i = 0; i < pf->nranges; i++)
-		if (!strcmp(pf->ranges[i].key, key))
-			return &pf->ranges[i];
-	return NULL;
-}
-
 int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off)
 {
 	struct ck_vpacked *packed = atomic_load(&pf->packed);

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "ckptfs/clock.h"
 #include "ckptfs/log.h"
 #include "view_internal.h"
 
@@ -318,7 +319,6 @@ int ck_view_open(const char *store_dir, const struct ck_view_opts *opts, struct 
 {
 	struct ck_view *v = calloc(1, sizeof(*v));
 	pthread_mutexattr_t ma;
-	struct timespec ts;
 	struct ck_vnode *root;
 	char **names = NULL;
 	size_t nnames = 0;
@@ -338,8 +338,7 @@ int ck_view_open(const char *store_dir, const struct ck_view_opts *opts, struct 
 		v->opts = *opts;
 	else
 		v->opts.verify = CK_VERIFY_FIRST;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	v->open_time_ns = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+	v->open_time_ns = ck_now_ns();
 	if (verify_ahead_init(v)) {
 		rc = -ENOMEM;
 		goto fail;

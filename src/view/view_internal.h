@@ -163,7 +163,6 @@ void verify_ahead_post(struct ck_vfile *f, size_t i);
 int phys_open_fd(struct ck_view *v, struct phys_file *pf);
 int phys_check(struct ck_view *v, struct phys_file *pf);
 int phys_load_ranges(struct ck_view *v, struct phys_file *pf);
-struct phys_range *phys_find_range(struct phys_file *pf, const char *key);
 int phys_parse(struct ck_view *v, struct phys_file *pf);
 int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off);
 int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r);

@@ -1,6 +1,9 @@
 /* Fuzz target: js_parse, and st_index_parse on the same bytes.  Whatever
  * parses must serialize (compact and Python style), and the serialization
- * must parse back to the same bytes (compact) or the same index. */
+ * must parse back to the same bytes (compact) or the same index.  The bytes
+ * as a name through js_put_string: always valid UTF-8 without control
+ * characters, and it parses back to the same bytes unless they are not
+ * UTF-8 (then it holds a \udcXX escape, which the parser refuses). */
 #include "config.h"
 
 #include <stdlib.h>
@@ -8,6 +11,7 @@
 
 #include "ckptfs/json.h"
 #include "ckptfs/safetensors.h"
+#include "format/utf8.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -59,9 +63,35 @@ static void index_roundtrip(const char *text, size_t len)
 	ck_buf_free(&b);
 }
 
+static void string_roundtrip(const char *s, size_t len)
+{
+	struct ck_buf b = CK_BUF_INIT;
+	struct js_doc *doc;
+	uint32_t cp;
+
+	if (js_put_string(&b, s, len))
+		abort();
+	for (size_t i = 0, n; i < b.len; i += n) {
+		n = utf8_decode(b.data + i, b.len - i, &cp);
+		if (!n || cp < 0x20)
+			abort();
+	}
+	if (js_parse((const char *)b.data, b.len, &doc, NULL) == 0) {
+		const struct js_value *v = js_root(doc);
+
+		if (v->kind != JS_STRING || v->len != len || memcmp(v->str, s, len))
+			abort();
+		js_free(doc);
+	} else if (!memmem(b.data, b.len, "\\udc", 4)) {
+		abort();
+	}
+	ck_buf_free(&b);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	json_roundtrip((const char *)data, size);
+	string_roundtrip((const char *)data, size);
 	index_roundtrip((const char *)data, size);
 	return 0;
 }

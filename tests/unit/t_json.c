@@ -1,12 +1,15 @@
 /* JSON reader: accepted and refused documents (RFC 8259 strictness,
- * escapes, surrogates, UTF-8, depth), duplicate keys, integer access; and
- * the writers against serde_json's and Python's exact output. */
+ * escapes, surrogates, UTF-8, depth), duplicate keys, integer access; the
+ * writers against serde_json's and Python's exact output; names of any
+ * bytes through the document writer (jw_*), read back by Python. */
 #include "config.h"
 
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "ckptfs/json.h"
 #include "testutil.h"
@@ -215,6 +218,157 @@ static void writers(void)
 	js_free(doc);
 }
 
+/* Names are bytes: what each becomes in a string literal. */
+static void name_escapes(void)
+{
+	static const struct { const char *name, *want; } cases[] = {
+		{ "run\"1", "\"run\\\"1\"" },
+		{ "a\\b", "\"a\\\\b\"" },
+		{ "line\nnext\r\t\b\f", "\"line\\nnext\\r\\t\\b\\f\"" },
+		{ "\x01\x1f\x7f", "\"\\u0001\\u001f\x7f\"" },
+		{ "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "\"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80\"" },
+		/* not UTF-8: each such byte is the lone surrogate U+DC00+byte */
+		{ "\xff", "\"\\udcff\"" },
+		{ "caf\xe9", "\"caf\\udce9\"" },                       /* Latin-1: not the same as "café" */
+		{ "a\xc3", "\"a\\udcc3\"" },                           /* truncated at the end */
+		{ "\xe2\x82x", "\"\\udce2\\udc82x\"" },                /* truncated in the middle */
+		{ "\x80\xbf", "\"\\udc80\\udcbf\"" },                  /* lone continuation bytes */
+		{ "\xc0\x80", "\"\\udcc0\\udc80\"" },                  /* overlong NUL */
+		{ "\xed\xa0\x80", "\"\\udced\\udca0\\udc80\"" },       /* an encoded surrogate */
+		{ "\xf4\x90\x80\x80", "\"\\udcf4\\udc90\\udc80\\udc80\"" },  /* above U+10FFFF */
+		{ "\\udce9", "\"\\\\udce9\"" },                        /* the text of an escape stays text */
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct ck_buf b = CK_BUF_INIT;
+
+		CHECK(!js_put_string(&b, cases[i].name, strlen(cases[i].name)), "js_put_string failed");
+		expect_buf(&b, cases[i].want, "name");
+	}
+}
+
+static void doc_writer(void)
+{
+	struct jw w = { .b = CK_BUF_INIT }, s = { .b = CK_BUF_INIT, .spaced = 1 };
+	struct js_doc *doc;
+
+	jw_begin_obj(&w);
+	jw_key(&w, "a");
+	jw_begin_arr(&w);
+	jw_int(&w, -3);
+	jw_uint(&w, UINT64_MAX);
+	jw_double(&w, 0.5);
+	jw_double(&w, NAN);
+	jw_begin_obj(&w);
+	jw_end_obj(&w);
+	jw_begin_arr(&w);
+	jw_end_arr(&w);
+	jw_end_arr(&w);
+	jw_key(&w, "b\"");
+	jw_bool(&w, 1);
+	jw_key(&w, "c");
+	jw_null(&w);
+	jw_end_obj(&w);
+	CHECK(jw_error(&w) == 0, "jw error %d", jw_error(&w));
+	expect_buf(&w.b, "{\"a\":[-3,18446744073709551615,0.5,null,{},[]],\"b\\\"\":true,\"c\":null}", "jw compact");
+	jw_free(&w);
+
+	jw_begin_obj(&s);
+	jw_key(&s, "x");
+	jw_begin_arr(&s);
+	jw_str(&s, "p");
+	jw_str(&s, "q");
+	jw_end_arr(&s);
+	jw_key(&s, "y");
+	jw_bool(&s, 0);
+	jw_end_obj(&s);
+	doc = parse_ok((const char *)s.b.data, s.b.len);
+	js_free(doc);
+	expect_buf(&s.b, "{\"x\": [\"p\", \"q\"], \"y\": false}", "jw spaced");
+	jw_free(&s);
+
+	/* Fixed width: a document laid out before its numbers keeps its length. */
+	jw_begin_arr(&s);
+	jw_fixed(&s, 0, 0, 13);
+	jw_fixed(&s, 1, 1.5e-3, 13);
+	jw_fixed(&s, 1, NAN, 13);
+	jw_fixed(&s, 1, -1.234567e+300, 14);
+	jw_end_arr(&s);
+	doc = parse_ok((const char *)s.b.data, s.b.len);
+	js_free(doc);
+	expect_buf(&s.b, "[null         , 1.500000e-03 , null         , -1.234567e+300]", "jw_fixed");
+	jw_free(&s);
+	jw_fixed(&s, 1, 1, 12);
+	CHECK(jw_error(&s) == -EINVAL, "jw_fixed narrower than 13");
+	jw_free(&s);
+
+	/* Too deep: the error sticks and nothing more is written. */
+	for (int d = 0; d <= JW_MAX_DEPTH; d++)
+		jw_begin_arr(&w);
+	CHECK(jw_error(&w) == -E2BIG, "nesting past JW_MAX_DEPTH: error %d", jw_error(&w));
+	jw_str(&w, "after");
+	CHECK(w.b.len == JW_MAX_DEPTH && !memchr(w.b.data, 'a', w.b.len), "written after the error");
+	jw_free(&w);
+	CHECK(jw_error(&w) == 0 && w.b.len == 0, "jw_free does not reset the writer");
+}
+
+/* Series, checkpoint and file names of every kind of byte in a document:
+ * Python reads it as JSON and gets each name back, byte for byte, with
+ * the "surrogateescape" error handler (os.fsencode). */
+static void names_python(void)
+{
+	static const char *const script =
+		"import json, sys; d = json.load(open(sys.argv[1], encoding=\"utf-8\")); "
+		"sys.stdout.write(\" \".join(k.encode(\"utf-8\", \"surrogateescape\").hex() + \"=\" + "
+		"v.encode(\"utf-8\", \"surrogateescape\").hex() for k, v in d[\"names\"].items()))";
+	char names[8][300], *got;
+	struct jw w = { .b = CK_BUF_INIT };
+	struct ck_buf want = CK_BUF_INIT;
+	size_t n = 0;
+
+	strcpy(names[n++], "run\"1");
+	strcpy(names[n++], "back\\slash\nnew\tline");
+	strcpy(names[n++], "caf\xe9-\xff\xfe-\xc3\xa9-\xed\xa0\x80-\xf0\x9f\x98\x80");
+	for (int i = 0; i < 31; i++)
+		names[n][i] = (char)(i + 1);   /* every control character */
+	names[n++][31] = '\0';
+	for (int i = 0; i < 128; i++)
+		names[n][i] = (char)(128 + i); /* every byte with the high bit */
+	names[n++][128] = '\0';
+	memset(names[n], 'x', 255);        /* NAME_MAX bytes */
+	memcpy(names[n], "\"\\\n\x80", 4);
+	names[n++][255] = '\0';
+
+	jw_begin_obj(&w);
+	jw_key(&w, "names");
+	jw_begin_obj(&w);
+	for (size_t i = 0; i < n; i++) {
+		jw_key(&w, names[i]);
+		jw_str(&w, names[(i + 1) % n]);
+		for (size_t j = 0; j < strlen(names[i]); j++)
+			SETUP(!ck_buf_printf(&want, "%02x", (uint8_t)names[i][j]));
+		SETUP(!ck_buf_putc(&want, '='));
+		for (size_t j = 0; j < strlen(names[(i + 1) % n]); j++)
+			SETUP(!ck_buf_printf(&want, "%02x", (uint8_t)names[(i + 1) % n][j]));
+		SETUP(!ck_buf_puts(&want, i + 1 < n ? " " : ""));
+	}
+	jw_end_obj(&w);
+	jw_end_obj(&w);
+	SETUP(jw_error(&w) == 0 && !ck_buf_putc(&want, '\0'));
+	got = python_on(script, w.b.data, w.b.len);
+	if (!got) {
+		CHECK(access(test_python(), X_OK) < 0, "Python could not read the document as JSON:\n%.*s",
+		      (int)w.b.len, (const char *)w.b.data);
+		fprintf(stderr, "note: no Python to read the names back, skipped\n");
+	} else {
+		CHECK(!strcmp(got, (const char *)want.data), "names read back by Python:\n%s\nwant\n%s", got,
+		      (const char *)want.data);
+	}
+	free(got);
+	ck_buf_free(&want);
+	jw_free(&w);
+}
+
 static void python_dumps(void)
 {
 	/* Numbers in the form Python's repr writes them, as they would be in a file Python wrote. */
@@ -261,6 +415,9 @@ int main(void)
 	depth();
 	as_u64();
 	writers();
+	name_escapes();
+	doc_writer();
+	names_python();
 	python_dumps();
 	return test_result();
 }
