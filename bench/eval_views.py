@@ -98,9 +98,7 @@ def load_mmap(path):
         a, b = info["data_offsets"]
         t = torch.frombuffer(view[8 + n + a:8 + n + b], dtype=safetensors_ref.TORCH_OF[info["dtype"]])
         out[name] = t.reshape(info["shape"]).clone()
-    view.release()
-    m.close()
-    return out
+    return out   # the mapping goes with its last view
 
 
 def load_read(path):

@@ -192,8 +192,11 @@ static int on_tensor(void *ctx, const struct ck_vtensor *t)
 	memset(e, 0, sizeof(*e));
 	e->name = strdup(name);
 	e->path = strdup(t->name);
+	/* The view's layer is the name's when nothing was stripped (the rules
+	 * are not run twice). */
+	e->layer = name == t->name && t->layer ? strdup(t->layer) : NULL;
 	l->n++;
-	if (!e->name || !e->path)
+	if (!e->name || !e->path || (name == t->name && t->layer && !e->layer))
 		return l->rc = -ENOMEM;
 	e->dtype = t->dtype;
 	e->ndim = t->ndim;
@@ -353,7 +356,10 @@ static int entry_layers(struct builder *b, struct ck_cat_tensor *v, size_t n)
 		v[i].role = CK_CAT_WEIGHT;
 		v[i].src_series = b->cat->ckpt.series;
 		v[i].param = strdup(v[i].name);
-		rc = v[i].param ? layer_of(b, v[i].name, &v[i].layer) : -ENOMEM;
+		if (!v[i].param)
+			rc = -ENOMEM;
+		else if (!v[i].layer)
+			rc = layer_of(b, v[i].name, &v[i].layer);
 	}
 	return rc;
 }
