@@ -24,8 +24,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ckptfs.h"
 #include "ckptfs/ctldir.h"
+#include "control.h"
+#include "mount.h"
+#include "read.h"
 
 /* The table wrapped (one session per daemon). */
 static const struct fuse_lowlevel_ops *base_ops;

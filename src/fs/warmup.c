@@ -11,7 +11,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
-#include "ckptfs.h"
+#include "ckptfs/log.h"
+#include "warmup.h"
 
 static void *warmup_main(void *arg)
 {
