@@ -34,12 +34,14 @@ struct ckfs_config {
 	int direct_io;          /* CKFS_DIO_*: which committed files bypass the page cache */
 	int passthrough;        /* -o passthrough (default): the kernel reads whole raw files itself */
 	int warmup;             /* -o warmup (default): build the newest composites at mount */
+	int permissions;        /* -o permissions (default): the kernel and the daemon check access */
 	struct ck_ctl_opts ctl; /* -o weights_shard: the control directory's settings */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
 	int has_fsname;
 	int has_subtype;
+	int has_default_permissions;
 };
 
 /* -o direct_io=: which committed files are opened with FOPEN_DIRECT_IO
@@ -60,7 +62,8 @@ enum {
  * set cfg->show_help / show_version. */
 int ckfs_parse_args(int argc, char **argv, struct ckfs_config *cfg);
 /* Completes cfg->fuse_opts once cfg->store is absolute: fsname, subtype,
- * ro and max_read.  0 or -ENOMEM. */
+ * ro, default_permissions (unless -o nopermissions) and max_read.  0 or
+ * -ENOMEM. */
 int ckfs_finish_fuse_opts(struct ckfs_config *cfg);
 void ckfs_config_free(struct ckfs_config *cfg);
 void ckfs_print_help(const char *progname);
