@@ -322,5 +322,26 @@ int ck_vfile_check(struct ck_vfile *f);
 /* Provenance of a built file as ck_view_getxattr's user.ckptfs.sources
  * gives it for composites, under the given checkpoint and file labels. */
 int ck_vfile_sources_json(const struct ck_vfile *f, const char *checkpoint, const char *file, struct ck_buf *out);
+/* user.ckptfs.lossy of a built file, as ck_view_getxattr gives it for
+ * composites: -ENODATA when every byte it serves is exact. */
+int ck_vfile_lossy_json(const struct ck_vfile *f, struct ck_buf *out);
+/* The distinct physical file versions a built (or composite) file reads:
+ * i from 0 to ck_vfile_nsources(f) - 1. */
+size_t ck_vfile_nsources(const struct ck_vfile *f);
+struct ck_vsource *ck_vfile_source(const struct ck_vfile *f, size_t i);
+
+/* Owners of files built from tensors (the control directory's), which
+ * are reached through none of the directories holding their sources:
+ * ck_view_sources_owner gives what such a file made of srcs[0..n) shows,
+ * by the rules of composites (the newest source's owner and group; per
+ * class, the permission bits every source grants, less the classes that
+ * cannot search a directory holding a source inside its checkpoint), with
+ * mode 0 when n is 0.  ck_view_sources_access: whether c may do mask on
+ * every source as ck_view_access decides for a composite's (read needs
+ * read permission on each and search permission on the directories
+ * holding it): 0 or -EACCES. */
+void ck_view_sources_owner(struct ck_view *v, struct ck_vsource *const *srcs, size_t n, struct ck_owner *out);
+int ck_view_sources_access(struct ck_view *v, struct ck_vsource *const *srcs, size_t n, const struct ck_cred *c,
+			   int mask);
 
 #endif

@@ -87,6 +87,17 @@ int ctl_safetensors(struct ck_view *v, const struct st_pick *p, size_t n, const 
 /* Its size without building it. */
 int ctl_safetensors_size(const struct st_pick *p, size_t n, uint64_t *size);
 
+/* The physical file versions a file reads, for its owner and mode. */
+struct ctl_srcs {
+	struct ck_vsource **v;
+	size_t n, cap;
+};
+/* Adds src (once however often it is added): 0 or -ENOMEM. */
+int ctl_srcs_add(struct ctl_srcs *s, struct ck_vsource *src);
+/* The sources of the picks' bytes: 0 or -ENOMEM. */
+int ctl_picks_sources(const struct st_pick *p, size_t n, struct ctl_srcs *out);
+void ctl_srcs_free(struct ctl_srcs *s);
+
 /* ---- the node model (ctldir.c) ---- */
 
 struct ck_ctl;
@@ -101,6 +112,7 @@ struct ctl_spec {
 	const struct ctl_type *type;
 	char *arg[3];              /* what the type needs to make it (series, checkpoint, layer...) */
 	void *ptr;                 /* the same, a pointer that lives as long as the control dir */
+	const struct ck_vnode *anchor;  /* directories: the view node whose owner it shows (or NULL) */
 	size_t order;              /* its place in the list (of two equal names the first wins) */
 };
 
@@ -109,10 +121,15 @@ struct ctl_specs {
 	size_t n, cap;
 };
 
-/* Appends a spec (strings copied; NULL args allowed): 0 or -ENOMEM. */
+/* Appends a spec (strings copied; NULL args allowed): 0 or -ENOMEM.
+ * A directory shows the owner and group of its anchor, and of its mode
+ * only the read and search bits (a file anchor's read bits give both);
+ * without one, its parent's (see ctl_spec_anchor). */
 int ctl_spec_add(struct ctl_specs *s, const char *name, const char *key, int is_dir, const struct ctl_type *type,
 		 const char *a0, const char *a1, const char *a2, void *ptr);
 void ctl_specs_free(struct ctl_specs *s);
+/* Sets the anchor of the spec added last. */
+void ctl_spec_anchor(struct ctl_specs *s, const struct ck_vnode *anchor);
 
 struct ctl_type {
 	const char *kind;          /* user.ckptfs.kind */
@@ -123,6 +140,11 @@ struct ctl_type {
 	/* Files: the size (cheap when possible) and the contents. */
 	int (*size)(struct ck_ctl *c, struct ctl_node *f, uint64_t *size);
 	int (*build)(struct ck_ctl *c, struct ctl_node *f, struct ck_vfile **out);
+	/* Files: the physical file versions its bytes (or numbers) come from,
+	 * without building it, for its owner, mode and who may read it.
+	 * NULL: those of the file built.  None: the directory's owner, read
+	 * bits only. */
+	int (*sources)(struct ck_ctl *c, struct ctl_node *f, struct ctl_srcs *out);
 	/* user.ckptfs.checkpoint / step of the node, when it has them (step
 	 * -1: none): 0, or -ENODATA. */
 	int (*ckpt)(struct ck_ctl *c, struct ctl_node *n, struct ck_buf *label, int64_t *step);
@@ -139,6 +161,7 @@ struct ctl_node {
 	const struct ctl_type *type;
 	char *arg[3];
 	void *ptr;
+	const struct ck_vnode *anchor;
 	/* directories (under c->lock) */
 	struct ctl_node **children;   /* sorted by name */
 	size_t nchildren;

@@ -50,6 +50,12 @@ int ctl_spec_add(struct ctl_specs *s, const char *name, const char *key, int is_
 	return 0;
 }
 
+void ctl_spec_anchor(struct ctl_specs *s, const struct ck_vnode *anchor)
+{
+	if (s->n)
+		s->v[s->n - 1].anchor = anchor;
+}
+
 void ctl_specs_free(struct ctl_specs *s)
 {
 	for (size_t i = 0; i < s->n; i++) {
@@ -58,6 +64,32 @@ void ctl_specs_free(struct ctl_specs *s)
 		for (int k = 0; k < 3; k++)
 			free(s->v[i].arg[k]);
 	}
+	free(s->v);
+	memset(s, 0, sizeof(*s));
+}
+
+/* --- sources ------------------------------------------------------------------ */
+
+int ctl_srcs_add(struct ctl_srcs *s, struct ck_vsource *src)
+{
+	for (size_t i = s->n; i-- > 0;)   /* a file's tensors come from a few files, mostly the last one met */
+		if (s->v[i] == src)
+			return 0;
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 8;
+		struct ck_vsource **p = realloc(s->v, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		s->v = p;
+		s->cap = cap;
+	}
+	s->v[s->n++] = src;
+	return 0;
+}
+
+void ctl_srcs_free(struct ctl_srcs *s)
+{
 	free(s->v);
 	memset(s, 0, sizeof(*s));
 }
@@ -87,6 +119,7 @@ static struct ctl_node *node_new(struct ck_ctl *c, struct ctl_node *parent, stru
 	n->type = sp->type;
 	memcpy(n->arg, sp->arg, sizeof(n->arg));
 	n->ptr = sp->ptr;
+	n->anchor = sp->anchor;
 	memset(sp, 0, sizeof(*sp));
 	n->parent = parent;
 	n->mtime_ns = c->open_time_ns;
@@ -219,10 +252,20 @@ static int registered_build(struct ck_ctl *c, struct ctl_node *n, struct ck_vfil
 	return e->fn(e->ctx, c->view, out);
 }
 
-/* Registered files are built on every open. */
+static int no_sources(struct ck_ctl *c, struct ctl_node *n, struct ctl_srcs *out)
+{
+	(void)c;
+	(void)n;
+	(void)out;
+	return 0;
+}
+
+/* Registered files are built on every open, and read by anyone who may
+ * search .ckptfs. */
 static const struct ctl_type ctl_registered = {
 	.kind = "control",
 	.build = registered_build,
+	.sources = no_sources,
 	.is_volatile = 1,
 };
 
@@ -449,17 +492,83 @@ int ctl_find_checkpoint(struct ck_ctl *c, const char *series, const char *name, 
 
 /* --- the public operations -------------------------------------------------------- */
 
+/* What directory n shows: its anchor's owner and group, and of its mode
+ * the read and search bits (a file's read bits giving both), else its
+ * parent's; .ckptfs and the entries without one: the mount root's owner,
+ * 0555. */
+static void dir_owner(struct ck_ctl *c, const struct ctl_node *n, struct ck_owner *o)
+{
+	const struct ck_vnode *a = NULL;
+	struct ck_vattr va;
+
+	while (n && !(a = n->anchor))
+		n = n->parent;
+	if (ck_view_getattr(c->view, a ? a : ck_view_root(c->view), &va)) {
+		memset(o, 0, sizeof(*o));   /* gone: root's, and nothing for the others */
+		o->mode = a ? 0500 : 0555;
+		return;
+	}
+	o->uid = va.uid;
+	o->gid = va.gid;
+	if (!a)
+		o->mode = 0555;
+	else if (S_ISDIR(va.mode))
+		o->mode = (uint32_t)va.mode & 0555;
+	else
+		o->mode = ((uint32_t)va.mode & 0444) | (((uint32_t)va.mode & 0444) >> 2);
+}
+
+/* The sources of file n: its type's, or those of the file built. */
+static int file_sources(struct ck_ctl *c, struct ctl_node *n, struct ctl_srcs *out)
+{
+	struct ck_vfile *f;
+	int rc;
+
+	if (n->type->sources)
+		return n->type->sources(c, n, out);
+	rc = node_vfile(c, n, &f);
+	if (rc)
+		return rc;
+	for (size_t i = 0; !rc && i < ck_vfile_nsources(f); i++)
+		rc = ctl_srcs_add(out, ck_vfile_source(f, i));
+	ck_vfile_put(f);
+	return rc;
+}
+
+/* What node n shows (see ctl_int.h, ctl_spec_add and struct ctl_type):
+ * files are read-only, so only read bits. */
+static void node_owner(struct ck_ctl *c, struct ctl_node *n, struct ck_owner *o)
+{
+	struct ctl_srcs s = { 0 };
+
+	if (n->is_dir) {
+		dir_owner(c, n, o);
+		return;
+	}
+	if (!file_sources(c, n, &s) && s.n)
+		ck_view_sources_owner(c->view, s.v, s.n, o);
+	else
+		dir_owner(c, n->parent, o);
+	o->mode &= 0444;
+	ctl_srcs_free(&s);
+}
+
 static int attr_of(struct ck_ctl *c, struct ctl_node *n, struct ck_vattr *out)
 {
+	struct ck_owner o;
+
 	memset(out, 0, sizeof(*out));
 	out->ino = n->ino;
 	out->mtime_ns = n->mtime_ns;
+	node_owner(c, n, &o);
+	out->uid = o.uid;
+	out->gid = o.gid;
 	if (n->is_dir) {
-		out->mode = S_IFDIR | 0555;
+		out->mode = S_IFDIR | o.mode;
 		out->nlink = 2;
 		return 0;
 	}
-	out->mode = S_IFREG | 0444;
+	out->mode = S_IFREG | o.mode;
 	out->nlink = 1;
 	if (n->type->size && !n->vfile)
 		return n->type->size(c, n, &out->size);
@@ -591,6 +700,27 @@ int ck_ctl_renamable(struct ck_ctl *c, uint64_t ino)
 	return n && (n->type->renamable || n->type->is_volatile);
 }
 
+int ck_ctl_access(struct ck_ctl *c, uint64_t ino, const struct ck_cred *cred, int mask)
+{
+	struct ctl_node *n = node_of(c, ino);
+	struct ctl_srcs s = { 0 };
+	struct ck_owner o;
+	int rc;
+
+	if (!n)
+		return -ENOENT;
+	node_owner(c, n, &o);
+	rc = ck_perm_check(&o, n->is_dir, cred, mask);
+	if (rc || n->is_dir || !(mask & CK_MAY_READ))
+		return rc;
+	/* Reading a file made of others' bytes reads them all. */
+	rc = file_sources(c, n, &s);
+	if (!rc)
+		rc = ck_view_sources_access(c->view, s.v, s.n, cred, CK_MAY_READ);
+	ctl_srcs_free(&s);
+	return rc == -ENOMEM || rc == -EACCES ? rc : rc ? -EIO : 0;
+}
+
 int ck_ctl_open_file(struct ck_ctl *c, uint64_t ino, struct ck_vfile **out)
 {
 	struct ctl_node *n = node_of(c, ino);
@@ -624,7 +754,24 @@ static void node_path(const struct ctl_node *n, struct ck_buf *b)
 
 static const char *const xattr_names[] = {
 	"user.ckptfs.kind", "user.ckptfs.checkpoint", "user.ckptfs.step", "user.ckptfs.sources",
+	"user.ckptfs.lossy",
 };
+
+/* user.ckptfs.lossy of file n: -ENODATA when it serves exact bytes only. */
+static int node_lossy(struct ck_ctl *c, struct ctl_node *n, struct ck_buf *out)
+{
+	struct ck_vfile *f;
+	int rc;
+
+	if (n->is_dir || n->type->is_volatile)
+		return -ENODATA;
+	rc = node_vfile(c, n, &f);
+	if (rc)
+		return rc == -ENOMEM ? rc : -EIO;
+	rc = ck_vfile_lossy_json(f, out);
+	ck_vfile_put(f);
+	return rc;
+}
 
 int ck_ctl_getxattr(struct ck_ctl *c, uint64_t ino, const char *name, struct ck_buf *out)
 {
@@ -670,6 +817,8 @@ int ck_ctl_getxattr(struct ck_ctl *c, uint64_t ino, const char *name, struct ck_
 		ck_buf_free(&label);
 		return rc;
 	}
+	if (!strcmp(name, "user.ckptfs.lossy"))
+		return node_lossy(c, n, out);
 	return -ENODATA;
 }
 
@@ -691,6 +840,14 @@ int ck_ctl_listxattr(struct ck_ctl *c, uint64_t ino, struct ck_buf *out)
 			continue;
 		if (i == 3 && n->is_dir)
 			continue;
+		if (i == 4) {
+			struct ck_buf scratch = CK_BUF_INIT;
+			int lossy = node_lossy(c, n, &scratch) == 0;
+
+			ck_buf_free(&scratch);
+			if (!lossy)
+				continue;
+		}
 		rc = ck_buf_put(out, xattr_names[i], strlen(xattr_names[i]) + 1);
 	}
 	return rc;

@@ -122,10 +122,24 @@ static int layer_st_build(struct ck_ctl *c, struct ctl_node *n, struct ck_vfile 
 	return rc;
 }
 
+static int layer_st_sources(struct ck_ctl *c, struct ctl_node *n, struct ctl_srcs *out)
+{
+	struct st_pick *p;
+	size_t np;
+	int rc = layer_picks(n->ptr, n->arg[0], &p, &np);
+
+	(void)c;
+	if (!rc)
+		rc = ctl_picks_sources(p, np, out);
+	free(p);
+	return rc;
+}
+
 static const struct ctl_type layer_st = {
 	.kind = "layer",
 	.size = layer_st_size,
 	.build = layer_st_build,
+	.sources = layer_st_sources,
 	.ckpt = layer_label,
 };
 
@@ -133,6 +147,7 @@ static const struct ctl_type history_st = {
 	.kind = "history",
 	.size = layer_st_size,
 	.build = layer_st_build,
+	.sources = layer_st_sources,
 	.ckpt = layer_label,
 };
 
@@ -258,10 +273,32 @@ static int layer_json_build(struct ck_ctl *c, struct ctl_node *n, struct ck_vfil
 	return rc;
 }
 
+/* LAYER.json's numbers come from the layer's tensors and their previous
+ * saved values. */
+static int layer_json_sources(struct ck_ctl *c, struct ctl_node *n, struct ctl_srcs *out)
+{
+	struct st_pick *p;
+	size_t np;
+	int rc = layer_picks(n->ptr, n->arg[0], &p, &np);
+
+	if (rc)
+		return rc;
+	for (size_t i = 0; i < np && !rc; i++) {
+		const struct ck_cat_tensor *prev;
+
+		rc = ctl_srcs_add(out, p[i].e->source);
+		if (!rc && previous_value(c, p[i].e, &prev) == 0)
+			rc = ctl_srcs_add(out, prev->source);
+	}
+	free(p);
+	return rc;
+}
+
 static const struct ctl_type layer_js = {
 	.kind = "layer-json",
 	.size = layer_json_size,
 	.build = layer_json_build,
+	.sources = layer_json_sources,
 	.ckpt = layer_label,
 };
 

@@ -122,6 +122,15 @@ out:
 	return rc;
 }
 
+int ctl_picks_sources(const struct st_pick *p, size_t n, struct ctl_srcs *out)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc; i++)
+		rc = ctl_srcs_add(out, p[i].e->source);
+	return rc;
+}
+
 /* --- shards ---------------------------------------------------------------------- */
 
 /* shard[i] (from 0) of each weight of cat; the number of shards. */
@@ -225,10 +234,23 @@ static int model_build(struct ck_ctl *c, struct ctl_node *n, struct ck_vfile **o
 	return rc;
 }
 
+static int model_sources(struct ck_ctl *c, struct ctl_node *n, struct ctl_srcs *out)
+{
+	struct st_pick *p;
+	size_t np;
+	int rc = shard_picks(c, n->ptr, strtoul(n->arg[0], NULL, 10), &p, &np);
+
+	if (!rc)
+		rc = ctl_picks_sources(p, np, out);
+	free(p);
+	return rc;
+}
+
 static const struct ctl_type weights_model = {
 	.kind = "weights",
 	.size = model_size,
 	.build = model_build,
+	.sources = model_sources,
 	.ckpt = weights_label,
 };
 
@@ -269,9 +291,22 @@ static int index_build(struct ck_ctl *c, struct ctl_node *n, struct ck_vfile **o
 	return rc;
 }
 
+/* The index names every weight: it shows as the weights do. */
+static int index_sources(struct ck_ctl *c, struct ctl_node *n, struct ctl_srcs *out)
+{
+	const struct ck_catalog *cat = n->ptr;
+	int rc = 0;
+
+	(void)c;
+	for (size_t i = 0; i < cat->nweights && !rc; i++)
+		rc = ctl_srcs_add(out, cat->weights[i].source);
+	return rc;
+}
+
 static const struct ctl_type weights_index = {
 	.kind = "weights",
 	.build = index_build,
+	.sources = index_sources,
 	.ckpt = weights_label,
 };
 
@@ -380,7 +415,10 @@ int ctl_list_checkpoints(struct ck_ctl *c, const char *series, const struct ctl_
 	int rc = ck_view_series_checkpoints(c->view, series, &ck, &n);
 
 	for (size_t i = 0; i < n && !rc; i++)
+	{
 		rc = ctl_spec_add(out, ck[i].name, NULL, 1, t, series, ck[i].name, NULL, (void *)ck[i].node);
+		ctl_spec_anchor(out, ck[i].node);
+	}
 	free(ck);
 	return rc;
 }
@@ -404,9 +442,11 @@ int ctl_list_series(struct ck_ctl *c, const struct ctl_type *t, struct ctl_specs
 	int rc = ck_view_children(c->view, root, &kids, &n, &changes);
 
 	for (size_t i = 0; i < n && !rc; i++)
-		if (ck_vnode_is_series_dir(c->view, kids[i]))
+		if (ck_vnode_is_series_dir(c->view, kids[i])) {
 			rc = ctl_spec_add(out, ck_vnode_name(kids[i]), NULL, 1, t, ck_vnode_name(kids[i]), NULL, NULL,
 					  NULL);
+			ctl_spec_anchor(out, kids[i]);
+		}
 	free(kids);
 	return rc;
 }

@@ -15,6 +15,11 @@
  * Files are ck_vfiles like composites and are read by the same code
  * (read.c); they keep the page cache (their bytes never change), except
  * registered volatile entries, opened with direct I/O.
+ *
+ * Owners and modes are src/ctl's (ck_ctl_getattr), which the kernel checks
+ * (default_permissions); as for composites, the daemon adds at open and for
+ * the attributes what one mode cannot say: the physical files a file reads
+ * (ck_ctl_access).
  */
 #include "config.h"
 
@@ -26,6 +31,7 @@
 
 #include "ckptfs/ctldir.h"
 #include "control.h"
+#include "creds.h"
 #include "mount.h"
 #include "read.h"
 
@@ -37,7 +43,23 @@ static int is_ctl(fuse_ino_t ino)
 	return ck_ctl_owns(ino);
 }
 
-static void to_stat(struct ckfs *fs, const struct ck_vattr *a, struct stat *st)
+/* Whether the user of req may do mask on node ino (ck_ctl_access): the
+ * kernel checks the modes shown; this adds the physical files a file
+ * reads.  Always 0 with -o nopermissions, and for root. */
+static int ctl_may(fuse_req_t req, fuse_ino_t ino, int mask)
+{
+	struct ckfs_cred c;
+	int rc;
+
+	if (!ckfs_checks(req))
+		return 0;
+	ckfs_cred_get(req, &c);
+	rc = ck_ctl_access(ckfs_of(req)->ctl, ino, &c.c, mask);
+	ckfs_cred_put(&c);
+	return rc;
+}
+
+static void to_stat(const struct ck_vattr *a, struct stat *st)
 {
 	memset(st, 0, sizeof(*st));
 	st->st_ino = a->ino;
@@ -63,7 +85,7 @@ static void reply_entry(fuse_req_t req, struct ckfs *fs, int rc, const struct ck
 		return;
 	}
 	memset(&e, 0, sizeof(e));
-	to_stat(fs, a, &e.attr);
+	to_stat(a, &e.attr);
 	e.ino = a->ino;
 	e.generation = 1;    /* never reused while mounted */
 	e.attr_timeout = ck_ctl_volatile(fs->ctl, a->ino) ? 0 : fs->cfg->attr_timeout;
@@ -102,7 +124,7 @@ static void ctl_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	to_stat(fs, &a, &st);
+	to_stat(&a, &st);
 	fuse_reply_attr(req, &st, ck_ctl_volatile(fs->ctl, ino) ? 0 : fs->cfg->attr_timeout);
 }
 
@@ -119,6 +141,8 @@ static void ctl_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	rc = ck_ctl_getattr(fs->ctl, ino, &a);
 	if (!rc && (mask & W_OK))
 		rc = -EROFS;
+	if (!rc)
+		rc = ctl_may(req, ino, mask & (R_OK | X_OK));
 	fuse_reply_err(req, -rc);
 }
 
@@ -229,6 +253,9 @@ static void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	rc = ck_ctl_open_file(fs->ctl, ino, &f);
+	/* After the open, which looked at the sources' owners and modes now. */
+	if (!rc && (rc = ctl_may(req, ino, CK_MAY_READ)) != 0)
+		ck_vfile_put(f);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -274,12 +301,17 @@ static void reply_xattr(fuse_req_t req, int rc, const struct ck_buf *v, size_t s
 static void ctl_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
 {
 	struct ck_buf v = CK_BUF_INIT;
+	int rc;
 
 	if (!is_ctl(ino)) {
 		base_ops->getxattr(req, ino, name, size);
 		return;
 	}
-	reply_xattr(req, ck_ctl_getxattr(ckfs_of(req)->ctl, ino, name, &v), &v, size);
+	/* Provenance names the physical files: for whoever may read them all. */
+	rc = ctl_may(req, ino, CK_MAY_READ);
+	if (!rc)
+		rc = ck_ctl_getxattr(ckfs_of(req)->ctl, ino, name, &v);
+	reply_xattr(req, rc, &v, size);
 	ck_buf_free(&v);
 }
 

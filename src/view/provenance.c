@@ -124,26 +124,20 @@ int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
  *
  * bound: every element within bound times its tensor's largest |x|.
  * -ENODATA when every byte the file serves is exact. */
-int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
+int ck_vfile_lossy_json(const struct ck_vfile *f, struct ck_buf *out)
 {
 	struct jw w = { .b = CK_BUF_INIT, .spaced = 1 };
 	struct ck_file_pack_info *pi;
-	struct ck_vfile *f;
 	double bound = 0, worst = 0;
 	unsigned method = 0;
 	size_t lossy = 0;
-	int rc;
+	int rc = 0;
 
-	rc = view_node_vfile(v, n, &f);
-	if (rc)
-		return rc;
 	pi = calloc(f->nsrcs ? f->nsrcs : 1, sizeof(*pi));
-	if (!pi) {
-		ck_vfile_put(f);
+	if (!pi)
 		return -ENOMEM;
-	}
 	for (size_t i = 0; i < f->nsrcs; i++) {
-		if (ck_store_file_pack_info(v->store, f->srcs[i]->info.id, &pi[i]) < 0 || !pi[i].lossy) {
+		if (ck_store_file_pack_info(f->view->store, f->srcs[i]->info.id, &pi[i]) < 0 || !pi[i].lossy) {
 			pi[i].lossy = 0;
 			continue;
 		}
@@ -188,6 +182,17 @@ int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 	}
 	jw_free(&w);
 	free(pi);
-	ck_vfile_put(f);
 	return rc ? rc : lossy ? 0 : -ENODATA;
+}
+
+int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
+{
+	struct ck_vfile *f;
+	int rc = view_node_vfile(v, n, &f);
+
+	if (rc)
+		return rc;
+	rc = ck_vfile_lossy_json(f, out);
+	ck_vfile_put(f);
+	return rc;
 }
