@@ -16,7 +16,9 @@ tmp=$(ck_tmpdir)
 store=$tmp/store
 work=$tmp/work
 mnt=$tmp/mnt
-ck_py ctl_check.py make "$work" || fail "making the series"
+# (ctl_check.py runs commands joined by "+" in one process: torch loads once.)
+ck_py ctl_check.py make "$work" + yaml mix "$tmp/mix.yaml" + yaml cross "$tmp/cross.yaml" + \
+	yaml based "$tmp/based.yaml" + tailor-yaml tailor "$tmp/tail.yaml" || fail "making the series"
 "$TORCH_PYTHON" "$CKPT_SRCDIR/examples/llmtailor_train.py" --out "$work/tailor" --steps 16 >"$tmp/train.log" ||
 	fail "example trainer: $(cat "$tmp/train.log")"
 "$CKPTCTL" init "$store" >/dev/null
@@ -25,12 +27,9 @@ for s in run grow other sonly ponly single tied tailor; do
 done
 # Most versions read from packs, as an eval box over a compacted store does.
 "$CKPTCTL" compact "$store" -q || fail "ckptctl compact"
-for name in mix cross based; do
-	ck_py ctl_check.py yaml "$name" >"$tmp/$name.yaml"
+for name in mix cross based tail; do
 	"$CKPTCTL" recipe add "$store" "$name" "$tmp/$name.yaml" >/dev/null || fail "recipe add $name"
 done
-ck_py ctl_check.py tailor-yaml tailor >"$tmp/tail.yaml"
-"$CKPTCTL" recipe add "$store" tail "$tmp/tail.yaml" >/dev/null || fail "recipe add tail"
 
 ck_mount "$store" "$mnt" -o refresh=1
 ctl=$mnt/.ckptfs
@@ -51,59 +50,41 @@ fi
 touch "$ctl/x" 2>/dev/null && fail "a file created in .ckptfs"
 mkdir "$mnt/.ckptfs" 2>/dev/null && fail "mkdir MNT/.ckptfs"
 
-ck_py ctl_check.py weights "$ctl" "$work" || fail "weights/"
-for ck in run/checkpoint-20 run/checkpoint-30 grow/checkpoint-10 single/model_000020.pt tied/checkpoint-20; do
-	ck_py ctl_check.py layers "$ctl" "$work" "${ck%%/*}" "${ck#*/}" || fail "layers/$ck"
-done
-ck_py ctl_check.py history "$ctl" "$work" || fail "history/"
-for name in mix cross based; do
-	ck_py ctl_check.py recipe "$ctl" "$work" "$name" || fail "recipes/$name"
-done
 [ "$(getfattr --only-values -n user.ckptfs.kind "$ctl/layers/run/checkpoint-30/layers.2.json" 2>/dev/null)" = layer-json ] ||
 	fail "user.ckptfs.kind of a LAYER.json"
 getfattr --only-values -n user.ckptfs.sources "$ctl/weights/run/checkpoint-20/model.safetensors" | grep -q '"checkpoint-10"' ||
 	fail "user.ckptfs.sources of a weights file"
 
-# A layer file's data through numpy memmaps of the mounted file.
-"$TORCH_PYTHON" - "$ctl/layers/run/checkpoint-30/layers.2.safetensors" "$CKPT_SRCDIR/tests/py" <<'PY' ||
-import json, struct, sys
-import numpy, torch
-sys.path.insert(0, sys.argv[2])
-import safetensors_ref
-path = sys.argv[1]
-with open(path, "rb") as f:
-    n = struct.unpack("<Q", f.read(8))[0]
-    header = json.loads(f.read(n))
-_, tensors = safetensors_ref.load(path)
-count = 0
-for name, info in header.items():
-    if name == "__metadata__" or info["dtype"] != "F32":
-        continue
-    a, b = info["data_offsets"]
-    m = numpy.memmap(path, dtype="<f4", mode="r", offset=8 + n + a, shape=tuple(info["shape"]) or ())
-    assert numpy.array_equal(m, tensors[name].numpy()), name
-    count += 1
-assert count >= 9, count
-print("numpy memmaps of %d tensors of layers.2.safetensors" % count)
-PY
-	fail "numpy memmaps of a layer file"
+# weights/, layers/ and history/ by the reference reader and torch, a
+# layer file's data through numpy memmaps of the mounted file, recipes
+# equal to LLMTailor-style merges; and the offline merge of the example
+# trainer's checkpoints for the resume below.
+set -- weights "$ctl" "$work"
+for ck in run/checkpoint-20 run/checkpoint-30 grow/checkpoint-10 single/model_000020.pt tied/checkpoint-20; do
+	set -- "$@" + layers "$ctl" "$work" "${ck%%/*}" "${ck#*/}"
+done
+set -- "$@" + history "$ctl" "$work"
+for name in mix cross based; do
+	set -- "$@" + recipe "$ctl" "$work" "$name"
+done
+set -- "$@" + memmap "$ctl/layers/run/checkpoint-30/layers.2.safetensors" + tailor-merge "$work/tailor" "$tmp/offline"
+ck_py ctl_check.py "$@" || fail "weights/, layers/, history/, recipes/ or the offline merge (see above)"
 
 # A recipe of the example trainer's checkpoints, resumed through the mount,
 # equals the offline LLMTailor-style merge resumed, and trains on.
-ck_py ctl_check.py tailor-merge "$work/tailor" "$tmp/offline" || fail "offline merge"
 for from in "$ctl/recipes/tail" "$tmp/offline"; do
 	out=$tmp/resumed-$(basename "$from")
 	"$TORCH_PYTHON" "$CKPT_SRCDIR/examples/llmtailor_train.py" --out "$out" --resume-from "$from" --steps 24 \
 		--policy full >"$tmp/resume.log" 2>&1 || fail "resume from $from: $(cat "$tmp/resume.log")"
 	grep -q "resumed at step 16" "$tmp/resume.log" || fail "resume from $from: $(cat "$tmp/resume.log")"
 done
-ck_py ctl_check.py tailor-same "$tmp/resumed-tail" "$tmp/resumed-offline" 24 || fail "resumed runs differ"
 
 ck_umount "$mnt"
 # Shards through the mount: above -o weights_shard, an index and its shards.
 ck_mount "$store" "$mnt" -o ro,refresh=1,weights_shard=40000
 [ -f "$ctl/weights/run/checkpoint-30/model.safetensors.index.json" ] || fail "no shards above weights_shard"
-ck_py ctl_check.py weights "$ctl" "$work" || fail "weights/ in shards"
+ck_py ctl_check.py tailor-same "$tmp/resumed-tail" "$tmp/resumed-offline" 24 + weights "$ctl" "$work" ||
+	fail "the resumed runs differ, or weights/ in shards (see above)"
 
 # A recipe whose checkpoint is deleted no longer checks: it says why.
 "$CKPTCTL" rm "$store" other/checkpoint-20 >/dev/null || fail "ckptctl rm"

@@ -2,8 +2,16 @@
 made by tests/unit/ctl_tool): what they read must equal what the original
 checkpoint files say, worked out here from those files alone.
 
+Several commands run in one process when joined by "+" (torch loads
+once): ctl_check.py weights CTL WORK + history CTL WORK; the first that
+fails ends the run.
+
   ctl_check.py make WORK
       writes the series below to WORK/<series>/ (import each into a store)
+  ctl_check.py make-wide DIR
+      checkpoint-2 of a series of another architecture (a wider MLP)
+  ctl_check.py yaml NAME OUT
+      writes recipe NAME (one of RECIPES) as MergeKit YAML to OUT
   ctl_check.py weights CTL WORK
       weights/SERIES/CKPT/ of every checkpoint: the reference reader's rules
       (one file, or the shards of model.safetensors.index.json), metadata
@@ -19,6 +27,13 @@ checkpoint files say, worked out here from those files alone.
       here with torch, file by file, and weights/@recipes/NAME/ its weights
   ctl_check.py diff JSON WORK A B
       `ckptctl diff --json` output for SERIES/CKPT A and B
+  ctl_check.py sources JSON
+      user.ckptfs.sources of weights/run/checkpoint-20/model.safetensors
+  ctl_check.py memmap FILE
+      numpy memmaps of FILE's float32 tensors (a layer file) equal what the
+      reference reader reads
+  ctl_check.py tailor-yaml SERIES OUT
+      writes the recipe of TAILOR_RECIPE over SERIES to OUT
   ctl_check.py tailor-merge SERIES_DIR OUT
       the LLMTailor-style merge of TAILOR_RECIPE over a series written by
       examples/llmtailor_train.py, done the slow way, as a plain checkpoint
@@ -39,12 +54,14 @@ Series (tiny Llama, tests/py/tinyllama.py):
            parameter): model.pt + optimizer.pt at 10 (full) and 20 (odd blocks)
 """
 
+import functools
 import json
 import math
 import os
 import pickle
 import shutil
 import sys
+import time
 
 import torch
 
@@ -210,10 +227,11 @@ def expected_optimizer(work, series, ckpt):
     return merged(versions(work, series, ckpt, "optimizer.pt"))
 
 
+@functools.lru_cache(maxsize=None)
 def param_names(series):
     names = tinyllama.Trainer(SEED).param_names
     # a tied head is one parameter, named after the embeddings
-    return [n for n in names if n != "lm_head.weight"] if series == "tied" else names
+    return tuple(n for n in names if n != "lm_head.weight") if series == "tied" else tuple(names)
 
 
 def layer_of(name):
@@ -285,6 +303,12 @@ def weights(ctl, work):
 
 # --- layers/ and history/ ----------------------------------------------------------------
 
+@functools.lru_cache(maxsize=None)
+def load_kept(path):
+    """load_any, once per file: for what only reads the trees (stored)."""
+    return load_any(path)
+
+
 def stored(work, series, ckpt, name):
     """(step, tensor) of every save of series up to ckpt that stored name."""
     rel = model_file(work, series)
@@ -295,13 +319,13 @@ def stored(work, series, ckpt, name):
             param, moment = name[len("optimizer."):].rsplit(".", 1)
             idx = int(param[len("state."):]) if param.startswith("state.") else param_names(series).index(param)
             p = os.path.join(work, series, ck, "optimizer.pt") if rel else os.path.join(work, series, ck)
-            osd = load_any(p)
+            osd = load_kept(p)
             osd = osd["optimizer"] if rel == "" else osd
             if idx in osd["state"]:
                 out.append((step, osd["state"][idx][moment]))
         else:
             p = os.path.join(work, series, ck, rel) if rel else os.path.join(work, series, ck)
-            sd = load_any(p)
+            sd = load_kept(p)
             sd = sd["model"] if rel == "" else sd
             if name in sd:
                 out.append((step, sd[name]))
@@ -310,6 +334,7 @@ def stored(work, series, ckpt, name):
     return out
 
 
+@functools.lru_cache(maxsize=None)
 def moments_named(work, series, ckpt):
     """Whether the optimizer's parameters can be told by the model's: its
     param_groups list no more parameters than the composite model has (a
@@ -582,25 +607,78 @@ def tailor_same(run_a, run_b, step):
     print("resumed runs identical at %s; losses after the resume %s" % (ck, ["%.3f" % x for x in losses[-4:]]))
 
 
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def make_wide(out):
+    narrow = tinyllama.CONFIG["intermediate_size"]
+    tinyllama.CONFIG["intermediate_size"] = 96
+    try:
+        t = tinyllama.Trainer(7)
+        t.train(2)
+        t.save(os.path.join(out, "checkpoint-2"))
+    finally:
+        tinyllama.CONFIG["intermediate_size"] = narrow
+
+
+def sources(json_path):
+    d = json.load(open(json_path))
+    steps = sorted((s["checkpoint"], s["tensors"]) for s in d["sources"])
+    # odd blocks from 20, the rest from 10: 2 x 9 tensors from 20
+    expect(d["checkpoint"] == "run/checkpoint-20" and steps == [("checkpoint-10", 21), ("checkpoint-20", 18)],
+           "user.ckptfs.sources: %r" % d)
+    expect(d["tensors"]["model.layers.1.mlp.up_proj.weight"] == "checkpoint-20", "user.ckptfs.sources: %r" % d)
+
+
+def memmap(path):
+    import numpy
+    import struct
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+    _, tensors = safetensors_ref.load(path)
+    count = 0
+    for name, info in header.items():
+        if name == "__metadata__" or info["dtype"] != "F32":
+            continue
+        a, b = info["data_offsets"]
+        m = numpy.memmap(path, dtype="<f4", mode="r", offset=8 + n + a, shape=tuple(info["shape"]) or ())
+        expect(numpy.array_equal(m, tensors[name].numpy()), "memmap of %s differs" % name)
+        count += 1
+    expect(count >= 9, "only %d float32 tensors in %s" % (count, path))
+    print("numpy memmaps of %d tensors of %s" % (count, os.path.basename(path)))
+
+
+COMMANDS = {
+    "make": make,
+    "make-wide": make_wide,
+    "yaml": lambda name, out: write(out, recipe_yaml(name)),
+    "weights": weights,
+    "layers": layers,
+    "history": history,
+    "recipe": recipe,
+    "diff": diff,
+    "sources": sources,
+    "memmap": memmap,
+    "tailor-yaml": lambda series, out: write(out, tailor_yaml(series)),
+    "tailor-merge": tailor_merge,
+    "tailor-same": tailor_same,
+}
+
 if __name__ == "__main__":
-    cmd, args = sys.argv[1], sys.argv[2:]
-    if cmd == "make":
-        make(*args)
-    elif cmd == "yaml":
-        sys.stdout.write(recipe_yaml(*args))
-    elif cmd in ("weights", "history"):
-        globals()[cmd](*args)
-    elif cmd == "layers":
-        layers(*args)
-    elif cmd == "recipe":
-        recipe(*args)
-    elif cmd == "diff":
-        diff(*args)
-    elif cmd == "tailor-yaml":
-        sys.stdout.write(tailor_yaml(*args))
-    elif cmd == "tailor-merge":
-        tailor_merge(*args)
-    elif cmd == "tailor-same":
-        tailor_same(*args)
-    else:
-        sys.exit(__doc__)
+    runs, cur = [], []
+    for arg in sys.argv[1:]:
+        if arg == "+":
+            runs.append(cur)
+            cur = []
+        else:
+            cur.append(arg)
+    runs.append(cur)
+    for run in runs:
+        if not run or run[0] not in COMMANDS:
+            sys.exit(__doc__)
+        t0 = time.monotonic()
+        COMMANDS[run[0]](*run[1:])
+        print("  (%s: %.1f s)" % (" ".join(run[:1] + run[3:]), time.monotonic() - t0))
