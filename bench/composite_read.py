@@ -17,6 +17,15 @@ compared, in the same run, with the same data read without FUSE:
   memory         the daemon's peak RSS (VmHWM) after reading composites of
                  --gib and of each --rss-gib size
 
+With --resume it measures what a trainer resuming after a mount does
+instead (see docs/bench.md, "first load after a mount"): for each of
+--trials trials a fresh mount with default options, then at once one fresh
+/usr/bin/python3 process loading the newest composite, alternated with one
+loading the plain merged file, the backing files' page cache warm; then a
+second fresh process on the same mount (warm).  Cases: a torch.save
+composite of a partial save, the same after compaction (its older layers
+read from packs), and a safetensors composite.
+
 Prints one line per measurement and a results table (markdown) at the end.
 Numbers are medians of --runs runs.  Needs ckptfs/ckptctl built, FUSE, and
 Debian's torch (python3-torch).  Not a test: nothing here asserts speed.
@@ -324,6 +333,149 @@ def bench_rss(work, gib, results):
     shutil.rmtree(store)
 
 
+# --- first load after a mount (--resume) ------------------------------------
+
+# One fresh process per load, as a resuming trainer is: the time of the
+# load alone (imports excluded), printed on stdout.
+LOADER = r"""
+import mmap, os, sys, time, warnings
+import torch
+path = sys.argv[1]
+t = time.perf_counter()
+if path.endswith(".safetensors"):
+    # What safetensors.torch.load_file does (no safetensors package here):
+    # map the file, copy each tensor out of the mapping.
+    import json, struct
+    warnings.simplefilter("ignore")
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    (n,) = struct.unpack("<Q", mm[:8])
+    hdr = json.loads(mm[8:8 + n])
+    hdr.pop("__metadata__", None)
+    out = {}
+    for name, e in hdr.items():
+        b, end = e["data_offsets"]
+        out[name] = torch.frombuffer(mm, dtype=torch.float32, count=(end - b) // 4,
+                                     offset=8 + n + b).reshape(e["shape"]).clone()
+else:
+    torch.load(path, map_location="cpu")
+print("%.6f" % (time.perf_counter() - t))
+"""
+
+
+def load_in_new_process(path):
+    out = subprocess.run([sys.executable, "-B", "-c", LOADER, path], check=True,
+                         capture_output=True, text=True).stdout
+    return float(out.split()[-1])
+
+
+def make_st_series(run, gib, shapes=None):
+    """The series of make_series as safetensors files (model.safetensors)."""
+    import safetensors_ref
+    shapes = shapes or layer_shapes()
+    per_layer = sum(4 * torch.Size(s).numel() for s in shapes.values())
+    nlayers = max(2, round(gib * (1 << 30) / per_layer))
+    for step in (1, 2):
+        sd = {}
+        for i in range(nlayers):
+            if step == 1 or i % 2:
+                sd.update(layer_state(i, step, shapes))
+        path = os.path.join(run, "checkpoint-%d" % step, "model.safetensors")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        safetensors_ref.save(sd, path)
+        del sd
+
+
+def cat(paths):
+    for p in paths:
+        with open(p, "rb") as f:
+            while f.read(8 * MIB):
+                pass
+
+
+def resume_trials(store, mnt, rel, plain, backing, trials):
+    """Per trial: fresh default mount, then at once the first load through it
+    and the plain load, in alternating order, then a second (warm) load
+    through the mount and the plain file again.  Returns the lists of
+    (first mount, first plain, warm mount, warm plain) times."""
+    first_m, first_p, warm_m, warm_p = [], [], [], []
+    path = os.path.join(mnt, rel)
+    for i in range(trials):
+        cat(backing + [plain])   # page caches of the backing files warm
+        os.makedirs(mnt, exist_ok=True)
+        pidfile = mnt + ".pid"
+        subprocess.run([CKPTFS, store, mnt, "-o", "pidfile=" + pidfile +
+                        ("," + MOUNT_OPTS if MOUNT_OPTS else "")], check=True)
+        with open(pidfile) as f:
+            pid = int(f.read().split()[0])
+        try:
+            if i % 2 == 0:
+                first_m.append(load_in_new_process(path))
+                first_p.append(load_in_new_process(plain))
+            else:
+                first_p.append(load_in_new_process(plain))
+                first_m.append(load_in_new_process(path))
+            warm_m.append(load_in_new_process(path))
+            warm_p.append(load_in_new_process(plain))
+        finally:
+            subprocess.run(["fusermount3", "-u", mnt], check=True)
+            for _ in range(200):
+                if not os.path.exists("/proc/%d" % pid):
+                    break
+                time.sleep(0.05)
+    return first_m, first_p, warm_m, warm_p
+
+
+def bench_resume(work, gib, trials, results):
+    run, store, mnt = (os.path.join(work, n) for n in ("resume", "store-resume", "mnt-resume"))
+    srun, sstore = os.path.join(work, "resume-st"), os.path.join(work, "store-resume-st")
+    plain_dir, splain_dir = os.path.join(work, "plain-resume"), os.path.join(work, "plain-resume-st")
+    log("first load after a mount: %.2f GiB series (checkpoint-2 a partial save)..." % gib)
+    make_series(run, gib)
+    offline_merge.merge_checkpoints([os.path.join(run, "checkpoint-1"),
+                                     os.path.join(run, "checkpoint-2")], plain_dir)
+    make_st_series(srun, gib)
+    offline_merge.merge_checkpoints([os.path.join(srun, "checkpoint-1"),
+                                     os.path.join(srun, "checkpoint-2")], splain_dir)
+    import_store(store, run)
+    import_store(sstore, srun)
+    packed = store + "-packed"
+    shutil.rmtree(packed, ignore_errors=True)
+    shutil.copytree(store, packed, symlinks=True)
+    subprocess.run([CKPTCTL, "compact", packed, "--keep-raw", "1", "-q"], check=True)
+
+    raw = [os.path.join(run, c, "model.pt") for c in ("checkpoint-1", "checkpoint-2")]
+    packs = [os.path.join(root, n) for root, _, names in os.walk(os.path.join(packed, "packs"))
+             for n in names]
+    cases = [
+        ("torch.save composite, partial save", store, "resume/checkpoint-2/model.pt",
+         os.path.join(plain_dir, "model.pt"), raw),
+        ("the same, compacted (older layers from packs)", packed, "resume/checkpoint-2/model.pt",
+         os.path.join(plain_dir, "model.pt"), raw + packs),
+        ("safetensors composite, partial save", sstore, "resume-st/checkpoint-2/model.safetensors",
+         os.path.join(splain_dir, "model.safetensors"),
+         [os.path.join(srun, c, "model.safetensors") for c in ("checkpoint-1", "checkpoint-2")]),
+    ]
+    for label, st, rel, plain, backing in cases:
+        fm, fp, wm, wp = resume_trials(st, mnt, rel, plain, backing, trials)
+        first = statistics.median(p / m for p, m in zip(fp, fm))
+        warm = statistics.median(p / m for p, m in zip(wp, wm))
+        log("  %s: first load %s s, plain %s s" % (label, " ".join("%.3f" % x for x in fm),
+                                                   " ".join("%.3f" % x for x in fp)))
+        log("  %s: warm load %s s, plain %s s" % (label, " ".join("%.3f" % x for x in wm),
+                                                  " ".join("%.3f" % x for x in wp)))
+        results.append(("%s: first load after a fresh mount, mount / plain" % label,
+                        "%.3f / %.3f s" % (statistics.median(fm), statistics.median(fp)),
+                        "**%.2fx** (median of %d per-trial ratios)" % (first, trials)))
+        results.append(("%s: again (warm), mount / plain" % label,
+                        "%.3f / %.3f s" % (statistics.median(wm), statistics.median(wp)),
+                        "**%.2fx**" % warm))
+    with open("/proc/loadavg") as f:
+        results.append(("load average at the end", f.read().split()[0], ""))
+    for d in (run, srun, store, sstore, packed, plain_dir, splain_dir):
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True, help="scratch directory (needs ~3x --gib free)")
@@ -332,14 +484,22 @@ def main():
     ap.add_argument("--tensors", type=int, default=10000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--mount-opts", default="", help="extra ckptfs -o options, e.g. verify=none")
+    ap.add_argument("--resume", action="store_true",
+                    help="only the first load after a fresh mount, as a resuming trainer does it")
+    ap.add_argument("--trials", type=int, default=7, help="fresh mounts per case with --resume")
     a = ap.parse_args()
     global MOUNT_OPTS
     MOUNT_OPTS = a.mount_opts
     torch.set_num_threads(1)
     os.makedirs(a.dir, exist_ok=True)
     results = []
-    bench_read(a.dir, a.gib, a.runs, results)
-    bench_many_tensors(a.dir, a.tensors, results)
+    if a.resume:
+        bench_resume(a.dir, a.gib, a.trials, results)
+        a.tensors, a.rss_gib = 0, ""
+    else:
+        bench_read(a.dir, a.gib, a.runs, results)
+    if a.tensors:
+        bench_many_tensors(a.dir, a.tensors, results)
     for g in (float(x) for x in a.rss_gib.split(",") if x):
         bench_rss(a.dir, g, results)
 

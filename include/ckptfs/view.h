@@ -163,6 +163,26 @@ uint64_t ck_vfile_size(const struct ck_vfile *f);
  * checkpoint, file, tensor and physical file). */
 int ck_vfile_whole_file(struct ck_vfile *f, int *fd);
 
+/* Copies up to len bytes of the file at off (clipped to its size) into
+ * buf: the bytes a read of the mount is served, checked the same way
+ * (-o verify=first).  A hashed range that lies whole inside the piece and
+ * was not checked yet is hashed from the very bytes copied into buf, so
+ * what the caller goes on to hand out is exactly what was checked; ranges
+ * cut by the piece's ends are checked from the file first, as reads do.
+ * Packed bytes are decoded and checked chunk by chunk.  Returns the number
+ * of bytes copied (0 at or past the end) or -EIO (a damaged range, logged
+ * with checkpoint, file, tensor and physical file; buf then holds no
+ * promise).  For pushing a file's bytes into a page cache ahead of its
+ * readers (the daemon's preload). */
+ssize_t ck_vfile_read(struct ck_vfile *f, void *buf, size_t len, uint64_t off);
+
+/* Where a piece of at most max bytes from off should end so that
+ * ck_vfile_read can check every range in it from the bytes it copies:
+ * off + max, moved back to the start of a range not checked yet that it
+ * would cut, unless that range starts at off (it is longer than max: its
+ * piece cuts it).  Clipped to the file's size; off itself at the end. */
+uint64_t ck_vfile_piece_end(const struct ck_vfile *f, uint64_t off, uint64_t max);
+
 /* One piece of a read: memory (mem != NULL), a physical file range
  * (fd >= 0), or bytes of a packed file version (packed != NULL, at
  * fd_off), which only ck_extent_read can produce. */
@@ -191,8 +211,15 @@ int ck_extent_read(const struct ck_extent *e, void *buf);
  * set.  Those served as saved (one whole raw file, ck_vfile_whole_file)
  * of at most verify_max bytes also get their tensor ranges checked, as
  * their first open would before handing them to the kernel (0: none).
- * For a thread started when the mount goes live.  0 or -ENOMEM. */
-int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max);
+ * Then, unless fn is NULL, calls fn(ctx, path, f, served_as_saved) for each
+ * file built, in the order a listing gives them (series, then checkpoint
+ * files by name), path relative to the root ("run/checkpoint-200/model.pt"),
+ * served_as_saved 1 for those checked for the kernel; f is valid during
+ * the call; a non-zero return stops the walk.  For a thread started when
+ * the mount goes live.  0 or -ENOMEM. */
+typedef int (*ck_warm_fn)(void *ctx, const char *path, struct ck_vfile *f, int served_as_saved);
+int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max, ck_warm_fn fn,
+			void *ctx);
 
 /* Holds off composite builds, after waiting for one under way, until
  * ck_view_resume_builds.  Around a fork() whose child allocates: a build's

@@ -64,12 +64,16 @@ struct ckfs_config {
 	int direct_io;          /* CKFS_DIO_*: which committed files bypass the page cache */
 	int passthrough;        /* -o passthrough (default): the kernel reads whole raw files itself */
 	int warmup;             /* -o warmup (default): build the newest composites at mount */
+	unsigned preload_mib;   /* -o preload: push up to this many MiB of them to the kernel; CKFS_PRELOAD_AUTO */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
 	int has_fsname;
 	int has_subtype;
 };
+
+/* -o preload=auto: a quarter of the memory available when the warm-up runs. */
+#define CKFS_PRELOAD_AUTO UINT32_MAX
 
 /* Completion markers (-o commit_markers=, markers.c).  DCP's .metadata and
  * the two series markers are written strictly last by their formats and
@@ -199,16 +203,17 @@ void ckfs_refresher_stop(struct ckfs_refresher *r);
 
 /* Builds the newest checkpoints' composites once the mount is live
  * (warmup.c, -o warmup), checking those served as saved of at most
- * verify_max bytes (ck_view_warm_newest); stop ends it early and joins it. */
+ * verify_max bytes (ck_view_warm_newest), then preloads them (preload.c);
+ * stop ends it early and joins it. */
 struct ckfs_warmup {
-	struct ck_view *view;
+	struct ckfs *fs;
 	uint64_t verify_max;
 	atomic_int stop;
 	pthread_t thread;
 	int running;
 };
 
-int ckfs_warmup_start(struct ckfs_warmup *w, struct ck_view *view, uint64_t verify_max);
+int ckfs_warmup_start(struct ckfs_warmup *w, struct ckfs *fs, uint64_t verify_max);
 /* What the warm-ups check ahead: files up to the passthrough limit when
  * passthrough is on (their first open would hash them), else none. */
 uint64_t ckfs_warm_verify_max(const struct ckfs *fs);
@@ -467,6 +472,21 @@ void ckfs_log_commit(const char *series, const char *staged, const char *final, 
 void ckfs_log_delete(const char *series, const char *name, int rc, const struct ck_error *err);
 void ckfs_inval_commit_names(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);
 void ckfs_after_commit(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name);
+
+/* Preloading (preload.c, -o preload): pushes the bytes of the newest
+ * checkpoints' files that the daemon serves into the kernel's page cache
+ * of the mount (fuse_lowlevel_notify_store), checked first exactly as a
+ * read would be (ck_vfile_read: verify=first), so that a trainer that
+ * mounts and resumes reads cached pages instead of waiting for requests.
+ * Up to cfg->preload_mib in all; files the kernel reads by passthrough,
+ * and direct_io ones, are skipped.  The kernel only takes pages for an
+ * inode it knows, so each file is looked up through the mountpoint
+ * first.  Runs on the warm-up's thread after the builds (ck_warm_fn);
+ * stop ends it at the next piece.  Returns 0 to go on, 1 to stop. */
+struct ckfs_preload;
+int ckfs_preload_begin(struct ckfs *fs, const atomic_int *stop, struct ckfs_preload **out);
+int ckfs_preload_file(void *preload, const char *path, struct ck_vfile *f, int served_as_saved);
+void ckfs_preload_end(struct ckfs_preload *p);
 
 /* Passthrough (passthrough.c).
  *  - ckfs_passthrough_handshake: answers the kernel's INIT, which must not

@@ -360,7 +360,7 @@ static int serve(struct mount_run *run)
 	if (cfg->compact_secs && run->fs.staging &&
 	    ckfs_compactor_start(&run->compactor, &run->fs, cfg->compact_secs))
 		ck_warn("cannot start the compaction thread: the store stays raw until `ckptctl compact`");
-	if (cfg->warmup && ckfs_warmup_start(&run->warmup, run->fs.view, ckfs_warm_verify_max(&run->fs)))
+	if (cfg->warmup && ckfs_warmup_start(&run->warmup, &run->fs, ckfs_warm_verify_max(&run->fs)))
 		ck_warn("cannot start the warm-up thread: composites are built at their first open");
 	rc = run_loop(run);
 	ckfs_warmup_stop(&run->warmup);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "view_internal.h"
 
@@ -296,4 +297,83 @@ int ck_vfile_whole_file(struct ck_vfile *f, int *fd)
 		return rc;
 	*fd = pf->fd;
 	return *fd >= 0 ? 0 : -ENOENT;
+}
+
+uint64_t ck_vfile_piece_end(const struct ck_vfile *f, uint64_t off, uint64_t max)
+{
+	uint64_t end;
+	size_t i;
+
+	if (off >= f->size)
+		return f->size;
+	end = max > f->size - off ? f->size : off + max;
+	if (end == f->size)
+		return end;
+	i = find_extent(f, end);
+	if (i >= f->next || f->ext[i].off == end)
+		return end;
+	/* end falls inside extent i: cut before it when it is a range still
+	 * to be checked, which then comes whole in the next piece. */
+	if (f->ext[i].range && atomic_load(&f->ext[i].range->state) != RANGE_GOOD && f->ext[i].off > off)
+		return f->ext[i].off;
+	return end;
+}
+
+/* Whether extent e, read from its first byte to its last, is all of its
+ * hashed range: then the bytes read can be the ones checked. */
+static int extent_is_range(const struct vext *e)
+{
+	return e->range && e->pf_off == e->range->offset && e->len == e->range->length;
+}
+
+ssize_t ck_vfile_read(struct ck_vfile *f, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+	uint64_t end, pos = off;
+
+	if (off >= f->size || !len)
+		return 0;
+	end = len > f->size - off ? f->size : off + len;
+	for (size_t i = find_extent(f, off); i < f->next && pos < end; i++) {
+		const struct vext *e = &f->ext[i];
+		uint64_t skip = pos - e->off;
+		uint64_t take = e->len - skip;
+		struct ck_vpacked *packed = NULL;
+		int rc = 0, whole;
+
+		if (take > end - pos)
+			take = end - pos;
+		if (e->mem) {
+			memcpy(p, e->mem + skip, take);
+			goto next;
+		}
+		rc = packed_get(f->view, e->pf, &packed);
+		if (rc < 0)
+			return rc;
+		if (packed) {
+			/* Packed chunks are hash-checked as they are decoded. */
+			rc = packed_read(packed, p, take, e->pf_off + skip, 1);
+			if (rc)
+				return rc;
+			goto next;
+		}
+		whole = skip == 0 && take == e->len && extent_is_range(e);
+		if (e->range && !whole && atomic_load(&e->range->state) != RANGE_GOOD) {
+			rc = phys_verify_range(f->view, e->pf, e->range);
+			if (rc)
+				return rc;
+		}
+		rc = ck_pread_full(e->pf->fd, p, take, e->pf_off + skip);
+		if (rc)
+			return rc;
+		if (whole && atomic_load(&e->range->state) != RANGE_GOOD) {
+			rc = phys_verify_bytes(f->view, e->pf, e->range, p);
+			if (rc)
+				return rc;
+		}
+next:
+		p += take;
+		pos += take;
+	}
+	return (ssize_t)(pos - off);
 }
