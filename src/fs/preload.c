@@ -140,7 +140,7 @@ static int not_cached(struct ckfs_preload *p, const char *path, int served_as_sa
 int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int served_as_saved)
 {
 	struct ckfs_preload *p = arg;
-	uint64_t size = ck_vfile_size(f), pos = 0, end;
+	uint64_t size = ck_vfile_size(f), pos = 0, end, careful = 0;
 	fuse_ino_t ino;
 	size_t carry = 0;
 	char *full = NULL;
@@ -167,19 +167,27 @@ int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int serve
 	/* Pieces start on a page; each is read up to a range boundary (so its
 	 * ranges are checked from the bytes pushed), its whole pages are
 	 * pushed, and the bytes of its last, partial page are carried over to
-	 * the front of the next piece. */
+	 * the front of the next piece.  A piece that fails its check is read
+	 * again page by page, so that only the pages holding damaged bytes
+	 * stay out. */
 	while (pos + carry < end && !atomic_load(p->stop)) {
-		uint64_t from = pos + carry;
-		uint64_t room = end - from < PIECE_MAX - carry ? end - from : PIECE_MAX - carry;
-		uint64_t upto = ck_vfile_piece_end(f, from, room);
-		ssize_t got = ck_vfile_read(f, p->buf + carry, (size_t)(upto - from), from);
+		uint64_t from = pos + carry, room = end - from, upto;
+		ssize_t got;
 		size_t have, whole;
 
+		if (room > PIECE_MAX - carry)
+			room = PIECE_MAX - carry;
+		if (from < careful && room > pos + p->page - from)
+			room = pos + p->page - from;
+		upto = from < careful ? from + room : ck_vfile_piece_end(f, from, room);
+		got = ck_vfile_read(f, p->buf + carry, (size_t)(upto - from), from);
 		if (got <= 0) {
-			/* Damaged (logged): nothing of this piece is pushed; go
-			 * on from the first whole page after it. */
-			pos = (upto + p->page - 1) & ~(p->page - 1);
-			carry = 0;
+			if (from >= careful) {
+				careful = upto;         /* logged; again, page by page */
+			} else {
+				pos += p->page;         /* this page stays out */
+				carry = 0;
+			}
 			continue;
 		}
 		have = carry + (size_t)got;
