@@ -336,11 +336,14 @@ def bench_rss(work, gib, results):
 # --- first load after a mount (--resume) ------------------------------------
 
 # One fresh process per load, as a resuming trainer is: the time of the
-# load alone (imports excluded), printed on stdout.
+# load alone (imports excluded), and how often the loader blocked meanwhile
+# (voluntary context switches: waits for the daemon, on a FUSE file), which
+# a busy machine does not blur the way it blurs times.
 LOADER = r"""
-import mmap, os, sys, time, warnings
+import mmap, os, resource, sys, time, warnings
 import torch
 path = sys.argv[1]
+waits = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
 t = time.perf_counter()
 if path.endswith(".safetensors"):
     # What safetensors.torch.load_file does (no safetensors package here):
@@ -359,14 +362,18 @@ if path.endswith(".safetensors"):
                                      offset=8 + n + b).reshape(e["shape"]).clone()
 else:
     torch.load(path, map_location="cpu")
-print("%.6f" % (time.perf_counter() - t))
+t = time.perf_counter() - t
+print("%.6f %d" % (t, resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - waits))
 """
+
+WAITS = {}   # path -> the loader's blocking waits, per load
 
 
 def load_in_new_process(path):
     out = subprocess.run([sys.executable, "-B", "-c", LOADER, path], check=True,
-                         capture_output=True, text=True).stdout
-    return float(out.split()[-1])
+                         capture_output=True, text=True).stdout.split()
+    WAITS.setdefault(path, []).append(int(out[-1]))
+    return float(out[-2])
 
 
 def make_st_series(run, gib, shapes=None):
@@ -400,6 +407,7 @@ def resume_trials(store, mnt, rel, plain, backing, trials):
     (first mount, first plain, warm mount, warm plain) times."""
     first_m, first_p, warm_m, warm_p = [], [], [], []
     path = os.path.join(mnt, rel)
+    WAITS.clear()
     for i in range(trials):
         cat(backing + [plain])   # page caches of the backing files warm
         os.makedirs(mnt, exist_ok=True)
@@ -423,7 +431,8 @@ def resume_trials(store, mnt, rel, plain, backing, trials):
                 if not os.path.exists("/proc/%d" % pid):
                     break
                 time.sleep(0.05)
-    return first_m, first_p, warm_m, warm_p
+    waits = WAITS.get(path, [])
+    return first_m, first_p, warm_m, warm_p, (waits[0::2], waits[1::2], WAITS.get(plain, []))
 
 
 def bench_resume(work, gib, trials, results):
@@ -457,7 +466,7 @@ def bench_resume(work, gib, trials, results):
          [os.path.join(srun, c, "model.safetensors") for c in ("checkpoint-1", "checkpoint-2")]),
     ]
     for label, st, rel, plain, backing in cases:
-        fm, fp, wm, wp = resume_trials(st, mnt, rel, plain, backing, trials)
+        fm, fp, wm, wp, (w_first, w_warm, w_plain) = resume_trials(st, mnt, rel, plain, backing, trials)
         first = statistics.median(p / m for p, m in zip(fp, fm))
         warm = statistics.median(p / m for p, m in zip(wp, wm))
         log("  %s: first load %s s, plain %s s" % (label, " ".join("%.3f" % x for x in fm),
@@ -470,6 +479,9 @@ def bench_resume(work, gib, trials, results):
         results.append(("%s: again (warm), mount / plain" % label,
                         "%.3f / %.3f s" % (statistics.median(wm), statistics.median(wp)),
                         "**%.2fx**" % warm))
+        results.append(("%s: loader's blocking waits, first / warm / plain (median)" % label,
+                        "%d / %d / %d" % (statistics.median(w_first), statistics.median(w_warm),
+                                          statistics.median(w_plain)), ""))
     with open("/proc/loadavg") as f:
         results.append(("load average at the end", f.read().split()[0], ""))
     for d in (run, srun, store, sstore, packed, plain_dir, splain_dir):

@@ -9,6 +9,8 @@
  *     any refresh) and after ck_view_refresh;
  *   - a fresh view serves every file exactly, whatever the order and size
  *     of the reads (forward, backward, across chunk boundaries);
+ *   - ck_vfile_read in pieces cut by ck_vfile_piece_end (the daemon's
+ *     preload) gives the same bytes, raw or packed, in large or small pieces;
  *   - a bit flipped in a pack makes reads of the damaged chunk fail with
  *     -EIO: a read gives the original bytes or an error, never others. */
 #include "config.h"
@@ -151,9 +153,32 @@ static struct ck_vfile *open_file(struct ck_view *v, int k, size_t f, int *rc)
 	return *rc ? NULL : vf;
 }
 
-/* Reads the whole file in pieces of step bytes (backwards when reverse)
- * and compares it with the original: 0, 1 for other bytes, or -errno. */
-static int check_file(struct ck_view *v, int k, size_t f, size_t step, int reverse, int *packed)
+/* Reads the whole file the way the daemon's preload does: pieces of at
+ * most max bytes cut by ck_vfile_piece_end, read by ck_vfile_read.  0, or
+ * the first error (-EIO for a piece that came back short or cut wrong). */
+static int read_pieces(struct ck_vfile *f, uint64_t len, uint64_t max, uint8_t *out)
+{
+	for (uint64_t off = 0; off < len;) {
+		uint64_t end = ck_vfile_piece_end(f, off, max);
+		ssize_t got;
+
+		if (end <= off || end > off + max || end > len)
+			return -EIO;
+		got = ck_vfile_read(f, out + off, (size_t)(end - off), off);
+		if (got < 0)
+			return (int)got;
+		if ((uint64_t)got != end - off)
+			return -EIO;
+		off = end;
+	}
+	return ck_vfile_read(f, out, 1, len) == 0 ? 0 : -EIO;   /* nothing past the end */
+}
+
+/* Reads the whole file in pieces of step bytes (backwards when reverse;
+ * by read_pieces with pieces of at most -step bytes when step is
+ * negative) and compares it with the original: 0, 1 for other bytes, or
+ * -errno. */
+static int check_file(struct ck_view *v, int k, size_t f, long step, int reverse, int *packed)
 {
 	size_t len = lengths[k][f], pieces, i;
 	struct ck_vfile *vf;
@@ -169,13 +194,18 @@ static int check_file(struct ck_view *v, int k, size_t f, size_t step, int rever
 	}
 	got = malloc(len ? len : 1);
 	SETUP(got);
-	pieces = (len + step - 1) / step;
+	if (step < 0) {
+		rc = read_pieces(vf, len, (uint64_t)-step, got);
+		goto compare;
+	}
+	pieces = (len + (size_t)step - 1) / (size_t)step;
 	for (i = 0, rc = 0; i < pieces && !rc; i++) {
 		size_t p = reverse ? pieces - 1 - i : i;
-		uint64_t off = (uint64_t)p * step;
+		uint64_t off = (uint64_t)p * (size_t)step;
 
-		rc = read_range(vf, off, len - off < step ? len - off : step, got + off, packed);
+		rc = read_range(vf, off, len - off < (size_t)step ? len - off : (size_t)step, got + off, packed);
 	}
+compare:
 	if (!rc && memcmp(got, originals[k][f], len))
 		rc = 1;
 	free(got);
@@ -183,18 +213,18 @@ static int check_file(struct ck_view *v, int k, size_t f, size_t step, int rever
 	return rc;
 }
 
-static void check_all(struct ck_view *v, const char *what, size_t step, int reverse, int want_packed)
+static void check_all(struct ck_view *v, const char *what, long step, int reverse, int want_packed)
 {
 	for (int k = 0; k < NCKPT; k++) {
 		for (size_t f = 0; f < NFILES; f++) {
 			int packed = 0;
 			int rc = check_file(v, k, f, step, reverse, &packed);
 
-			CHECK(rc == 0, "%s: step-%d/%s read in %zu-byte pieces%s: %s", what, (k + 1) * 10,
+			CHECK(rc == 0, "%s: step-%d/%s read in %ld-byte pieces%s: %s", what, (k + 1) * 10,
 			      names[f], step, reverse ? " backwards" : "",
 			      rc > 0 ? "other bytes" : strerror(-rc));
 			/* keep_raw 1: the newest checkpoint stays raw, the others come from packs. */
-			if (want_packed && !rc)
+			if (want_packed && !rc && step > 0)
 				CHECK(packed == (k < NCKPT - 1), "%s: step-%d/%s %s from a pack", what,
 				      (k + 1) * 10, names[f], packed ? "served" : "not served");
 		}
@@ -219,6 +249,8 @@ static void test_compact_under_open_view(const char *fixtures)
 	CHECK(ck_view_generation(v) == NCKPT, "generation %llu for %d checkpoints",
 	      (unsigned long long)ck_view_generation(v), NCKPT);
 	check_all(v, "raw", 1 << 20, 0, 0);
+	check_all(v, "raw, preload pieces", -(1 << 20), 0, 0);
+	check_all(v, "raw, small preload pieces", -4099, 0, 0);
 	SETUP(compact_in_child() == 0);
 	CHECK(!exists(pathf(p, sizeof(p), "%s/data/run/step-10/model.pt", store)),
 	      "keep_raw 1 left the raw files of step-10");
@@ -234,6 +266,8 @@ static void test_compact_under_open_view(const char *fixtures)
 	SETUP(ck_view_open(store, NULL, &v, &err) == 0);
 	check_all(v, "fresh view", 1 << 20, 0, 1);
 	check_all(v, "fresh view", 4093, 1, 1);
+	check_all(v, "fresh view, preload pieces", -(1 << 20), 0, 1);
+	check_all(v, "fresh view, small preload pieces", -4099, 0, 1);
 	ck_view_close(v);
 }
 
