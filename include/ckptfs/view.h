@@ -176,12 +176,22 @@ int ck_vfile_whole_file(struct ck_vfile *f, int *fd);
  * readers (the daemon's preload). */
 ssize_t ck_vfile_read(struct ck_vfile *f, void *buf, size_t len, uint64_t off);
 
-/* Where a piece of at most max bytes from off should end so that
- * ck_vfile_read can check every range in it from the bytes it copies:
- * off + max, moved back to the start of a range not checked yet that it
- * would cut, unless that range starts at off (it is longer than max: its
- * piece cuts it).  Clipped to the file's size; off itself at the end. */
-uint64_t ck_vfile_piece_end(const struct ck_vfile *f, uint64_t off, uint64_t max);
+/* Hands out the file's first limit bytes (all of it when it is shorter),
+ * read and checked by ck_vfile_read, as fn(ctx, off, bytes, len) in file
+ * order: off a multiple of page, len a multiple of page unless the piece
+ * ends at the end of the file; bytes valid during the call.  Pieces end
+ * at range boundaries where the ranges fit in cap bytes, so that each
+ * range is checked from the bytes handed out.  A piece that fails its
+ * check is read again page by page, and only the pages holding bytes that
+ * fail are left out (logged).  buf: cap bytes of the caller's, cap a
+ * multiple of page (a power of two).  Stops once *stop is set (stop may
+ * be NULL) or fn returns non-zero, which it returns; *done: the bytes
+ * handed out.  0, fn's value, or -EINVAL for a bad page or cap.  For
+ * pushing a file into a page cache ahead of its readers (the daemon's
+ * preload). */
+typedef int (*ck_pages_fn)(void *ctx, uint64_t off, const void *bytes, size_t len);
+int ck_vfile_pages(struct ck_vfile *f, uint64_t limit, size_t page, void *buf, size_t cap,
+		   const atomic_int *stop, ck_pages_fn fn, void *ctx, uint64_t *done);
 
 /* One piece of a read: memory (mem != NULL), a physical file range
  * (fd >= 0), or bytes of a packed file version (packed != NULL, at

@@ -11,8 +11,9 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
-#include "ckptfs.h"
 #include "ckptfs/exitcodes.h"
+#include "ckptfs/log.h"
+#include "daemon.h"
 
 /* In the parent: the child's report, or why it died without one. */
 static int wait_for_child(pid_t pid, int fd)

@@ -11,18 +11,14 @@
 #ifndef CKPTFS_FS_DELETE_H
 #define CKPTFS_FS_DELETE_H
 
-#include "staged.h"
+#include "dirs.h"
+#include "lowlevel.h"
+#include "mount.h"
 
 /* unlink (is_dir 0) or rmdir (1) of name, which the view has in directory
  * c (parent: its FUSE inode).  Answers req: 0, -ENOTEMPTY, -EISDIR,
  * -ENOTDIR, -EROFS (a series directory), or the store's -errno. */
 void ckfs_delete_name(fuse_req_t req, struct ckfs *fs, const struct ckfs_dir_ctx *c, fuse_ino_t parent,
 		      const char *name, int is_dir);
-
-/* Tells the kernel to forget the names of checkpoints the view hid since
- * the last call (deleted by this mount or by another process); root_ino is
- * the view's root inode (FUSE's is 1).  In refresh.c, beside the refresh
- * thread that calls it after every refresh. */
-void ckfs_forget_hidden(struct ck_view *view, struct fuse_session *se, uint64_t root_ino);
 
 #endif

@@ -12,7 +12,7 @@
  *
  * Consistency of the two lists: the in-progress names are read after the
  * view's children, and a directory being committed is listed as in
- * progress until the view lists it (ckfs_staged_names).  If the view's
+ * progress until the view lists it (ck_writer_staged_names).  If the view's
  * listing changed while the names were read, the snapshot is taken again.
  */
 #include "config.h"
@@ -21,9 +21,13 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
-#include "ckptfs.h"
-#include "ckptfs/store.h"
+#include "ckptfs/buf.h"
+#include "ckptfs/log.h"
+#include "ckptfs/writer.h"
+#include "listing.h"
+#include "nodes.h"
 
 /* Retakes before settling for a snapshot the view changed under: each
  * retake follows a commit or refresh, so this only binds under a storm. */
@@ -113,6 +117,22 @@ static int view_part(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs_li
 	return ck_view_children(fs->view, *series_dir, &l->nodes, &l->nnodes, &later);
 }
 
+/* The in-progress directories a listing of the view's dir shows after its
+ * children: at the root, new series; in a series directory, its
+ * directories being written; elsewhere none.  0 or -ENOMEM. */
+static int staged_names(struct ckfs *fs, const struct ck_vnode *dir, char ***names, size_t *n)
+{
+	const struct ck_vnode *root = ck_view_root(fs->view);
+
+	*names = NULL;
+	*n = 0;
+	if (dir == root)
+		return ck_writer_staged_names(fs->writer, NULL, dir, names, n);
+	if (!ck_vnode_is_series_dir(fs->view, dir))
+		return 0;
+	return ck_writer_staged_names(fs->writer, ck_vnode_name(dir), dir, names, n);
+}
+
 /* Takes the snapshot of dir: 0 or -errno. */
 static int listing_take(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs_listing *l)
 {
@@ -124,10 +144,11 @@ static int listing_take(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs
 
 		listing_clear(l);
 		rc = view_part(fs, dir, l, &series_dir, &changes);
-		if (rc == 0 && fs->staging)
-			rc = l->series ? ckfs_staged_names_of(fs, l->series, series_dir, &l->staged, &l->nstaged) :
-				ckfs_staged_names(fs, dir, &l->staged, &l->nstaged);
-		if (rc || !fs->staging || ck_view_namespace_changes(fs->view) == changes)
+		if (rc == 0 && fs->writer)
+			rc = l->series ? ck_writer_staged_names(fs->writer, l->series, series_dir, &l->staged,
+								&l->nstaged) :
+				staged_names(fs, dir, &l->staged, &l->nstaged);
+		if (rc || !fs->writer || ck_view_namespace_changes(fs->view) == changes)
 			break;
 		if (tries == RETAKES_MAX) {
 			ck_debug("%s: listing taken while the view kept changing",
@@ -142,8 +163,11 @@ static int listing_take(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs
 	return rc;
 }
 
-int ckfs_listing_entry(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs_listing *l, size_t i,
-		       const struct ck_vnode **node, const char **staged)
+/* Entry i of the listing of dir (i == 0 takes it anew): a view node into
+ * *node, or an in-progress directory's name into *staged (valid until the
+ * next call on l).  0, -ENOENT past the end, or -errno. */
+static int listing_entry(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs_listing *l, size_t i,
+			 const struct ck_vnode **node, const char **staged)
 {
 	int rc = 0;
 
@@ -161,4 +185,82 @@ int ckfs_listing_entry(struct ckfs *fs, const struct ck_vnode *dir, struct ckfs_
 		rc = -ENOENT;
 	pthread_mutex_unlock(&l->lock);
 	return rc;
+}
+
+/* One directory entry at position pos: 0 is ".", 1 is "..", 2 + i the
+ * listing's i-th entry.  Returns 0, -ENOENT past the end, or -errno. */
+static int dir_entry(struct ckfs *fs, const struct ck_vnode *dir, const struct stat *dir_st,
+		     struct ckfs_listing *l, off_t pos, int plus, const char **name,
+		     struct fuse_entry_param *e)
+{
+	const struct ck_vnode *child;
+	const char *staged;
+	int rc;
+
+	memset(e, 0, sizeof(*e));
+	if (pos < 2) {
+		/* The view has no parent links; the kernel answers ".." lookups
+		 * itself, so d_ino of ".." only needs to be a directory's. */
+		*name = pos == 0 ? "." : "..";
+		e->attr.st_ino = dir_st->st_ino;
+		e->attr.st_mode = S_IFDIR;
+		return 0;
+	}
+	rc = listing_entry(fs, dir, l, (size_t)(pos - 2), &child, &staged);
+	if (rc)
+		return rc;
+	if (staged) {
+		/* No node yet (ino 0): the kernel looks it up when used. */
+		*name = staged;
+		e->attr.st_ino = CK_STAGING_BIT;
+		e->attr.st_mode = S_IFDIR;
+		return 0;
+	}
+	*name = ck_vnode_name(child);
+	rc = ckfs_fill_entry(fs, child, e);
+	if (rc) {
+		/* Still list it, with unknown type; a stat will give the error.
+		 * ino 0 tells the kernel not to cache an entry for it. */
+		ck_debug("%s: attributes unavailable: %s", *name, strerror(-rc));
+		memset(e, 0, sizeof(*e));
+	} else if (!plus) {
+		e->ino = 0;
+	}
+	return 0;
+}
+
+void ckfs_listing_reply(fuse_req_t req, const struct ck_vnode *dir, const struct stat *dir_st,
+			struct ckfs_listing *l, size_t size, off_t off, int plus)
+{
+	struct ckfs *fs = ckfs_of(req);
+	char *buf = malloc(size ? size : 1);
+	size_t used = 0;
+	int rc = 0;
+
+	if (!buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	for (off_t pos = off; ; pos++) {
+		struct fuse_entry_param e;
+		const char *name;
+		size_t len;
+
+		rc = dir_entry(fs, dir, dir_st, l, pos, plus, &name, &e);
+		if (rc)
+			break;
+		if (plus)
+			len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, pos + 1);
+		else
+			len = fuse_add_direntry(req, buf + used, size - used, name, &e.attr, pos + 1);
+		if (len > size - used)
+			break;	/* full: the kernel asks again from pos */
+		used += len;
+	}
+	/* An error after some entries is reported on the next call. */
+	if (rc && rc != -ENOENT && used == 0)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_buf(req, buf, used);
+	free(buf);
 }

@@ -18,11 +18,22 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "ckptfs.h"
 #include "ckptfs/exitcodes.h"
+#include "ckptfs/log.h"
 #include "ckptfs/memtune.h"
 #include "ckptfs/store.h"
-#include "packs.h"
+#include "ckptfs/writer.h"
+#include "daemon.h"
+#include "listing.h"
+#include "lowlevel.h"
+#include "mount.h"
+#include "notify.h"
+#include "options.h"
+#include "passthrough.h"
+#include "refresh.h"
+#include "tables.h"
+#include "tune.h"
+#include "warmup.h"
 
 struct mount_run {
 	struct ckfs fs;
@@ -33,8 +44,6 @@ struct mount_run {
 	pthread_t main_thread;
 	int probe_failed;
 	struct ckfs_refresher refresher;
-	struct ckfs_idler idler;
-	struct ckfs_compactor compactor;
 	int mount_lock;          /* STORE/mount.lock of a writable mount, else -1 */
 	struct ckfs_warmup warmup;
 };
@@ -261,7 +270,6 @@ static int serve(struct mount_run *run)
 	int rc;
 
 	run->fs.cfg = cfg;
-	run->fs.mount_lock = -1;
 	run->fs.uid = getuid();
 	run->fs.gid = getgid();
 	run->main_thread = pthread_self();
@@ -275,7 +283,6 @@ static int serve(struct mount_run *run)
 			ck_err("%s", err.msg);
 			return status;
 		}
-		run->fs.mount_lock = run->mount_lock;   /* commit and deletion helpers keep it */
 		/* A writable open finishes what a killed daemon's commit left
 		 * (ck_store_recover); closed again before the view opens the
 		 * store: LMDB allows one environment per process. */
@@ -300,18 +307,17 @@ static int serve(struct mount_run *run)
 		goto close_view;
 	}
 	run->fs.root_ino = root.ino;
-	if (!cfg->read_only && ckfs_staging_new(cfg->store, &run->fs.staging)) {
-		ck_err("out of memory");
-		goto close_view;
-	}
-	if (run->fs.staging) {
-		char *staging_dir = ckfs_staging_top_path(run->fs.staging, "", NULL);
+	if (!cfg->read_only) {
+		struct ck_writer_notify notify;
 
-		rc = staging_dir ? ckfs_indexer_start(&run->fs.indexer, ck_view_layer_rules(run->fs.view),
-							 staging_dir) : -ENOMEM;
-		free(staging_dir);
-		if (rc)
-			ck_warn("cannot start the indexer thread: commits parse every file themselves");
+		/* The commit and deletion helpers keep the mount lock. */
+		ckfs_writer_notify(&run->fs, &notify);
+		if (ck_writer_open(cfg->store, run->fs.view, &cfg->writer, &notify, run->mount_lock,
+				   &run->fs.writer)) {
+			ck_err("out of memory");
+			goto close_view;
+		}
+		run->fs.staging = ck_writer_staging(run->fs.writer);
 	}
 	if (new_session(run))
 		goto close_view;
@@ -349,25 +355,17 @@ static int serve(struct mount_run *run)
 	if (cfg->passthrough)
 		ckfs_passthrough_handshake(&run->fs, run->se);
 	if (cfg->refresh_secs &&
-	    ckfs_refresher_start(&run->refresher, run->fs.view, run->se, run->fs.root_ino, cfg->refresh_secs,
-				 cfg->warmup, ckfs_warm_verify_max(&run->fs)))
+	    ckfs_refresher_start(&run->refresher, &run->fs, cfg->refresh_secs, cfg->warmup,
+				 ckfs_warm_verify_max(&run->fs)))
 		ck_warn("cannot start the refresh thread: checkpoints imported while mounted stay hidden");
-	if (cfg->commit_idle && run->fs.staging &&
-	    ckfs_idler_start(&run->idler, &run->fs, cfg->commit_idle))
-		ck_warn("cannot start the idle-commit thread: directories commit by rename or marker only");
-	if (run->fs.staging && ckfs_grace_start(&run->fs.grace, &run->fs))
-		ck_warn("cannot start the marker thread: trainer_state.json commits without grace");
-	if (cfg->compact_secs && run->fs.staging &&
-	    ckfs_compactor_start(&run->compactor, &run->fs, cfg->compact_secs))
-		ck_warn("cannot start the compaction thread: the store stays raw until `ckptctl compact`");
+	if (run->fs.writer)
+		ck_writer_start(run->fs.writer);	/* marker grace, idle commits, compaction */
 	if (cfg->warmup && ckfs_warmup_start(&run->warmup, &run->fs, ckfs_warm_verify_max(&run->fs)))
 		ck_warn("cannot start the warm-up thread: composites are built at their first open");
 	rc = run_loop(run);
 	ckfs_warmup_stop(&run->warmup);
-	ckfs_grace_stop(run->fs.grace);
-	run->fs.grace = NULL;
-	ckfs_compactor_stop(&run->compactor);
-	ckfs_idler_stop(&run->idler);
+	if (run->fs.writer)
+		ck_writer_stop(run->fs.writer);
 	ckfs_refresher_stop(&run->refresher);
 	if (rc < 0)
 		ck_err("request loop: %s", strerror(-rc));
@@ -387,8 +385,7 @@ remove_handlers:
 destroy:
 	fuse_session_destroy(run->se);
 close_view:
-	ckfs_indexer_stop(run->fs.indexer);
-	ckfs_staging_free(run->fs.staging);
+	ck_writer_close(run->fs.writer);
 	ckfs_listings_free(&run->fs);
 	pthread_mutex_destroy(&run->fs.listings_lock);
 	ck_store_mount_release(run->mount_lock);
@@ -403,8 +400,8 @@ int main(int argc, char **argv)
 	struct mount_run run;
 	int status, rc;
 
-	if (ckfs_helper_wanted(argc, argv))
-		return ckfs_helper_main(argc, argv);   /* a commit or deletion child (helper.c) */
+	if (ck_writer_helper_wanted(argc, argv))
+		return ck_writer_helper_main(argc, argv);   /* a commit or deletion child (writer.h) */
 	ck_tune_malloc();
 	memset(&cfg, 0, sizeof(cfg));
 	memset(&run, 0, sizeof(run));

@@ -12,7 +12,10 @@
 #include <sys/stat.h>
 #include <sys/statvfs.h>
 
-#include "ckptfs.h"
+#include "ckptfs/log.h"
+#include "listing.h"
+#include "nodes.h"
+#include "ops.h"
 
 void ckfs_op_init(void *userdata, struct fuse_conn_info *conn)
 {
@@ -35,52 +38,6 @@ void ckfs_op_init(void *userdata, struct fuse_conn_info *conn)
 		 conn->max_readahead, conn->want, conn->capable);
 }
 
-/* Node ids are the view's inode numbers, except that FUSE insists on 1
- * for the root: the root's number and 1 trade places if they differ.
- * The swap is its own inverse, so it maps both ways. */
-static uint64_t swap_root_ino(const struct ckfs *fs, uint64_t ino)
-{
-	if (ino == fs->root_ino)
-		return FUSE_ROOT_ID;
-	if (ino == FUSE_ROOT_ID)
-		return fs->root_ino;
-	return ino;
-}
-
-const struct ck_vnode *ckfs_node(struct ckfs *fs, fuse_ino_t ino)
-{
-	if (ino == FUSE_ROOT_ID)
-		return ck_view_root(fs->view);
-	return ck_view_node(fs->view, swap_root_ino(fs, ino));
-}
-
-int ckfs_stat(struct ckfs *fs, const struct ck_vnode *n, struct stat *st)
-{
-	struct ck_vattr a;
-	int rc = ck_view_getattr(fs->view, n, &a);
-
-	if (rc)
-		return rc;
-	memset(st, 0, sizeof(*st));
-	st->st_ino = a.ino;
-	st->st_mode = a.mode;
-	st->st_nlink = a.nlink;
-	st->st_size = (off_t)a.size;
-	st->st_blocks = (blkcnt_t)((a.size + 511) / 512);
-	st->st_blksize = CKFS_BLKSIZE;
-	st->st_uid = fs->uid;
-	st->st_gid = fs->gid;
-	st->st_mtim.tv_sec = a.mtime_ns / 1000000000;
-	st->st_mtim.tv_nsec = a.mtime_ns % 1000000000;
-	if (st->st_mtim.tv_nsec < 0) {
-		st->st_mtim.tv_sec--;
-		st->st_mtim.tv_nsec += 1000000000;
-	}
-	st->st_atim = st->st_mtim;
-	st->st_ctim = st->st_mtim;
-	return 0;
-}
-
 /* The node behind ino (into *node, unless node is NULL) and its attributes.
  * 0, -ESTALE when the view has no such node, or the view's -errno. */
 static int stat_ino(struct ckfs *fs, fuse_ino_t ino, const struct ck_vnode **node, struct stat *st)
@@ -92,33 +49,6 @@ static int stat_ino(struct ckfs *fs, fuse_ino_t ino, const struct ck_vnode **nod
 	if (node)
 		*node = n;
 	return ckfs_stat(fs, n, st);
-}
-
-static int fill_entry(struct ckfs *fs, const struct ck_vnode *n, struct fuse_entry_param *e)
-{
-	int rc;
-
-	memset(e, 0, sizeof(*e));
-	rc = ckfs_stat(fs, n, &e->attr);
-	if (rc)
-		return rc;
-	e->ino = swap_root_ino(fs, e->attr.st_ino);
-	e->generation = 1;	/* nodes are never reused while mounted */
-	e->attr_timeout = fs->cfg->attr_timeout;
-	e->entry_timeout = fs->cfg->entry_timeout;
-	return 0;
-}
-
-int ckfs_view_entry(struct ckfs *fs, fuse_ino_t parent, const char *name, struct fuse_entry_param *e)
-{
-	const struct ck_vnode *dir = ckfs_node(fs, parent);
-	const struct ck_vnode *child;
-	int rc;
-
-	if (!dir)
-		return -ESTALE;
-	rc = ck_view_lookup(fs->view, dir, name, &child);
-	return rc ? rc : fill_entry(fs, child, e);
 }
 
 void ckfs_op_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
@@ -185,84 +115,6 @@ void ckfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *f
 	(void)ino;
 	ckfs_listing_close(ckfs_of(req), (struct ckfs_listing *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
-}
-
-/* One directory entry at position pos: 0 is ".", 1 is "..", 2 + i the
- * listing's i-th entry.  Returns 0, -ENOENT past the end, or -errno. */
-static int dir_entry(struct ckfs *fs, const struct ck_vnode *dir, const struct stat *dir_st,
-		     struct ckfs_listing *l, off_t pos, int plus, const char **name,
-		     struct fuse_entry_param *e)
-{
-	const struct ck_vnode *child;
-	const char *staged;
-	int rc;
-
-	memset(e, 0, sizeof(*e));
-	if (pos < 2) {
-		/* The view has no parent links; the kernel answers ".." lookups
-		 * itself, so d_ino of ".." only needs to be a directory's. */
-		*name = pos == 0 ? "." : "..";
-		e->attr.st_ino = dir_st->st_ino;
-		e->attr.st_mode = S_IFDIR;
-		return 0;
-	}
-	rc = ckfs_listing_entry(fs, dir, l, (size_t)(pos - 2), &child, &staged);
-	if (rc)
-		return rc;
-	if (staged) {
-		/* No node yet (ino 0): the kernel looks it up when used. */
-		*name = staged;
-		e->attr.st_ino = CKFS_STAGED_BIT;
-		e->attr.st_mode = S_IFDIR;
-		return 0;
-	}
-	*name = ck_vnode_name(child);
-	rc = fill_entry(fs, child, e);
-	if (rc) {
-		/* Still list it, with unknown type; a stat will give the error.
-		 * ino 0 tells the kernel not to cache an entry for it. */
-		ck_debug("%s: attributes unavailable: %s", *name, strerror(-rc));
-		memset(e, 0, sizeof(*e));
-	} else if (!plus) {
-		e->ino = 0;
-	}
-	return 0;
-}
-
-void ckfs_listing_reply(fuse_req_t req, const struct ck_vnode *dir, const struct stat *dir_st,
-			struct ckfs_listing *l, size_t size, off_t off, int plus)
-{
-	struct ckfs *fs = ckfs_of(req);
-	char *buf = malloc(size ? size : 1);
-	size_t used = 0;
-	int rc = 0;
-
-	if (!buf) {
-		fuse_reply_err(req, ENOMEM);
-		return;
-	}
-	for (off_t pos = off; ; pos++) {
-		struct fuse_entry_param e;
-		const char *name;
-		size_t len;
-
-		rc = dir_entry(fs, dir, dir_st, l, pos, plus, &name, &e);
-		if (rc)
-			break;
-		if (plus)
-			len = fuse_add_direntry_plus(req, buf + used, size - used, name, &e, pos + 1);
-		else
-			len = fuse_add_direntry(req, buf + used, size - used, name, &e.attr, pos + 1);
-		if (len > size - used)
-			break;	/* full: the kernel asks again from pos */
-		used += len;
-	}
-	/* An error after some entries is reported on the next call. */
-	if (rc && rc != -ENOENT && used == 0)
-		fuse_reply_err(req, -rc);
-	else
-		fuse_reply_buf(req, buf, used);
-	free(buf);
 }
 
 static void do_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,

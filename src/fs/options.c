@@ -17,8 +17,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckptfs.h"
-#include "ckptfs/store.h"
+#include "ckptfs/buf.h"
+#include "ckptfs/log.h"
+#include "ckptfs/view.h"
+#include "ckptfs/writer_rules.h"
+#include "lowlevel.h"
+#include "options.h"
 
 /* Passed to the kernel as they are: they only restrict. */
 static const char *const fuse_flag_opts[] = {
@@ -154,17 +158,17 @@ static int set_string(char **dst, const char *val)
 static int parse_markers(struct ckfs_config *cfg, const char *opt, const char *val)
 {
 	static const struct { const char *name; unsigned mask; } kinds[] = {
-		{ "dcp", CKFS_MARK_DCP }, { "hf", CKFS_MARK_HF }, { "megatron", CKFS_MARK_MEGATRON },
-		{ "deepspeed", CKFS_MARK_DEEPSPEED }, { "all", CKFS_MARK_ALL },
+		{ "dcp", CK_MARK_DCP }, { "hf", CK_MARK_HF }, { "megatron", CK_MARK_MEGATRON },
+		{ "deepspeed", CK_MARK_DEEPSPEED }, { "all", CK_MARK_ALL },
 	};
 	const char *p = val;
 
 	if (!*val)
 		return bad_value(opt, "dcp, hf, megatron, deepspeed, all, none or file names, separated by ':'");
-	cfg->markers = 0;
-	ck_strv_free(cfg->marker_files, cfg->nmarker_files);
-	cfg->marker_files = NULL;
-	cfg->nmarker_files = 0;
+	cfg->writer.markers = 0;
+	ck_strv_free(cfg->writer.marker_files, cfg->writer.nmarker_files);
+	cfg->writer.marker_files = NULL;
+	cfg->writer.nmarker_files = 0;
 	while (*p) {
 		size_t len = strcspn(p, ":");
 		size_t i;
@@ -174,22 +178,22 @@ static int parse_markers(struct ckfs_config *cfg, const char *opt, const char *v
 			if (strlen(kinds[i].name) == len && strncmp(p, kinds[i].name, len) == 0)
 				break;
 		if (i < sizeof(kinds) / sizeof(kinds[0])) {
-			cfg->markers |= kinds[i].mask;
+			cfg->writer.markers |= kinds[i].mask;
 		} else if (len == 4 && strncmp(p, "none", 4) == 0) {
-			cfg->markers = 0;
+			cfg->writer.markers = 0;
 		} else {
 			if (len == 0 || memchr(p, '/', len) || (len == 1 && p[0] == '.') ||
 			    (len == 2 && p[0] == '.' && p[1] == '.') || len > 255)
 				return bad_value(opt, "dcp, hf, megatron, deepspeed, all, none or file names, "
 						      "separated by ':'");
-			files = realloc(cfg->marker_files, (cfg->nmarker_files + 1) * sizeof(*files));
+			files = realloc(cfg->writer.marker_files, (cfg->writer.nmarker_files + 1) * sizeof(*files));
 			if (!files)
 				return -ENOMEM;
-			cfg->marker_files = files;
-			files[cfg->nmarker_files] = strndup(p, len);
-			if (!files[cfg->nmarker_files])
+			cfg->writer.marker_files = files;
+			files[cfg->writer.nmarker_files] = strndup(p, len);
+			if (!files[cfg->writer.nmarker_files])
 				return -ENOMEM;
-			cfg->nmarker_files++;
+			cfg->writer.nmarker_files++;
 		}
 		p += len;
 		if (*p == ':')
@@ -257,7 +261,7 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 	if (KEY("refresh") && val)
 		return parse_uint(opt, val, 0, 86400, &cfg->refresh_secs);
 	if (KEY("commit_idle") && val)
-		return parse_uint(opt, val, 0, 86400 * 7, &cfg->commit_idle);
+		return parse_uint(opt, val, 0, 86400 * 7, &cfg->writer.commit_idle);
 	if (KEY("cache_size") && val) {
 		unsigned mib;
 		int rc = parse_uint(opt, val, 1, 1024 * 1024, &mib);
@@ -278,7 +282,7 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		return 0;
 	}
 	if (KEY("compact") && val)
-		return parse_uint(opt, val, 0, 86400 * 7, &cfg->compact_secs);
+		return parse_uint(opt, val, 0, 86400 * 7, &cfg->writer.compact_secs);
 	if (KEY("preload") && val) {
 		if (strcmp(val, "auto") == 0) {
 			cfg->preload_mib = CKFS_PRELOAD_AUTO;
@@ -289,9 +293,9 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 	if (KEY("commit_markers") && val)
 		return parse_markers(cfg, opt, val);
 	if (KEY("marker_grace") && val) {
-		int rc = parse_seconds(opt, val, &cfg->marker_grace);
+		int rc = parse_seconds(opt, val, &cfg->writer.marker_grace);
 
-		return rc ? rc : cfg->marker_grace > 3600 ? bad_value(opt, "at most 3600 seconds") : 0;
+		return rc ? rc : cfg->writer.marker_grace > 3600 ? bad_value(opt, "at most 3600 seconds") : 0;
 	}
 	if (KEY("pipe_max_kb") && val)
 		return parse_uint(opt, val, 0, 1024 * 1024, &cfg->pipe_max_kb);
@@ -372,13 +376,13 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->pipe_max_kb = 2048;
 	cfg->refresh_secs = 5;
 	cfg->view.cache_bytes = CK_VIEW_DEFAULT_CACHE;
-	cfg->compact_secs = 60;
+	cfg->writer.compact_secs = 60;
 	cfg->direct_io = CKFS_DIO_NONE;
 	cfg->passthrough = 1;
 	cfg->warmup = 1;
 	cfg->preload_mib = CKFS_PRELOAD_AUTO;
-	cfg->markers = CKFS_MARK_ALL;
-	cfg->marker_grace = 1;
+	cfg->writer.markers = CK_MARK_ALL;
+	cfg->writer.marker_grace = 1;
 }
 
 static int set_positional(struct ckfs_config *cfg, const char *arg)
@@ -498,7 +502,7 @@ int ckfs_finish_fuse_opts(struct ckfs_config *cfg)
 
 void ckfs_config_free(struct ckfs_config *cfg)
 {
-	ck_strv_free(cfg->marker_files, cfg->nmarker_files);
+	ck_strv_free(cfg->writer.marker_files, cfg->writer.nmarker_files);
 	free(cfg->store);
 	free(cfg->mountpoint);
 	free(cfg->pidfile);

@@ -6,8 +6,8 @@
  * /dev/fuse, and reads and mmaps of the open file go straight to the backing
  * file's page cache without a request to the daemon (Linux 6.9+,
  * CONFIG_FUSE_PASSTHROUGH, CAP_SYS_ADMIN for the registration).  That is
- * native page-cache speed where the FUSE page cache runs at about half of
- * it (docs/bench.md).
+ * native page-cache speed, which the FUSE page cache does not reach
+ * (docs/bench.md, composite_read).
  *
  * libfuse 3.14 has no API for it, so two protocol messages are written by
  * hand, both through documented libfuse calls:
@@ -35,7 +35,9 @@
 #include <sys/ioctl.h>
 #include <sys/uio.h>
 
-#include "ckptfs.h"
+#include "ckptfs/log.h"
+#include "mount.h"
+#include "passthrough.h"
 
 /* Protocol 7.40 pieces that Debian 12's <linux/fuse.h> (7.38) lacks. */
 #define PT_FUSE_PASSTHROUGH_FLAG2 (1u << (37 - 32))  /* FUSE_PASSTHROUGH, in flags2 */

@@ -10,9 +10,9 @@
  * range first, from the very bytes it copies, under verify=first) and
  * pushes the bytes into the mount's page cache with
  * fuse_lowlevel_notify_store.  The first load then reads cached pages, as
- * every later one does (files are opened with keep_cache).  A piece that
- * fails its check is not pushed: its pages stay out of the cache, and a
- * read of them reaches the daemon, which refuses them.
+ * every later one does (files are opened with keep_cache).  Pages holding
+ * bytes that fail their check are not pushed (ck_vfile_pages): a read of
+ * them reaches the daemon, which refuses them.
  *
  * The kernel keeps pages only for an inode it knows, and knows none after
  * a mount, so each file is looked up through the mountpoint first (a
@@ -31,12 +31,14 @@
 #include <sys/stat.h>
 #include <time.h>
 
-#include "ckptfs.h"
 #include "ckptfs/clock.h"
+#include "ckptfs/log.h"
 #include "ckptfs/records.h"
+#include "preload.h"
 
-/* Bytes read and pushed at a time: ranges up to this size are hashed from
- * the bytes pushed; longer ones are checked from the file first. */
+/* Bytes read and pushed at a time (ck_vfile_pages): ranges up to this size
+ * are hashed from the bytes pushed; longer ones are checked from the file
+ * first. */
 #define PIECE_MAX (16u << 20)
 
 struct ckfs_preload {
@@ -44,7 +46,7 @@ struct ckfs_preload {
 	const atomic_int *stop;
 	uint64_t budget;        /* bytes that may still be pushed */
 	uint8_t *buf;           /* PIECE_MAX bytes, mapped until the end */
-	uint64_t page;
+	size_t page;
 	size_t files;
 	uint64_t pushed;
 	double started;         /* ck_monotonic_s */
@@ -92,7 +94,7 @@ int ckfs_preload_begin(struct ckfs *fs, const atomic_int *stop, struct ckfs_prel
 	p->fs = fs;
 	p->stop = stop;
 	p->budget = budget;
-	p->page = (uint64_t)page;
+	p->page = (size_t)page;
 	p->started = ck_monotonic_s();
 	*out = p;
 	return 0;
@@ -112,15 +114,21 @@ void ckfs_preload_end(struct ckfs_preload *p)
 	free(p);
 }
 
-/* Pushes len bytes at off of node ino: 0 or -errno (-ENOENT: the kernel
- * forgot the inode). */
-static int push(struct ckfs_preload *p, fuse_ino_t ino, uint64_t off, size_t len)
+struct push_to {
+	struct ckfs *fs;
+	fuse_ino_t ino;
+};
+
+/* ck_pages_fn: len bytes at off of node ino into its page cache.  0 or
+ * -errno (-ENOENT: the kernel forgot the inode). */
+static int push(void *arg, uint64_t off, const void *bytes, size_t len)
 {
+	struct push_to *to = arg;
 	struct fuse_bufvec bv = FUSE_BUFVEC_INIT(len);
 
-	bv.buf[0].mem = p->buf;
+	bv.buf[0].mem = (void *)(uintptr_t)bytes;	/* only read from */
 	/* One writev: splicing memory would copy it into pipe pages first. */
-	return fuse_lowlevel_notify_store(p->fs->se, ino, (off_t)off, &bv, FUSE_BUF_NO_SPLICE);
+	return fuse_lowlevel_notify_store(to->fs->se, to->ino, (off_t)off, &bv, FUSE_BUF_NO_SPLICE);
 }
 
 /* Whether the kernel reads path itself or bypasses its page cache. */
@@ -140,12 +148,11 @@ static int not_cached(struct ckfs_preload *p, const char *path, int served_as_sa
 int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int served_as_saved)
 {
 	struct ckfs_preload *p = arg;
-	uint64_t size = ck_vfile_size(f), pos = 0, end, careful = 0;
-	fuse_ino_t ino;
-	size_t carry = 0;
+	struct push_to to = { p->fs, 0 };
+	uint64_t size = ck_vfile_size(f), done = 0;
 	char *full = NULL;
 	struct stat st;
-	int rc = 0;
+	int rc;
 
 	if (!p->budget)
 		return 1;
@@ -161,50 +168,14 @@ int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int serve
 		return 0;
 	}
 	free(full);
-	ino = st.st_ino == p->fs->root_ino ? FUSE_ROOT_ID : st.st_ino == FUSE_ROOT_ID ? p->fs->root_ino : st.st_ino;
-	/* The first bytes first: loaders read a file mostly in order. */
-	end = size < p->budget ? size : p->budget & ~(p->page - 1);
-	/* Pieces start on a page; each is read up to a range boundary (so its
-	 * ranges are checked from the bytes pushed), its whole pages are
-	 * pushed, and the bytes of its last, partial page are carried over to
-	 * the front of the next piece.  A piece that fails its check is read
-	 * again page by page, so that only the pages holding damaged bytes
-	 * stay out. */
-	while (pos + carry < end && !atomic_load(p->stop)) {
-		uint64_t from = pos + carry, room = end - from, upto;
-		ssize_t got;
-		size_t have, whole;
-
-		if (room > PIECE_MAX - carry)
-			room = PIECE_MAX - carry;
-		if (from < careful && room > pos + p->page - from)
-			room = pos + p->page - from;
-		upto = from < careful ? from + room : ck_vfile_piece_end(f, from, room);
-		got = ck_vfile_read(f, p->buf + carry, (size_t)(upto - from), from);
-		if (got <= 0) {
-			if (from >= careful) {
-				careful = upto;         /* logged; again, page by page */
-			} else {
-				pos += p->page;         /* this page stays out */
-				carry = 0;
-			}
-			continue;
-		}
-		have = carry + (size_t)got;
-		whole = from + (uint64_t)got == size ? have : have & ~(size_t)(p->page - 1);
-		if (whole) {
-			rc = push(p, ino, pos, whole);
-			if (rc)
-				break;
-			p->pushed += whole;
-		}
-		carry = have - whole;
-		memmove(p->buf, p->buf + whole, carry);
-		pos += whole;
-	}
+	to.ino = st.st_ino == p->fs->root_ino ? FUSE_ROOT_ID : st.st_ino == FUSE_ROOT_ID ? p->fs->root_ino : st.st_ino;
+	/* The start of each file first: loaders read a file mostly in order. */
+	rc = ck_vfile_pages(f, p->budget, p->page, p->buf, PIECE_MAX, p->stop, push, &to, &done);
 	if (rc)
-		ck_debug("preload: %s: pushing at %llu: %s", path, (unsigned long long)pos, strerror(-rc));
+		ck_debug("preload: %s: pushing after %llu bytes: %s", path, (unsigned long long)done,
+			 strerror(-rc));
 	p->files++;
-	p->budget -= pos < p->budget ? pos : p->budget;
+	p->pushed += done;
+	p->budget -= done < p->budget ? done : p->budget;
 	return rc && rc != -ENOENT;	/* anything but a forgotten inode: stop */
 }

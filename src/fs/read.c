@@ -13,8 +13,13 @@
 #include <string.h>
 #include <sys/uio.h>
 
-#include "ckptfs.h"
-#include "ckptfs/store.h"
+#include "ckptfs/log.h"
+#include "ckptfs/records.h"
+#include "ckptfs/view.h"
+#include "mount.h"
+#include "nodes.h"
+#include "passthrough.h"
+#include "read.h"
 
 /* Extents a read usually needs; more come from the heap. */
 #define STACK_EXTENTS 32
@@ -215,8 +220,7 @@ static int all_in_memory(const struct ck_extent *ext, int n)
 /* Decoded (packed) bytes go to the kernel with one writev, which copies
  * them straight into the file's page cache.  fuse_reply_data would splice
  * several memory buffers: a copy into freshly allocated pipe pages, then a
- * second copy out of them (a fifth of the daemon's CPU on a cold packed
- * read, measured with perf). */
+ * second copy out of them (docs/bench.md, composite_read). */
 static void reply_from_memory(fuse_req_t req, const struct ck_extent *ext, int n)
 {
 	struct iovec stack_iov[STACK_EXTENTS];

@@ -6,7 +6,7 @@
 
 #include <errno.h>
 
-#include "ckptfs.h"
+#include "readonly.h"
 
 void ckfs_rofs_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to_set,
 		       struct fuse_file_info *fi)

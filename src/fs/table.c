@@ -1,7 +1,11 @@
 /* The FUSE low-level operation table of ckptfs. */
 #include "config.h"
 
-#include "ckptfs.h"
+#include "ops.h"
+#include "read.h"
+#include "readonly.h"
+#include "tables.h"
+#include "xattr.h"
 
 const struct fuse_lowlevel_ops ckfs_ops = {
 	.init = ckfs_op_init,

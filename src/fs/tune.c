@@ -20,7 +20,8 @@
 #include <unistd.h>
 #include <sys/sysmacros.h>
 
-#include "ckptfs.h"
+#include "ckptfs/log.h"
+#include "tune.h"
 
 #define PIPE_MAX_SIZE "/proc/sys/fs/pipe-max-size"
 

@@ -8,7 +8,9 @@
 #include <errno.h>
 #include <string.h>
 
-#include "ckptfs.h"
+#include "ckptfs/log.h"
+#include "preload.h"
+#include "warmup.h"
 
 static void *warmup_main(void *arg)
 {

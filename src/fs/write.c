@@ -18,9 +18,19 @@
 #include <sys/stat.h>
 #include <sys/time.h>
 
-#include "ckptfs.h"
-#include "ckptfs/store.h"
-#include "staged.h"
+#include "ckptfs/buf.h"
+#include "ckptfs/writer.h"
+#include "ckptfs/writer_rules.h"
+#include "ckptfs/writer_staging.h"
+#include "dirs.h"
+#include "listing.h"
+#include "names.h"
+#include "nodes.h"
+#include "ops.h"
+#include "read.h"
+#include "readonly.h"
+#include "tables.h"
+#include "xattr.h"
 
 #define COMMIT_XATTR "user.ckptfs.commit"
 #define STATE_XATTR "user.ckptfs.state"
@@ -41,10 +51,10 @@ static int committed_stat(struct ckfs *fs, fuse_ino_t ino, const char *path, str
 	const struct ck_vnode *n;
 	int rc = -ENOENT;
 
-	if (ckfs_staging_top_of(fs->staging, ino, &series, &name))
+	if (ck_staging_top_of(fs->staging, ino, &series, &name))
 		return -ENOENT;
-	ckfs_staging_wait_unclaimed(fs->staging, series, name);
-	top = ckfs_staging_top_path(fs->staging, series, name);
+	ck_staging_wait_unclaimed(fs->staging, series, name);
+	top = ck_staging_top_path(fs->staging, series, name);
 	if (top && strncmp(path, top, strlen(top)) == 0 &&
 	    asprintf(&vpath, "%s/%s%s", series, name, path + strlen(top)) >= 0 &&
 	    ck_view_resolve(fs->view, vpath, &n) == 0)
@@ -60,7 +70,7 @@ static int committed_stat(struct ckfs *fs, fuse_ino_t ino, const char *path, str
 static int staged_stat(struct ckfs *fs, fuse_ino_t ino, struct stat *st)
 {
 	char *path;
-	int rc = ckfs_staging_path(fs->staging, ino, NULL, &path);
+	int rc = ck_staging_path(fs->staging, ino, NULL, &path);
 
 	if (rc)
 		return rc;
@@ -87,8 +97,8 @@ static void reply_staged_attr(fuse_req_t req, fuse_ino_t ino)
 
 static void rw_forget(fuse_req_t req, fuse_ino_t ino, uint64_t nlookup)
 {
-	if (ckfs_is_staged(ino))
-		ckfs_staging_forget(ckfs_of(req)->staging, ino, nlookup);
+	if (ck_staging_is_staged(ino))
+		ck_staging_forget(ckfs_of(req)->staging, ino, nlookup);
 	fuse_reply_none(req);
 }
 
@@ -97,14 +107,14 @@ static void rw_forget_multi(fuse_req_t req, size_t count, struct fuse_forget_dat
 	struct ckfs *fs = ckfs_of(req);
 
 	for (size_t i = 0; i < count; i++)
-		if (ckfs_is_staged(forgets[i].ino))
-			ckfs_staging_forget(fs->staging, forgets[i].ino, forgets[i].nlookup);
+		if (ck_staging_is_staged(forgets[i].ino))
+			ck_staging_forget(fs->staging, forgets[i].ino, forgets[i].nlookup);
 	fuse_reply_none(req);
 }
 
 static void rw_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	if (ckfs_is_staged(ino))
+	if (ck_staging_is_staged(ino))
 		reply_staged_attr(req, ino);
 	else
 		ckfs_op_getattr(req, ino, fi);
@@ -116,7 +126,7 @@ static void rw_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	char *path = NULL;
 	int rc;
 
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		struct ckfs_dir_ctx c;
 
 		/* Root and series directories take new directories. */
@@ -126,7 +136,7 @@ static void rw_access(fuse_req_t req, fuse_ino_t ino, int mask)
 		ckfs_op_access(req, ino, mask);
 		return;
 	}
-	rc = ckfs_staging_path(fs->staging, ino, NULL, &path);
+	rc = ck_staging_path(fs->staging, ino, NULL, &path);
 	if (rc == 0 && access(path, mask) != 0)
 		rc = -errno;
 	free(path);
@@ -140,9 +150,9 @@ static void rw_access(fuse_req_t req, fuse_ino_t ino, int mask)
 /* Whether ino is a staged series node (a series with no committed
  * checkpoint when it was looked up): its handles are listings (listing.c),
  * which go on showing its checkpoints as they commit into the view. */
-static int is_staged_series(struct ckfs_staging *s, fuse_ino_t ino, char **series)
+static int is_staged_series(struct ck_staging *s, fuse_ino_t ino, char **series)
 {
-	return ckfs_is_staged(ino) && ckfs_staging_series(s, ino, series) == 0;
+	return ck_staging_is_staged(ino) && ck_staging_series(s, ino, series) == 0;
 }
 
 static void staged_series_opendir(fuse_req_t req, const char *series, struct fuse_file_info *fi)
@@ -161,7 +171,7 @@ static void staged_series_opendir(fuse_req_t req, const char *series, struct fus
 }
 
 /* The listing of a staged series node's handle, or NULL for a staged
- * directory's (a struct ckfs_staged_dir). */
+ * directory's (a struct ck_staged_dir). */
 static struct ckfs_listing *series_listing(const struct fuse_file_info *fi)
 {
 	if (!(fi->fh & SERIES_LISTING))
@@ -171,12 +181,12 @@ static struct ckfs_listing *series_listing(const struct fuse_file_info *fi)
 
 static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	struct ckfs_staging *s = ckfs_of(req)->staging;
-	struct ckfs_staged_dir *d = NULL;
+	struct ck_staging *s = ckfs_of(req)->staging;
+	struct ck_staged_dir *d = NULL;
 	char *path, *series;
 	int rc;
 
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		ckfs_op_opendir(req, ino, fi);
 		return;
 	}
@@ -185,9 +195,9 @@ static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		free(series);
 		return;
 	}
-	rc = ckfs_staging_path(s, ino, NULL, &path);
+	rc = ck_staging_path(s, ino, NULL, &path);
 	if (rc == 0) {
-		rc = ckfs_staging_opendir(s, path, &d);
+		rc = ck_staging_opendir(s, path, &d);
 		free(path);
 	}
 	if (rc) {
@@ -196,14 +206,14 @@ static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	fi->fh = (uint64_t)(uintptr_t)d;
 	if (fuse_reply_open(req, fi) == -ENOENT)
-		ckfs_staging_closedir(s, d);
+		ck_staging_closedir(s, d);
 }
 
 /* A real directory's entries from off on (telldir positions).  Entries
  * carry no node (ino 0 in readdirplus): the kernel looks them up. */
 static void staged_readdir(fuse_req_t req, size_t size, off_t off, struct fuse_file_info *fi, int plus)
 {
-	DIR *d = ckfs_staged_dir_stream((struct ckfs_staged_dir *)(uintptr_t)fi->fh);
+	DIR *d = ck_staged_dir_stream((struct ck_staged_dir *)(uintptr_t)fi->fh);
 	char *buf = malloc(size ? size : 1);
 	size_t used = 0;
 
@@ -249,7 +259,7 @@ static void any_readdir(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, 
 {
 	struct stat st;
 
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		if (plus)
 			ckfs_op_readdirplus(req, ino, size, off, fi);
 		else
@@ -277,7 +287,7 @@ static void rw_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t of
 
 static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		ckfs_op_releasedir(req, ino, fi);
 		return;
 	}
@@ -286,7 +296,7 @@ static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 		fuse_reply_err(req, 0);
 		return;
 	}
-	ckfs_staging_closedir(ckfs_of(req)->staging, (struct ckfs_staged_dir *)(uintptr_t)fi->fh);
+	ck_staging_closedir(ckfs_of(req)->staging, (struct ck_staged_dir *)(uintptr_t)fi->fh);
 	fuse_reply_err(req, 0);
 }
 
@@ -302,8 +312,8 @@ static int create_target(struct ckfs *fs, fuse_ino_t parent, const char *name, c
 	if (rc)
 		return rc;
 	if (c.kind == CKFS_DIR_STAGED)
-		rc = ckfs_staging_busy(fs->staging, c.staged) ? -EBUSY : 0;
-	else if (c.kind == CKFS_DIR_SERIES && ckfs_is_series_marker(name))
+		rc = ck_staging_busy(fs->staging, c.staged) ? -EBUSY : 0;
+	else if (c.kind == CKFS_DIR_SERIES && ck_rule_series_marker(name))
 		rc = 0;
 	else
 		rc = -EROFS;	/* files only inside in-progress directories */
@@ -311,11 +321,7 @@ static int create_target(struct ckfs *fs, fuse_ino_t parent, const char *name, c
 		rc = ckfs_child_path(fs, &c, name, path);
 	if (rc == 0 && c.kind == CKFS_DIR_SERIES) {
 		/* a series with no staging directory yet */
-		char *dir = ckfs_staging_top_path(fs->staging, c.series, NULL);
-
-		if (dir)
-			mkdir(dir, 0755);
-		free(dir);
+		ck_staging_mkdir(fs->staging, c.series, NULL, 0755);
 		*node_parent = 0;
 		*series = c.series;
 		c.series = NULL;
@@ -346,14 +352,14 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		if (fstat(fd, &e.attr) != 0)
 			rc = -errno;
 		if (rc == 0)
-			rc = ckfs_staging_get(fs->staging, node_parent, series, name, &ino);
+			rc = ck_staging_get(fs->staging, node_parent, series, name, &ino);
 		if (rc == 0) {
 			e.ino = ino;
 			e.attr.st_ino = ino;
 			e.generation = 1;
-			rc = ckfs_staging_open_begin(fs->staging, ino, 1);
+			rc = ck_staging_open_begin(fs->staging, ino, 1);
 			if (rc)
-				ckfs_staging_forget(fs->staging, ino, 1);
+				ck_staging_forget(fs->staging, ino, 1);
 		}
 	}
 	free(series);
@@ -366,7 +372,7 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	fi->fh = (uint64_t)fd;
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		close(fd);
-		ckfs_staging_open_end(fs->staging, ino);
+		ck_staging_open_end(fs->staging, ino);
 	}
 }
 
@@ -377,16 +383,16 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	char *path;
 	int fd = -1, rc;
 
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		ckfs_op_open(req, ino, fi);
 		return;
 	}
-	rc = ckfs_staging_open_begin(fs->staging, ino, writing);
+	rc = ck_staging_open_begin(fs->staging, ino, writing);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	rc = ckfs_staging_path(fs->staging, ino, NULL, &path);
+	rc = ck_staging_path(fs->staging, ino, NULL, &path);
 	if (rc == 0) {
 		fd = open(path, (fi->flags | O_CLOEXEC) & ~(O_CREAT | O_EXCL | O_NOCTTY));
 		if (fd < 0)
@@ -394,14 +400,14 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		free(path);
 	}
 	if (rc) {
-		ckfs_staging_open_end(fs->staging, ino);
+		ck_staging_open_end(fs->staging, ino);
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	fi->fh = (uint64_t)fd;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		close(fd);
-		ckfs_staging_open_end(fs->staging, ino);
+		ck_staging_open_end(fs->staging, ino);
 	}
 }
 
@@ -409,7 +415,7 @@ static void rw_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, stru
 {
 	struct fuse_bufvec buf = FUSE_BUFVEC_INIT(size);
 
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		ckfs_op_read(req, ino, size, off, fi);
 		return;
 	}
@@ -428,7 +434,7 @@ static void rw_write_buf(fuse_req_t req, fuse_ino_t ino, struct fuse_bufvec *in,
 	struct fuse_bufvec dst = FUSE_BUFVEC_INIT(fuse_buf_size(in));
 	ssize_t n;
 
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -447,7 +453,7 @@ static void rw_flush(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	int rc = 0;
 
-	if (ckfs_is_staged(ino)) {
+	if (ck_staging_is_staged(ino)) {
 		int fd = dup(fd_of(fi));
 
 		if (fd < 0 || close(fd) != 0)
@@ -460,7 +466,7 @@ static void rw_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 {
 	int rc = 0;
 
-	if (ckfs_is_staged(ino) && (datasync ? fdatasync(fd_of(fi)) : fsync(fd_of(fi))) != 0)
+	if (ck_staging_is_staged(ino) && (datasync ? fdatasync(fd_of(fi)) : fsync(fd_of(fi))) != 0)
 		rc = errno;
 	fuse_reply_err(req, rc);
 }
@@ -468,9 +474,8 @@ static void rw_fsync(fuse_req_t req, fuse_ino_t ino, int datasync, struct fuse_f
 static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ckfs *fs = ckfs_of(req);
-	char *path = NULL;
 
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		ckfs_op_release(req, ino, fi);
 		return;
 	}
@@ -478,24 +483,17 @@ static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	unsigned left;
 
 	close(fd_of(fi));
-	left = ckfs_staging_open_end(fs->staging, ino);
+	left = ck_staging_open_end(fs->staging, ino);
 	fuse_reply_err(req, 0);
-	if (ckfs_staging_path(fs->staging, ino, NULL, &path) != 0)
-		return;
-	/* A file written and closed for good is parsed now, while the
-	 * trainer writes the next one; its commit then reads headers only. */
-	if (wrote && left == 0 && !ckfs_staging_is_series_file(fs->staging, ino))
-		ckfs_indexer_enqueue(fs->indexer, path);
-	/* The last close of a completion marker may commit its directory. */
-	ckfs_marker_check(fs, path);
-	free(path);
+	/* After the reply: the last close of a marker may commit. */
+	ck_writer_released(fs->writer, ino, wrote, left);
 }
 
 static int staged_setattr(struct ckfs *fs, fuse_ino_t ino, const struct stat *attr, int to_set,
 			  struct fuse_file_info *fi)
 {
 	char *path;
-	int rc = ckfs_staging_path(fs->staging, ino, NULL, &path);
+	int rc = ck_staging_path(fs->staging, ino, NULL, &path);
 	int fd = fi ? fd_of(fi) : -1;
 
 	if (rc)
@@ -531,11 +529,11 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 {
 	int rc;
 
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
-	if ((to_set & FUSE_SET_ATTR_SIZE) && ckfs_staging_busy(ckfs_of(req)->staging, ino)) {
+	if ((to_set & FUSE_SET_ATTR_SIZE) && ck_staging_busy(ckfs_of(req)->staging, ino)) {
 		fuse_reply_err(req, EBUSY);	/* being committed */
 		return;
 	}
@@ -553,17 +551,6 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		reply_staged_attr(req, ino);
 }
 
-fuse_ino_t ckfs_series_dir_ino(struct ckfs *fs, const char *series)
-{
-	const struct ck_vnode *n;
-	struct ck_vattr a;
-
-	if (ck_view_lookup(fs->view, ck_view_root(fs->view), series, &n) ||
-	    ck_view_getattr(fs->view, n, &a))
-		return 0;
-	return a.ino;
-}
-
 /* setxattr user.ckptfs.commit on an in-progress directory commits it:
  * under the name its value gives when that carries a step (ckptctl
  * commit STORE SERIES/DIR FINAL sends it), else under its own name, which
@@ -573,11 +560,10 @@ static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 {
 	struct ckfs *fs = ckfs_of(req);
 	char *series = NULL, *dir = NULL, *final = NULL;
-	int64_t step;
 	int rc;
 
 	(void)flags;
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
@@ -585,22 +571,13 @@ static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 		fuse_reply_err(req, ENOTSUP);
 		return;
 	}
-	rc = ckfs_staging_top(fs->staging, ino, &series, &dir);
-	if (rc == 0 && size > 0 && size < 256 && !memchr(value, '\0', size) && !memchr(value, '/', size)) {
-		final = strndup(value, size);
-		if (!final)
-			rc = -ENOMEM;
-		else if (ckfs_step_of(fs, series, final, &step) != 0) {
-			free(final);
-			final = NULL;	/* "1" and the like: its own name */
-		}
-	}
-	if (rc == 0 && !final && ckfs_step_of(fs, series, dir, &step) != 0)
-		rc = -EINVAL;	/* no step in the name: rename it instead */
+	rc = ck_staging_top(fs->staging, ino, &series, &dir);
+	if (rc == 0)
+		rc = ck_writer_commit_target(fs->writer, series, dir, value, size, &final);
 	if (rc)
-		fuse_reply_err(req, -rc);
+		fuse_reply_err(req, -rc);	/* -EINVAL: no step in the name: rename it instead */
 	else
-		ckfs_commit_and_reply(req, fs, ckfs_series_dir_ino(fs, series), series, dir, final ? final : dir);
+		ckfs_commit_and_reply(req, fs, ckfs_series_dir_ino(fs, series), series, dir, final);
 	free(series);
 	free(dir);
 	free(final);
@@ -623,16 +600,16 @@ static int staged_state(struct ckfs *fs, fuse_ino_t ino, struct ck_buf *out)
 {
 	struct stat st;
 	char *path;
-	int rc = ckfs_staging_path(fs->staging, ino, NULL, &path);
+	int rc = ck_staging_path(fs->staging, ino, NULL, &path);
 
 	if (rc)
 		return rc;
 	if (lstat(path, &st) != 0)
 		rc = -errno;
-	else if (!S_ISREG(st.st_mode) || ckfs_staging_is_series_file(fs->staging, ino))
+	else if (!S_ISREG(st.st_mode) || ck_staging_is_series_file(fs->staging, ino))
 		rc = -ENODATA;
 	else
-		rc = ckfs_indexer_state(fs->indexer, path, out);
+		rc = ck_writer_file_state(fs->writer, path, out);
 	free(path);
 	return rc;
 }
@@ -642,7 +619,7 @@ static void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 	struct ck_buf v = CK_BUF_INIT;
 	int rc;
 
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		ckfs_op_getxattr(req, ino, name, size);
 		return;
 	}
@@ -659,7 +636,7 @@ static void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 	struct ck_buf v = CK_BUF_INIT;
 	struct ck_buf names = CK_BUF_INIT;
 
-	if (!ckfs_is_staged(ino)) {
+	if (!ck_staging_is_staged(ino)) {
 		ckfs_op_listxattr(req, ino, size);
 		return;
 	}

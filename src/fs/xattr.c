@@ -9,7 +9,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "ckptfs.h"
+#include "mount.h"
+#include "nodes.h"
+#include "passthrough.h"
+#include "xattr.h"
 
 /* The xattr protocol: size 0 asks for the length, a short buffer is ERANGE. */
 static void reply_xattr_value(fuse_req_t req, int rc, const struct ck_buf *value, size_t size)

@@ -299,7 +299,12 @@ int ck_vfile_whole_file(struct ck_vfile *f, int *fd)
 	return *fd >= 0 ? 0 : -ENOENT;
 }
 
-uint64_t ck_vfile_piece_end(const struct ck_vfile *f, uint64_t off, uint64_t max)
+/* Where a piece of at most max bytes from off should end so that
+ * ck_vfile_read can check every range in it from the bytes it copies:
+ * off + max, moved back to the start of a range not checked yet that it
+ * would cut, unless that range starts at off (it is longer than max: its
+ * piece cuts it).  Clipped to the file's size. */
+static uint64_t piece_end(const struct ck_vfile *f, uint64_t off, uint64_t max)
 {
 	uint64_t end;
 	size_t i;
@@ -376,4 +381,57 @@ next:
 		pos += take;
 	}
 	return (ssize_t)(pos - off);
+}
+
+int ck_vfile_pages(struct ck_vfile *f, uint64_t limit, size_t page, void *buf, size_t cap,
+		   const atomic_int *stop, ck_pages_fn fn, void *ctx, uint64_t *done)
+{
+	uint8_t *b = buf;
+	uint64_t size = f->size, pos = 0, end, careful = 0;
+	size_t carry = 0;
+	int rc = 0;
+
+	*done = 0;
+	if (!page || page & (page - 1) || cap < page || cap % page)
+		return -EINVAL;
+	end = size <= limit ? size : limit & ~(uint64_t)(page - 1);
+	/* Pieces start on a page; each is read up to a range boundary (so its
+	 * ranges are checked from the bytes handed out), its whole pages are
+	 * handed out, and the bytes of its last, partial page are carried over
+	 * to the front of the next piece.  A piece that fails its check is
+	 * read again page by page, so that only the pages holding damaged
+	 * bytes stay out. */
+	while (pos + carry < end && !(stop && atomic_load(stop))) {
+		uint64_t from = pos + carry, room = end - from, upto;
+		ssize_t got;
+		size_t have, whole;
+
+		if (room > cap - carry)
+			room = cap - carry;
+		if (from < careful && room > pos + page - from)
+			room = pos + page - from;
+		upto = from < careful ? from + room : piece_end(f, from, room);
+		got = ck_vfile_read(f, b + carry, (size_t)(upto - from), from);
+		if (got <= 0) {
+			if (from >= careful) {
+				careful = upto;         /* logged; again, page by page */
+			} else {
+				pos += page;            /* this page stays out */
+				carry = 0;
+			}
+			continue;
+		}
+		have = carry + (size_t)got;
+		whole = from + (uint64_t)got == size ? have : have & ~(page - 1);
+		if (whole) {
+			rc = fn(ctx, pos, b, whole);
+			if (rc)
+				break;
+			*done += whole;
+		}
+		carry = have - whole;
+		memmove(b, b + whole, carry);
+		pos += whole;
+	}
+	return rc;
 }

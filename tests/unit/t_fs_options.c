@@ -9,7 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "fs/ckptfs.h"
+#include "fs/options.h"
 
 static int failures;
 
@@ -58,9 +58,9 @@ static void test_defaults(void)
 	CHECK(cfg.readahead_kb == 4096 && cfg.pipe_max_kb == 2048);
 	CHECK(cfg.pidfile == NULL);
 	CHECK(!cfg.view.always_synthesize);
-	CHECK(cfg.refresh_secs == 5 && cfg.commit_idle == 0);
-	CHECK(cfg.view.cache_bytes == 256ull << 20 && cfg.compact_secs == 60);
-	CHECK(cfg.markers == CKFS_MARK_ALL && cfg.nmarker_files == 0 && cfg.marker_grace == 1);
+	CHECK(cfg.refresh_secs == 5 && cfg.writer.commit_idle == 0);
+	CHECK(cfg.view.cache_bytes == 256ull << 20 && cfg.writer.compact_secs == 60);
+	CHECK(cfg.writer.markers == CK_MARK_ALL && cfg.writer.nmarker_files == 0 && cfg.writer.marker_grace == 1);
 	CHECK(!strcmp(fuse_opts(&cfg), ""));
 	CHECK(ckfs_finish_fuse_opts(&cfg) == 0);
 	CHECK(!strcmp(fuse_opts(&cfg), "subtype=ckptfs,fsname=/store,max_read=1048576"));
@@ -107,24 +107,24 @@ static void test_our_options(void)
 	/* Completion markers: kinds and file names; the last option wins. */
 	CHECK(parse(&cfg, "/s", "/m", "-o", "commit_markers=hf:dcp:DONE:.ok,marker_grace=0.25,commit_idle=30",
 		    NULL) == 0);
-	CHECK(cfg.markers == (CKFS_MARK_HF | CKFS_MARK_DCP));
-	CHECK(cfg.nmarker_files == 2 && !strcmp(cfg.marker_files[0], "DONE") &&
-	      !strcmp(cfg.marker_files[1], ".ok"));
-	CHECK(cfg.marker_grace == 0.25 && cfg.commit_idle == 30);
+	CHECK(cfg.writer.markers == (CK_MARK_HF | CK_MARK_DCP));
+	CHECK(cfg.writer.nmarker_files == 2 && !strcmp(cfg.writer.marker_files[0], "DONE") &&
+	      !strcmp(cfg.writer.marker_files[1], ".ok"));
+	CHECK(cfg.writer.marker_grace == 0.25 && cfg.writer.commit_idle == 30);
 	ckfs_config_free(&cfg);
 	CHECK(parse(&cfg, "/s", "/m", "-o", "commit_markers=DONE,commit_markers=none", NULL) == 0);
-	CHECK(cfg.markers == 0 && cfg.nmarker_files == 0);
+	CHECK(cfg.writer.markers == 0 && cfg.writer.nmarker_files == 0);
 	ckfs_config_free(&cfg);
 	CHECK(parse(&cfg, "/s", "/m", "-o", "commit_markers=megatron:deepspeed", NULL) == 0);
-	CHECK(cfg.markers == (CKFS_MARK_MEGATRON | CKFS_MARK_DEEPSPEED));
+	CHECK(cfg.writer.markers == (CK_MARK_MEGATRON | CK_MARK_DEEPSPEED));
 	ckfs_config_free(&cfg);
 
 	/* The packed store: cache in MiB, compaction period (0: never). */
 	CHECK(parse(&cfg, "/s", "/m", "-o", "cache_size=3,compact=0", NULL) == 0);
-	CHECK(cfg.view.cache_bytes == 3ull << 20 && cfg.compact_secs == 0);
+	CHECK(cfg.view.cache_bytes == 3ull << 20 && cfg.writer.compact_secs == 0);
 	ckfs_config_free(&cfg);
 	CHECK(parse(&cfg, "/s", "/m", "-o", "compact=5", NULL) == 0);
-	CHECK(cfg.compact_secs == 5);
+	CHECK(cfg.writer.compact_secs == 5);
 	ckfs_config_free(&cfg);
 
 	/* Direct I/O: none by default. */

@@ -11,7 +11,7 @@
  * would otherwise wait for.  `getfattr -n user.ckptfs.state` on an
  * in-progress file tells what the parse found.
  *
- * The commit runs in a forked child (commit.c): ckfs_indexer_fork() forks
+ * The commit runs in a forked child (child.c): ckw_indexer_fork() forks
  * with the table locked, so the child sees it whole and reads it without
  * locks (no other thread exists there).
  */
@@ -20,15 +20,18 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "ckptfs.h"
 #include "ckptfs/clock.h"
-#include "ckptfs/store.h"
+#include "ckptfs/ingest.h"
+#include "ckptfs/log.h"
+#include "ckptfs/records.h"
+#include "indexer.h"
 
 struct job {
 	char *path;
@@ -44,7 +47,7 @@ struct entry {
 
 #define NBUCKETS 1024u
 
-struct ckfs_indexer {
+struct ckw_indexer {
 	const struct ck_layer_rules *rules;
 	size_t prefix_len;             /* of STORE/staging/, cut from paths in messages */
 	pthread_t thread;
@@ -70,7 +73,7 @@ static void entry_free(struct entry *e)
 }
 
 /* Keeps parsed as the newest parse of its file, lock held. */
-static void keep(struct ckfs_indexer *ix, const char *path, struct ck_preparsed *parsed)
+static void keep(struct ckw_indexer *ix, const char *path, struct ck_preparsed *parsed)
 {
 	const struct ck_file_info *fi = ck_preparsed_info(parsed);
 	struct entry **link = &ix->buckets[bucket_of(fi->dev, fi->ino)], *e;
@@ -113,7 +116,7 @@ static void flush_to_disk(const char *path)
 	}
 }
 
-static void parse_one(struct ckfs_indexer *ix, const char *path)
+static void parse_one(struct ckw_indexer *ix, const char *path)
 {
 	const char *rel = strlen(path) > ix->prefix_len ? path + ix->prefix_len : path;
 	struct ck_preparsed *parsed;
@@ -142,7 +145,7 @@ static void parse_one(struct ckfs_indexer *ix, const char *path)
 
 static void *indexer_main(void *arg)
 {
-	struct ckfs_indexer *ix = arg;
+	struct ckw_indexer *ix = arg;
 
 	pthread_mutex_lock(&ix->lock);
 	for (;;) {
@@ -169,9 +172,9 @@ static void *indexer_main(void *arg)
 	return NULL;
 }
 
-int ckfs_indexer_start(struct ckfs_indexer **out, const struct ck_layer_rules *rules, const char *staging_dir)
+int ckw_indexer_start(struct ckw_indexer **out, const struct ck_layer_rules *rules, const char *staging_dir)
 {
-	struct ckfs_indexer *ix = calloc(1, sizeof(*ix));
+	struct ckw_indexer *ix = calloc(1, sizeof(*ix));
 	int rc;
 
 	if (!ix)
@@ -195,7 +198,7 @@ int ckfs_indexer_start(struct ckfs_indexer **out, const struct ck_layer_rules *r
 	return 0;
 }
 
-void ckfs_indexer_stop(struct ckfs_indexer *ix)
+void ckw_indexer_stop(struct ckw_indexer *ix)
 {
 	if (!ix)
 		return;
@@ -225,7 +228,7 @@ void ckfs_indexer_stop(struct ckfs_indexer *ix)
 	free(ix);
 }
 
-void ckfs_indexer_enqueue(struct ckfs_indexer *ix, const char *path)
+void ckw_indexer_enqueue(struct ckw_indexer *ix, const char *path)
 {
 	struct job *j;
 
@@ -259,7 +262,7 @@ static int under(const char *path, const char *dir, size_t dlen)
 	return strncmp(path, dir, dlen) == 0 && path[dlen] == '/';
 }
 
-void ckfs_indexer_wait(struct ckfs_indexer *ix, const char *dir)
+void ckw_indexer_wait(struct ckw_indexer *ix, const char *dir)
 {
 	size_t dlen = strlen(dir);
 
@@ -278,7 +281,7 @@ void ckfs_indexer_wait(struct ckfs_indexer *ix, const char *dir)
 	pthread_mutex_unlock(&ix->lock);
 }
 
-void ckfs_indexer_forget(struct ckfs_indexer *ix, const char *dir)
+void ckw_indexer_forget(struct ckw_indexer *ix, const char *dir)
 {
 	size_t dlen = strlen(dir);
 
@@ -303,7 +306,7 @@ void ckfs_indexer_forget(struct ckfs_indexer *ix, const char *dir)
 }
 
 /* Lock held, or in the forked child. */
-static const struct ck_preparsed *find(struct ckfs_indexer *ix, const char *path)
+static const struct ck_preparsed *find(struct ckw_indexer *ix, const char *path)
 {
 	struct stat sb;
 
@@ -315,12 +318,12 @@ static const struct ck_preparsed *find(struct ckfs_indexer *ix, const char *path
 	return NULL;
 }
 
-const struct ck_preparsed *ckfs_indexer_find_in_child(void *ctx, const char *path)
+const struct ck_preparsed *ckw_indexer_find_in_child(void *ctx, const char *path)
 {
 	return ctx ? find(ctx, path) : NULL;
 }
 
-pid_t ckfs_indexer_fork(struct ckfs_indexer *ix)
+pid_t ckw_indexer_fork(struct ckw_indexer *ix)
 {
 	pid_t pid;
 
@@ -338,7 +341,7 @@ pid_t ckfs_indexer_fork(struct ckfs_indexer *ix)
 	return pid;
 }
 
-int ckfs_indexer_state(struct ckfs_indexer *ix, const char *path, struct ck_buf *out)
+int ckw_indexer_state(struct ckw_indexer *ix, const char *path, struct ck_buf *out)
 {
 	const struct ck_preparsed *p;
 	struct stat sb;

@@ -1,21 +1,26 @@
-/* Marker grace: commits that wait for a directory to be quiet.
+/* Marker grace: commits that wait for a directory to be quiet (grace.h).
  *
  * trainer_state.json is the last file recent transformers write, but
  * older ones write rng_state.pth after it; a user-named marker carries no
  * promise either.  So such a marker arms a timer: once nothing in the
  * directory is open and nothing under it changed for -o marker_grace
  * seconds, it commits.  Another close in the directory re-arms it; a file
- * still open makes the commit wait for its last close (markers.c checks
- * again then).  One thread sleeps until the earliest deadline.
+ * still open makes the commit wait for its last close (the marker check
+ * runs again then).
  */
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "ckptfs.h"
+#include "ckptfs/clock.h"
+#include "ckptfs/log.h"
+#include "grace.h"
+#include "tree_age.h"
 
 struct pending {
 	char *series, *dir;
@@ -23,8 +28,9 @@ struct pending {
 	struct pending *next;
 };
 
-struct ckfs_grace {
-	struct ckfs *fs;
+struct ckw_grace {
+	struct ck_staging *staging;
+	struct ckw_grace_ops ops;
 	int64_t grace_ns;
 	pthread_t thread;
 	pthread_mutex_t lock;
@@ -41,7 +47,7 @@ static void pending_free(struct pending *p)
 }
 
 /* Arms or re-arms series/dir for due_ns, lock held. */
-static void arm(struct ckfs_grace *g, const char *series, const char *dir, int64_t due_ns)
+static void arm(struct ckw_grace *g, const char *series, const char *dir, int64_t due_ns)
 {
 	struct pending *p;
 
@@ -66,48 +72,46 @@ static void arm(struct ckfs_grace *g, const char *series, const char *dir, int64
 	pthread_cond_signal(&g->wake);
 }
 
-void ckfs_grace_schedule(struct ckfs_grace *g, const char *series, const char *dir)
+void ckw_grace_schedule(struct ckw_grace *g, const char *series, const char *dir)
 {
 	if (!g)
 		return;
 	pthread_mutex_lock(&g->lock);
-	arm(g, series, dir, ckfs_now_ns() + g->grace_ns);
+	arm(g, series, dir, ck_now_ns() + g->grace_ns);
 	pthread_mutex_unlock(&g->lock);
 }
 
 /* A deadline passed: commit, or wait longer if the directory changed. */
-static void expire(struct ckfs_grace *g, struct pending *p)
+static void expire(struct ckw_grace *g, struct pending *p)
 {
-	char *path = ckfs_staging_top_path(g->fs->staging, p->series, p->dir);
+	char *path = ck_staging_top_path(g->staging, p->series, p->dir);
 	int64_t newest;
 	size_t files;
-	int rc;
 
-	if (!path || ckfs_newest_change(path, &newest, &files) != 0) {
+	if (!path || ckw_tree_newest(path, &newest, &files) != 0) {
 		free(path);
 		return;	/* gone: committed, renamed or removed meanwhile */
 	}
 	free(path);
-	if (ckfs_now_ns() - newest < g->grace_ns) {
+	if (ck_now_ns() - newest < g->grace_ns) {
 		pthread_mutex_lock(&g->lock);
 		arm(g, p->series, p->dir, newest + g->grace_ns);
 		pthread_mutex_unlock(&g->lock);
 		return;
 	}
-	rc = ckfs_commit_dir(g->fs, p->series, p->dir, 1);
-	if (rc && rc != -EAGAIN)
-		ck_warn("%s/%s: commit after its completion marker: %s", p->series, p->dir, strerror(-rc));
+	g->ops.quiet(g->ops.arg, p->series, p->dir);
 }
 
 static void *grace_main(void *arg)
 {
-	struct ckfs_grace *g = arg;
+	struct ckw_grace *g = arg;
 
-	ckfs_marker_rescan(g->fs);
+	if (g->ops.first)
+		g->ops.first(g->ops.arg);
 	pthread_mutex_lock(&g->lock);
 	while (!g->stop) {
 		struct pending *p, **link, *due = NULL;
-		int64_t now = ckfs_now_ns(), first = INT64_MAX;
+		int64_t now = ck_now_ns(), first = INT64_MAX;
 
 		for (link = &g->list; (p = *link) != NULL;) {
 			if (p->due_ns <= now) {
@@ -141,15 +145,17 @@ static void *grace_main(void *arg)
 	return NULL;
 }
 
-int ckfs_grace_start(struct ckfs_grace **out, struct ckfs *fs)
+int ckw_grace_start(struct ckw_grace **out, struct ck_staging *s, double grace_secs,
+		    const struct ckw_grace_ops *ops)
 {
-	struct ckfs_grace *g = calloc(1, sizeof(*g));
+	struct ckw_grace *g = calloc(1, sizeof(*g));
 	int rc;
 
 	if (!g)
 		return -ENOMEM;
-	g->fs = fs;
-	g->grace_ns = (int64_t)(fs->cfg->marker_grace * 1e9);
+	g->staging = s;
+	g->ops = *ops;
+	g->grace_ns = (int64_t)(grace_secs * 1e9);
 	pthread_mutex_init(&g->lock, NULL);
 	pthread_cond_init(&g->wake, NULL);
 	rc = pthread_create(&g->thread, NULL, grace_main, g);
@@ -163,7 +169,7 @@ int ckfs_grace_start(struct ckfs_grace **out, struct ckfs *fs)
 	return 0;
 }
 
-void ckfs_grace_stop(struct ckfs_grace *g)
+void ckw_grace_stop(struct ckw_grace *g)
 {
 	if (!g)
 		return;

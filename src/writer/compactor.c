@@ -1,14 +1,14 @@
-/* Background compaction of a writable mount (-o compact=SEC, packs.h).
+/* Background compaction of a writable mount (compactor.h).
  *
  * ck_store_compact() writes the index, so it needs the store open
  * writable, which this process cannot do while the view holds it (see
- * commit.c).  It runs in a child: `ckptctl compact STORE --keep-raw 1`,
+ * child.c).  It runs in a child: `ckptctl compact STORE --keep-raw 1`,
  * the ckptctl installed beside this executable, exec'd right after the
  * fork (argv is built beforehand, so the child calls nothing but execv:
  * a fork of this busy multithreaded process may copy locks that other
  * threads held, which an allocator without fork handlers, such as
  * AddressSanitizer's, would then wait on forever).  Without a ckptctl
- * there, the forked child compacts itself, as commit.c's child commits.
+ * there, the forked child compacts itself, as child.c's child commits.
  * The unmount sends the child SIGTERM, and SIGKILL if it has not ended
  * within a few seconds: compaction is crash-safe at every point, and the
  * next round packs what it did not.  Compaction holds STORE/commit.lock
@@ -19,6 +19,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,11 +28,26 @@
 #include <unistd.h>
 #include <sys/wait.h>
 
+#include "ckptfs/log.h"
 #include "ckptfs/packstore.h"
 #include "ckptfs/store.h"
-#include "packs.h"
+#include "ckptfs/ticker.h"
+#include "compactor.h"
 
-/* The child exits with an errno below this (as commit.c's child does). */
+struct ckw_compactor {
+	struct ck_writer *w;
+	struct ck_ticker ticker;
+	uint64_t compacted_gen;     /* ck_view_generation() at the last compaction */
+	int have_gen;
+	pthread_mutex_t lock;       /* child, stopping */
+	pid_t child;                /* compaction under way, or 0 */
+	int stopping;
+	char *ctl;                  /* the ckptctl beside this executable, or NULL */
+	char *argv[7];              /* its command line, built before any fork */
+	char keep_raw[16];
+};
+
+/* The child exits with an errno below this (as child.c's children do). */
 #define CHILD_KILLED 128
 /* How long the unmount waits for a compaction told to stop. */
 #define STOP_GRACE_MS 5000
@@ -46,7 +62,7 @@ static void on_sigterm(int sig)
 
 static int compact_in_child(const char *store)
 {
-	struct ck_compact_opts opts = { .keep_raw = CKFS_COMPACT_KEEP_RAW, .stop = &child_stop };
+	struct ck_compact_opts opts = { .keep_raw = CKW_COMPACT_KEEP_RAW, .stop = &child_stop };
 	struct ck_compact_stats stats = { 0 };
 	struct ck_error err = { { 0 } };
 	struct sigaction sa = { .sa_handler = on_sigterm };
@@ -112,9 +128,9 @@ static int wait_child(pid_t pid, int execd)
 	return -WEXITSTATUS(status);
 }
 
-int ckfs_compact_now(struct ckfs_compactor *c)
+int ckw_compact_now(struct ckw_compactor *c)
 {
-	uint64_t gen = ck_view_generation(c->fs->view);
+	uint64_t gen = ck_view_generation(c->w->view);
 	pid_t pid;
 	int rc;
 
@@ -129,7 +145,7 @@ int ckfs_compact_now(struct ckfs_compactor *c)
 			execv(c->ctl, c->argv);
 			_exit(127);
 		}
-		rc = compact_in_child(c->fs->cfg->store);
+		rc = compact_in_child(c->w->store);
 		/* _exit: the child must not run the parent's atexit work. */
 		_exit(rc < 0 && -rc < CHILD_KILLED ? -rc : rc ? EIO : 0);
 	}
@@ -153,44 +169,49 @@ int ckfs_compact_now(struct ckfs_compactor *c)
 	}
 	/* Whatever the child committed: the view reads it from the packs
 	 * from now on (their raw files may be gone). */
-	ckfs_after_commit(c->fs, 0, NULL, NULL);
+	ck_writer_catch_up(c->w);
+	ckw_notify_names(c->w, NULL, NULL, NULL);
 	return rc;
 }
 
 static void compact_tick(void *arg)
 {
-	struct ckfs_compactor *c = arg;
+	struct ckw_compactor *c = arg;
 
-	if (c->have_gen && ck_view_generation(c->fs->view) == c->compacted_gen)
+	if (c->have_gen && ck_view_generation(c->w->view) == c->compacted_gen)
 		return;   /* nothing committed since */
-	ckfs_compact_now(c);
+	ckw_compact_now(c);
 }
 
-int ckfs_compactor_start(struct ckfs_compactor *c, struct ckfs *fs, unsigned secs)
+int ckw_compactor_start(struct ckw_compactor **out, struct ck_writer *w, unsigned secs)
 {
+	struct ckw_compactor *c = calloc(1, sizeof(*c));
 	int rc;
 
-	memset(c, 0, sizeof(*c));
-	c->fs = fs;
+	if (!c)
+		return -ENOMEM;
+	c->w = w;
 	c->ctl = sibling_ckptctl();
 	if (c->ctl) {
-		char *const argv[] = { c->ctl, "compact", fs->cfg->store, "--keep-raw", c->keep_raw, "-q", NULL };
+		char *const argv[] = { c->ctl, "compact", w->store, "--keep-raw", c->keep_raw, "-q", NULL };
 
-		snprintf(c->keep_raw, sizeof(c->keep_raw), "%u", CKFS_COMPACT_KEEP_RAW);
+		snprintf(c->keep_raw, sizeof(c->keep_raw), "%u", CKW_COMPACT_KEEP_RAW);
 		memcpy(c->argv, argv, sizeof(argv));
 	}
 	pthread_mutex_init(&c->lock, NULL);
-	rc = ckfs_ticker_start(&c->ticker, secs, compact_tick, c);
+	rc = ck_ticker_start(&c->ticker, secs, compact_tick, c);
 	if (rc) {
 		pthread_mutex_destroy(&c->lock);
 		free(c->ctl);
-		c->fs = NULL;
+		free(c);
+		return rc;
 	}
-	return rc;
+	*out = c;
+	return 0;
 }
 
 /* Whether the child is still running after waiting up to ms. */
-static int child_running(struct ckfs_compactor *c, int ms)
+static int child_running(struct ckw_compactor *c, int ms)
 {
 	struct timespec tick = { 0, 50 * 1000 * 1000 };
 	int running = 1;
@@ -205,9 +226,9 @@ static int child_running(struct ckfs_compactor *c, int ms)
 	}
 }
 
-void ckfs_compactor_stop(struct ckfs_compactor *c)
+void ckw_compactor_stop(struct ckw_compactor *c)
 {
-	if (!c->fs)
+	if (!c)
 		return;
 	pthread_mutex_lock(&c->lock);
 	c->stopping = 1;
@@ -222,8 +243,8 @@ void ckfs_compactor_stop(struct ckfs_compactor *c)
 		}
 		pthread_mutex_unlock(&c->lock);
 	}
-	ckfs_ticker_stop(&c->ticker);
+	ck_ticker_stop(&c->ticker);
 	pthread_mutex_destroy(&c->lock);
 	free(c->ctl);
-	c->fs = NULL;
+	free(c);
 }

@@ -1,15 +1,15 @@
-/* A periodic background thread: the refresh and idle-commit loops. */
+/* A periodic background thread (include/ckptfs/ticker.h). */
 #include "config.h"
 
 #include <errno.h>
 #include <string.h>
 #include <time.h>
 
-#include "ckptfs.h"
+#include "ckptfs/ticker.h"
 
 static void *ticker_main(void *arg)
 {
-	struct ckfs_ticker *t = arg;
+	struct ck_ticker *t = arg;
 
 	pthread_mutex_lock(&t->lock);
 	while (!t->stop) {
@@ -29,7 +29,7 @@ static void *ticker_main(void *arg)
 	return NULL;
 }
 
-int ckfs_ticker_start(struct ckfs_ticker *t, unsigned secs, void (*tick)(void *arg), void *arg)
+int ck_ticker_start(struct ck_ticker *t, unsigned secs, void (*tick)(void *arg), void *arg)
 {
 	int rc;
 
@@ -49,7 +49,7 @@ int ckfs_ticker_start(struct ckfs_ticker *t, unsigned secs, void (*tick)(void *a
 	return 0;
 }
 
-void ckfs_ticker_stop(struct ckfs_ticker *t)
+void ck_ticker_stop(struct ck_ticker *t)
 {
 	if (!t->running)
 		return;

@@ -2,7 +2,7 @@
  * written under STORE/staging/<series>/ and everything in them, as nodes
  * named by (parent, name).  The real filesystem is the truth; a node only
  * remembers where it is, so a rename moves one node and its subtree
- * follows.  Inode numbers are CKFS_STAGED_BIT | slot, slots never reused
+ * follows.  Inode numbers are CK_STAGING_BIT | slot, slots never reused
  * while mounted (so a forgotten number cannot come back as another file).
  * Lookups by name go through a hash of (parent, series, name): a long run
  * creates many thousands of files, and every one of them stays a slot.
@@ -16,10 +16,12 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <xxhash.h>
 
-#include "ckptfs.h"
+#include "ckptfs/buf.h"
 #include "ckptfs/store.h"
+#include "ckptfs/writer_staging.h"
 
 struct snode {
 	uint64_t parent;        /* a staged ino, or 0 for series and top nodes */
@@ -33,26 +35,26 @@ struct snode {
 };
 
 /* An open in-progress directory (fi->fh of opendir). */
-struct ckfs_staged_dir {
+struct ck_staged_dir {
 	DIR *dir;
-	struct ckfs_staged_dir *prev, *next;
+	struct ck_staged_dir *prev, *next;
 };
 
-struct ckfs_staging {
+struct ck_staging {
 	char *staging_dir;      /* STORE/staging */
 	pthread_mutex_t lock;
 	pthread_cond_t unclaimed;   /* a commit released its directory */
 	size_t nbusy;           /* top nodes claimed: listings skip the scan for them at 0 */
-	struct snode **nodes;   /* slot i is ino CKFS_STAGED_BIT | (i + 1) */
+	struct snode **nodes;   /* slot i is ino CK_STAGING_BIT | (i + 1) */
 	size_t n, cap;
 	long *buckets;          /* first slot of each hash chain, -1 if none */
 	size_t nbuckets;        /* a power of two */
-	struct ckfs_staged_dir *dirs;   /* open directory handles */
+	struct ck_staged_dir *dirs;   /* open directory handles */
 };
 
-int ckfs_staging_new(const char *store, struct ckfs_staging **out)
+int ck_staging_new(const char *store, struct ck_staging **out)
 {
-	struct ckfs_staging *s = calloc(1, sizeof(*s));
+	struct ck_staging *s = calloc(1, sizeof(*s));
 	struct ck_buf dir = CK_BUF_INIT;
 
 	if (!s)
@@ -78,12 +80,12 @@ static void snode_free(struct snode *n)
 	free(n);
 }
 
-void ckfs_staging_free(struct ckfs_staging *s)
+void ck_staging_free(struct ck_staging *s)
 {
 	if (!s)
 		return;
 	while (s->dirs)
-		ckfs_staging_closedir(s, s->dirs);
+		ck_staging_closedir(s, s->dirs);
 	for (size_t i = 0; i < s->n; i++)
 		snode_free(s->nodes[i]);
 	free(s->nodes);
@@ -94,11 +96,11 @@ void ckfs_staging_free(struct ckfs_staging *s)
 	free(s);
 }
 
-static struct snode *node_at(struct ckfs_staging *s, uint64_t ino)
+static struct snode *node_at(struct ck_staging *s, uint64_t ino)
 {
-	uint64_t slot = (ino & ~CKFS_STAGED_BIT) - 1;
+	uint64_t slot = (ino & ~CK_STAGING_BIT) - 1;
 
-	if (!ckfs_is_staged(ino) || slot >= s->n)
+	if (!ck_staging_is_staged(ino) || slot >= s->n)
 		return NULL;
 	return s->nodes[slot];
 }
@@ -124,7 +126,7 @@ static uint64_t node_hash(const struct snode *n)
 	return key_hash(n->parent, n->is_series, n->parent ? NULL : n->series, n->is_series ? NULL : n->name);
 }
 
-static void hash_insert(struct ckfs_staging *s, long slot)
+static void hash_insert(struct ck_staging *s, long slot)
 {
 	size_t b = node_hash(s->nodes[slot]) & (s->nbuckets - 1);
 
@@ -133,7 +135,7 @@ static void hash_insert(struct ckfs_staging *s, long slot)
 }
 
 /* Takes a named node out of its chain (before its key changes). */
-static void hash_remove(struct ckfs_staging *s, long slot)
+static void hash_remove(struct ck_staging *s, long slot)
 {
 	long *link = &s->buckets[node_hash(s->nodes[slot]) & (s->nbuckets - 1)];
 
@@ -145,7 +147,7 @@ static void hash_remove(struct ckfs_staging *s, long slot)
 
 /* Keeps chains short as slots accumulate: at most two slots a bucket.
  * 0 or -ENOMEM (the old table stays usable). */
-static int hash_grow(struct ckfs_staging *s)
+static int hash_grow(struct ck_staging *s)
 {
 	size_t nb = s->nbuckets ? s->nbuckets * 2 : 256;
 	long *b;
@@ -167,7 +169,7 @@ static int hash_grow(struct ckfs_staging *s)
 }
 
 /* The slot of the named node, or -1.  name NULL with parent 0: a series node. */
-static long find(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name)
+static long find(struct ck_staging *s, uint64_t parent, const char *series, const char *name)
 {
 	int is_series = parent == 0 && !name;
 	long i;
@@ -187,7 +189,7 @@ static long find(struct ckfs_staging *s, uint64_t parent, const char *series, co
 	return -1;
 }
 
-int ckfs_staging_get(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name,
+int ck_staging_get(struct ck_staging *s, uint64_t parent, const char *series, const char *name,
 		     uint64_t *ino)
 {
 	struct snode *n;
@@ -198,7 +200,7 @@ int ckfs_staging_get(struct ckfs_staging *s, uint64_t parent, const char *series
 	slot = find(s, parent, series, name);
 	if (slot >= 0) {
 		s->nodes[slot]->nlookup++;
-		*ino = CKFS_STAGED_BIT | (uint64_t)(slot + 1);
+		*ino = CK_STAGING_BIT | (uint64_t)(slot + 1);
 		goto out;
 	}
 	if (hash_grow(s)) {
@@ -233,13 +235,13 @@ int ckfs_staging_get(struct ckfs_staging *s, uint64_t parent, const char *series
 	n->nlookup = 1;
 	s->nodes[s->n++] = n;
 	hash_insert(s, (long)s->n - 1);
-	*ino = CKFS_STAGED_BIT | (uint64_t)s->n;
+	*ino = CK_STAGING_BIT | (uint64_t)s->n;
 out:
 	pthread_mutex_unlock(&s->lock);
 	return rc;
 }
 
-void ckfs_staging_forget(struct ckfs_staging *s, uint64_t ino, uint64_t nlookup)
+void ck_staging_forget(struct ck_staging *s, uint64_t ino, uint64_t nlookup)
 {
 	struct snode *n;
 
@@ -249,14 +251,14 @@ void ckfs_staging_forget(struct ckfs_staging *s, uint64_t ino, uint64_t nlookup)
 		n->nlookup = nlookup < n->nlookup ? n->nlookup - nlookup : 0;
 		/* Only a removed node may go: a named one may be a parent. */
 		if (n->nlookup == 0 && !n->name) {
-			s->nodes[(ino & ~CKFS_STAGED_BIT) - 1] = NULL;
+			s->nodes[(ino & ~CK_STAGING_BIT) - 1] = NULL;
 			snode_free(n);
 		}
 	}
 	pthread_mutex_unlock(&s->lock);
 }
 
-char *ckfs_staging_top_path(struct ckfs_staging *s, const char *series, const char *name)
+char *ck_staging_top_path(struct ck_staging *s, const char *series, const char *name)
 {
 	struct ck_buf p = CK_BUF_INIT;
 	int rc = ck_buf_printf(&p, "%s/%s", s->staging_dir, series);
@@ -273,7 +275,7 @@ char *ckfs_staging_top_path(struct ckfs_staging *s, const char *series, const ch
 }
 
 /* Appends the path of n below STORE/staging to p, lock held. */
-static int append_path(struct ckfs_staging *s, const struct snode *n, struct ck_buf *p, int depth)
+static int append_path(struct ck_staging *s, const struct snode *n, struct ck_buf *p, int depth)
 {
 	int rc;
 
@@ -288,7 +290,7 @@ static int append_path(struct ckfs_staging *s, const struct snode *n, struct ck_
 	return rc ? rc : ck_buf_printf(p, "/%s", n->name);
 }
 
-int ckfs_staging_path(struct ckfs_staging *s, uint64_t ino, const char *child, char **path)
+int ck_staging_path(struct ck_staging *s, uint64_t ino, const char *child, char **path)
 {
 	struct ck_buf p = CK_BUF_INIT;
 	int rc;
@@ -308,7 +310,7 @@ int ckfs_staging_path(struct ckfs_staging *s, uint64_t ino, const char *child, c
 	return 0;
 }
 
-static int top_info(struct ckfs_staging *s, uint64_t ino, int want_series, char **series, char **name)
+static int top_info(struct ck_staging *s, uint64_t ino, int want_series, char **series, char **name)
 {
 	struct snode *n;
 	int rc = 0;
@@ -332,17 +334,17 @@ static int top_info(struct ckfs_staging *s, uint64_t ino, int want_series, char 
 	return rc;
 }
 
-int ckfs_staging_top(struct ckfs_staging *s, uint64_t ino, char **series, char **name)
+int ck_staging_top(struct ck_staging *s, uint64_t ino, char **series, char **name)
 {
 	return top_info(s, ino, 0, series, name);
 }
 
-int ckfs_staging_series(struct ckfs_staging *s, uint64_t ino, char **series)
+int ck_staging_series(struct ck_staging *s, uint64_t ino, char **series)
 {
 	return top_info(s, ino, 1, series, NULL);
 }
 
-static void unname(struct ckfs_staging *s, long slot)
+static void unname(struct ck_staging *s, long slot)
 {
 	struct snode *n = s->nodes[slot];
 
@@ -355,7 +357,7 @@ static void unname(struct ckfs_staging *s, long slot)
 	}
 }
 
-void ckfs_staging_moved(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name,
+void ck_staging_moved(struct ck_staging *s, uint64_t parent, const char *series, const char *name,
 			uint64_t newparent, const char *newname)
 {
 	long from, over;
@@ -388,7 +390,7 @@ void ckfs_staging_moved(struct ckfs_staging *s, uint64_t parent, const char *ser
 	free(copy);
 }
 
-void ckfs_staging_removed(struct ckfs_staging *s, uint64_t parent, const char *series, const char *name)
+void ck_staging_removed(struct ck_staging *s, uint64_t parent, const char *series, const char *name)
 {
 	long slot;
 
@@ -401,7 +403,7 @@ void ckfs_staging_removed(struct ckfs_staging *s, uint64_t parent, const char *s
 
 /* The top node (directly under a series) that n is in, lock held; NULL
  * for series nodes and nodes removed or renamed away. */
-static struct snode *top_of(struct ckfs_staging *s, struct snode *n)
+static struct snode *top_of(struct ck_staging *s, struct snode *n)
 {
 	for (int depth = 0; n && n->name && depth < 4096; depth++) {
 		if (n->parent == 0)
@@ -411,7 +413,7 @@ static struct snode *top_of(struct ckfs_staging *s, struct snode *n)
 	return NULL;
 }
 
-int ckfs_staging_open_begin(struct ckfs_staging *s, uint64_t ino, int writing)
+int ck_staging_open_begin(struct ck_staging *s, uint64_t ino, int writing)
 {
 	struct snode *n, *top;
 	int rc = 0;
@@ -429,7 +431,7 @@ int ckfs_staging_open_begin(struct ckfs_staging *s, uint64_t ino, int writing)
 	return rc;
 }
 
-int ckfs_staging_busy(struct ckfs_staging *s, uint64_t ino)
+int ck_staging_busy(struct ck_staging *s, uint64_t ino)
 {
 	struct snode *top;
 	int busy;
@@ -441,7 +443,7 @@ int ckfs_staging_busy(struct ckfs_staging *s, uint64_t ino)
 	return busy;
 }
 
-unsigned ckfs_staging_open_end(struct ckfs_staging *s, uint64_t ino)
+unsigned ck_staging_open_end(struct ck_staging *s, uint64_t ino)
 {
 	struct snode *n;
 	unsigned left = 0;
@@ -456,7 +458,7 @@ unsigned ckfs_staging_open_end(struct ckfs_staging *s, uint64_t ino)
 	return left;
 }
 
-int ckfs_staging_claim(struct ckfs_staging *s, const char *series, const char *name, int need_closed)
+int ck_staging_claim(struct ck_staging *s, const char *series, const char *name, int need_closed)
 {
 	struct snode *top;
 	long slot;
@@ -478,7 +480,7 @@ int ckfs_staging_claim(struct ckfs_staging *s, const char *series, const char *n
 	return rc;
 }
 
-void ckfs_staging_unclaim(struct ckfs_staging *s, const char *series, const char *name)
+void ck_staging_unclaim(struct ck_staging *s, const char *series, const char *name)
 {
 	long slot;
 
@@ -492,7 +494,7 @@ void ckfs_staging_unclaim(struct ckfs_staging *s, const char *series, const char
 	pthread_mutex_unlock(&s->lock);
 }
 
-int ckfs_staging_wait_unclaimed(struct ckfs_staging *s, const char *series, const char *name)
+int ck_staging_wait_unclaimed(struct ck_staging *s, const char *series, const char *name)
 {
 	int waited = 0;
 
@@ -514,7 +516,7 @@ static int claimed_in(const struct snode *t, const char *series)
 	return t && t->busy && t->name && same(t->series, series);
 }
 
-int ckfs_staging_claimed(struct ckfs_staging *s, const char *series, char ***names, size_t *n)
+int ck_staging_claimed(struct ck_staging *s, const char *series, char ***names, size_t *n)
 {
 	size_t count = 0, k = 0;
 	int rc = 0;
@@ -547,7 +549,7 @@ int ckfs_staging_claimed(struct ckfs_staging *s, const char *series, char ***nam
 	return 0;
 }
 
-int ckfs_staging_top_of(struct ckfs_staging *s, uint64_t ino, char **series, char **name)
+int ck_staging_top_of(struct ck_staging *s, uint64_t ino, char **series, char **name)
 {
 	struct snode *top;
 	int rc = 0;
@@ -569,9 +571,33 @@ int ckfs_staging_top_of(struct ckfs_staging *s, uint64_t ino, char **series, cha
 	return rc;
 }
 
-int ckfs_staging_opendir(struct ckfs_staging *s, const char *path, struct ckfs_staged_dir **out)
+int ck_staging_mkdir(struct ck_staging *s, const char *series, const char *name, mode_t mode)
 {
-	struct ckfs_staged_dir *d = calloc(1, sizeof(*d));
+	char *path = ck_staging_top_path(s, series, name);
+	int rc = 0;
+
+	if (!path)
+		return -ENOMEM;
+	/* The parents first; whatever stops them, the last mkdir tells. */
+	mkdir(s->staging_dir, 0755);
+	if (name) {
+		char *series_dir = ck_staging_top_path(s, series, NULL);
+
+		if (!series_dir)
+			rc = -ENOMEM;
+		else
+			mkdir(series_dir, 0755);
+		free(series_dir);
+	}
+	if (rc == 0 && mkdir(path, mode) != 0)
+		rc = -errno;
+	free(path);
+	return rc;
+}
+
+int ck_staging_opendir(struct ck_staging *s, const char *path, struct ck_staged_dir **out)
+{
+	struct ck_staged_dir *d = calloc(1, sizeof(*d));
 
 	if (!d)
 		return -ENOMEM;
@@ -592,12 +618,12 @@ int ckfs_staging_opendir(struct ckfs_staging *s, const char *path, struct ckfs_s
 	return 0;
 }
 
-DIR *ckfs_staged_dir_stream(struct ckfs_staged_dir *d)
+DIR *ck_staged_dir_stream(struct ck_staged_dir *d)
 {
 	return d->dir;
 }
 
-void ckfs_staging_closedir(struct ckfs_staging *s, struct ckfs_staged_dir *d)
+void ck_staging_closedir(struct ck_staging *s, struct ck_staged_dir *d)
 {
 	pthread_mutex_lock(&s->lock);
 	if (d->prev)
@@ -611,7 +637,7 @@ void ckfs_staging_closedir(struct ckfs_staging *s, struct ckfs_staged_dir *d)
 	free(d);
 }
 
-int ckfs_staging_is_series_file(struct ckfs_staging *s, uint64_t ino)
+int ck_staging_is_series_file(struct ck_staging *s, uint64_t ino)
 {
 	struct snode *n;
 	int top;

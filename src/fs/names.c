@@ -1,0 +1,246 @@
+/* Names in a writable mount (names.h): lookup, mkdir, unlink, rmdir and
+ * rename where the in-progress space meets the view (dirs.h).
+ *
+ * A rename inside a series directory to a name that carries a step, from
+ * one that has none or is temporary, commits (include/ckptfs/writer_rules.h);
+ * so does setxattr user.ckptfs.commit (write.c).  The request is answered
+ * only after the commit: EIO when the directory was quarantined.  While a
+ * commit runs, changes inside the directory get EBUSY.
+ */
+#define _GNU_SOURCE
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include "ckptfs/writer.h"
+#include "ckptfs/writer_rules.h"
+#include "ckptfs/writer_staging.h"
+#include "delete.h"
+#include "dirs.h"
+#include "names.h"
+#include "nodes.h"
+#include "notify.h"
+
+/* Registers the child name of c (it exists) and fills its entry. */
+static int staged_entry(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name,
+			struct fuse_entry_param *e)
+{
+	char *path;
+	uint64_t ino;
+	int rc = ckfs_child_path(fs, c, name, &path);
+
+	if (rc)
+		return rc;
+	memset(e, 0, sizeof(*e));
+	if (lstat(path, &e->attr) != 0)
+		rc = -errno;
+	free(path);
+	if (rc)
+		return rc;
+	if (c->kind == CKFS_DIR_ROOT)
+		rc = ck_staging_get(fs->staging, 0, name, NULL, &ino);
+	else if (c->kind == CKFS_DIR_SERIES)
+		rc = ck_staging_get(fs->staging, 0, c->series, name, &ino);
+	else
+		rc = ck_staging_get(fs->staging, c->staged, NULL, name, &ino);
+	if (rc)
+		return rc;
+	e->ino = ino;
+	e->attr.st_ino = ino;
+	e->generation = 1;
+	/* Files being written change under the kernel's feet: no caching. */
+	e->attr_timeout = 0;
+	e->entry_timeout = 0;
+	return 0;
+}
+
+/* The entry of name in the directory of c: the view's, else the staged one. */
+static int lookup_in(struct ckfs *fs, fuse_ino_t parent, struct ckfs_dir_ctx *c, const char *name,
+		     struct fuse_entry_param *e)
+{
+	int rc = -ENOENT;
+
+	if (c->view_dir && c->kind != CKFS_DIR_STAGED) {
+		struct ck_vattr a;
+
+		/* The view first: a staged series node may have a view
+		 * directory by now (its first commit). */
+		rc = ck_view_getattr(fs->view, c->view_dir, &a);
+		if (rc == 0)
+			rc = ckfs_view_entry(fs, ck_staging_is_staged(parent) ? a.ino : parent, name, e);
+	}
+	if (rc == -ENOENT && c->kind != CKFS_DIR_VIEW)
+		rc = staged_entry(fs, c, name, e);
+	return rc;
+}
+
+void ckfs_rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct ckfs_dir_ctx c;
+	struct fuse_entry_param e;
+	int rc = ckfs_dir_ctx(fs, parent, &c);
+
+	if (rc == 0) {
+		rc = lookup_in(fs, parent, &c, name, &e);
+		/* A checkpoint being committed is in neither place for a moment. */
+		if (rc == -ENOENT && c.kind == CKFS_DIR_SERIES && c.series &&
+		    ck_staging_wait_unclaimed(fs->staging, c.series, name)) {
+			ckfs_dir_ctx_free(&c);
+			rc = ckfs_dir_ctx(fs, parent, &c);
+			if (rc == 0)
+				rc = lookup_in(fs, parent, &c, name, &e);
+		}
+	}
+	ckfs_dir_ctx_free(&c);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+void ckfs_rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct ckfs_dir_ctx c;
+	struct fuse_entry_param e;
+	char *path = NULL;
+	int rc = ckfs_dir_ctx(fs, parent, &c);
+
+	if (rc == 0 && ckfs_dir_in_view(fs, &c, name))
+		rc = -EEXIST;
+	if (rc == 0 && c.kind == CKFS_DIR_STAGED && ck_staging_busy(fs->staging, c.staged))
+		rc = -EBUSY;	/* being committed */
+	if (rc == 0 && c.kind == CKFS_DIR_STAGED) {
+		rc = ckfs_child_path(fs, &c, name, &path);
+		if (rc == 0 && mkdir(path, mode) != 0)
+			rc = -errno;
+	} else if (rc == 0 && c.kind == CKFS_DIR_ROOT) {
+		rc = ck_staging_mkdir(fs->staging, name, NULL, mode);	/* a new series */
+	} else if (rc == 0 && c.kind == CKFS_DIR_SERIES) {
+		rc = ck_staging_mkdir(fs->staging, c.series, name, mode);
+	} else if (rc == 0) {
+		rc = -EROFS;
+	}
+	if (rc == 0)
+		rc = staged_entry(fs, &c, name, &e);
+	free(path);
+	ckfs_dir_ctx_free(&c);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int is_dir)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct ckfs_dir_ctx c;
+	char *path = NULL;
+	int rc = ckfs_dir_ctx(fs, parent, &c);
+
+	if (rc == 0 && ckfs_dir_in_view(fs, &c, name)) {
+		ckfs_delete_name(req, fs, &c, parent, name, is_dir);	/* rm -r of a checkpoint */
+		ckfs_dir_ctx_free(&c);
+		return;
+	}
+	if (rc == 0 && !is_dir && c.kind != CKFS_DIR_STAGED &&
+	    !(c.kind == CKFS_DIR_SERIES && ck_rule_series_marker(name)))
+		rc = -EROFS;
+	if (rc == 0 && c.kind == CKFS_DIR_STAGED && ck_staging_busy(fs->staging, c.staged))
+		rc = -EBUSY;	/* being committed */
+	if (rc == 0)
+		rc = ckfs_child_path(fs, &c, name, &path);
+	if (rc == 0 && (is_dir ? rmdir(path) : unlink(path)) != 0)
+		rc = -errno;
+	if (rc == 0) {
+		if (c.kind == CKFS_DIR_ROOT)
+			ck_staging_removed(fs->staging, 0, name, NULL);
+		else if (c.kind == CKFS_DIR_SERIES)
+			ck_staging_removed(fs->staging, 0, c.series, name);
+		else
+			ck_staging_removed(fs->staging, c.staged, NULL, name);
+	}
+	free(path);
+	ckfs_dir_ctx_free(&c);
+	fuse_reply_err(req, -rc);
+}
+
+void ckfs_rw_unlink(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, 0);
+}
+
+void ckfs_rw_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name)
+{
+	remove_name(req, parent, name, 1);
+}
+
+void ckfs_commit_and_reply(fuse_req_t req, struct ckfs *fs, fuse_ino_t dir, const char *series,
+			   const char *name, const char *final)
+{
+	int rc = ck_writer_commit_now(fs->writer, series, name, final);
+
+	fuse_reply_err(req, -rc);
+	ckfs_inval_commit_names(fs, dir, name, final);
+}
+
+void ckfs_rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
+		    fuse_ino_t newparent, const char *newname, unsigned int flags)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct ckfs_dir_ctx a, b;
+	char *from = NULL, *to = NULL;
+	int rc = ckfs_dir_ctx(fs, parent, &a);
+
+	if (rc) {
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	rc = ckfs_dir_ctx(fs, newparent, &b);
+	if (rc) {
+		ckfs_dir_ctx_free(&a);
+		fuse_reply_err(req, -rc);
+		return;
+	}
+	if (ckfs_dir_in_view(fs, &a, name) || a.kind == CKFS_DIR_VIEW || b.kind == CKFS_DIR_VIEW)
+		rc = -EROFS;
+	else if (ckfs_dir_in_view(fs, &b, newname))
+		rc = -EEXIST;	/* a committed checkpoint is never replaced */
+	else if (a.kind != b.kind || a.kind == CKFS_DIR_ROOT ||
+		 (a.kind == CKFS_DIR_SERIES && strcmp(a.series, b.series) != 0))
+		rc = -EXDEV;
+	else if (a.kind == CKFS_DIR_SERIES && ck_writer_is_commit_rename(fs->writer, a.series, name, newname))
+		rc = flags & ~RENAME_NOREPLACE ? -EINVAL : 1;	/* a commit never replaces */
+	else if (a.kind == CKFS_DIR_STAGED &&
+		 (ck_staging_busy(fs->staging, a.staged) || ck_staging_busy(fs->staging, b.staged)))
+		rc = -EBUSY;	/* being committed */
+	if (rc == 1) {
+		ckfs_commit_and_reply(req, fs, parent, a.series, name, newname);
+		goto out;
+	}
+	if (rc == 0)
+		rc = ckfs_child_path(fs, &a, name, &from);
+	if (rc == 0)
+		rc = ckfs_child_path(fs, &b, newname, &to);
+	if (rc == 0 && renameat2(AT_FDCWD, from, AT_FDCWD, to, flags) != 0)
+		rc = -errno;
+	if (rc == 0)
+		ck_staging_moved(fs->staging, a.kind == CKFS_DIR_STAGED ? a.staged : 0, a.series, name,
+				 b.kind == CKFS_DIR_STAGED ? b.staged : 0, newname);
+	fuse_reply_err(req, -rc);
+	/* DCP's .metadata.tmp -> .metadata: the marker lands by rename. */
+	if (rc == 0 && to)
+		ck_writer_marker_check(fs->writer, to);
+out:
+	free(from);
+	free(to);
+	ckfs_dir_ctx_free(&a);
+	ckfs_dir_ctx_free(&b);
+}

@@ -1,0 +1,78 @@
+/* Telling the kernel what changed (notify.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include "ckptfs/log.h"
+#include "nodes.h"
+#include "notify.h"
+
+void ckfs_inval_inodes(struct ckfs *fs, const uint64_t *inos, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		uint64_t ino = ckfs_fuse_ino(fs, inos[i]);
+		int rc = fuse_lowlevel_notify_inval_inode(fs->se, ino, 0, 0);
+
+		if (rc && rc != -ENOENT)
+			ck_debug("invalidating inode %llu: %s", (unsigned long long)ino, strerror(-rc));
+	}
+}
+
+static void forget_one(void *arg, uint64_t parent, const char *name)
+{
+	struct ckfs *fs = arg;
+	int rc = fuse_lowlevel_notify_inval_entry(fs->se, ckfs_fuse_ino(fs, parent), name, strlen(name));
+
+	if (rc && rc != -ENOENT)
+		ck_debug("forgetting %s: %s", name, strerror(-rc));
+}
+
+void ckfs_forget_hidden(struct ckfs *fs)
+{
+	ck_view_drain_hidden(fs->view, forget_one, fs);
+}
+
+static void inval_entry(struct ckfs *fs, fuse_ino_t dir, const char *name)
+{
+	int rc;
+
+	if (!name)
+		return;
+	rc = fuse_lowlevel_notify_inval_entry(fs->se, dir, name, strlen(name));
+	if (rc && rc != -ENOENT)
+		ck_debug("invalidating %s: %s", name, strerror(-rc));
+}
+
+void ckfs_inval_commit_names(struct ckfs *fs, fuse_ino_t dir, const char *old_name, const char *new_name)
+{
+	ckfs_forget_hidden(fs);	/* a reloaded series' old name */
+	if (!dir)
+		return;	/* a new series: the root changed in the catch-up */
+	inval_entry(fs, dir, old_name);
+	if (!old_name || strcmp(old_name, new_name) != 0)
+		inval_entry(fs, dir, new_name);
+	fuse_lowlevel_notify_inval_inode(fs->se, dir, 0, 0);
+}
+
+static void inodes_changed(void *ctx, const uint64_t *inos, size_t n)
+{
+	ckfs_inval_inodes(ctx, inos, n);
+}
+
+static void names_changed(void *ctx, const char *series, const char *old_name, const char *new_name)
+{
+	struct ckfs *fs = ctx;
+
+	if (!series)
+		ckfs_forget_hidden(fs);
+	else
+		ckfs_inval_commit_names(fs, ckfs_series_dir_ino(fs, series), old_name, new_name);
+}
+
+void ckfs_writer_notify(struct ckfs *fs, struct ck_writer_notify *out)
+{
+	out->ctx = fs;
+	out->inodes_changed = inodes_changed;
+	out->names_changed = names_changed;
+}

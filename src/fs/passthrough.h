@@ -1,0 +1,45 @@
+/* FUSE passthrough (passthrough.c): files served as they were saved are
+ * read by the kernel from the physical file, never through the daemon.
+ * Thread rules: the handshake runs once before the request loop; open and
+ * state from any request thread (one lock guards the ids). */
+#ifndef CKPTFS_FS_PASSTHROUGH_H
+#define CKPTFS_FS_PASSTHROUGH_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckptfs/view.h"
+#include "lowlevel.h"
+
+struct ckfs;
+
+struct ckfs_passthrough {
+	int on;                 /* negotiated at INIT */
+	int disabled;           /* registration refused (no CAP_SYS_ADMIN): stop asking */
+	int warned;             /* a registration failed otherwise: logged once */
+	uint64_t max_size;      /* larger files are served by the daemon */
+	pthread_mutex_t lock;
+	int32_t *ids;           /* by FUSE node id: backing id, -1 through the daemon, 0 undecided */
+	size_t cap;
+};
+
+/* Answers the kernel's INIT, which must not have been read yet (call it
+ * between fuse_session_mount and the loop), through libfuse, adding
+ * passthrough when the kernel offers it.  0, or -errno when no INIT was
+ * answered (the loop then reads it). */
+int ckfs_passthrough_handshake(struct ckfs *fs, struct fuse_session *se);
+/* Answers an open of node ino (fi as it would be answered) with
+ * passthrough when ino has a backing file, or gets one now: f is one whole
+ * raw file and verifies.  A node decided either way stays so for the mount
+ * (the kernel wants every open of an inode alike).  0 once answered;
+ * -ECANCELED when answered but the open was interrupted (no release will
+ * come); -ENOTSUP, nothing sent, to answer through the daemon. */
+int ckfs_passthrough_open(struct ckfs *fs, fuse_req_t req, fuse_ino_t ino, struct ck_vfile *f,
+			  const struct fuse_file_info *fi);
+/* ino's backing id (> 0: its reads bypass the daemon), -1 (served by the
+ * daemon) or 0 (not opened yet). */
+int32_t ckfs_passthrough_state(struct ckfs_passthrough *pt, fuse_ino_t ino);
+void ckfs_passthrough_destroy(struct ckfs_passthrough *pt);
+
+#endif

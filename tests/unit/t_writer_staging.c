@@ -1,0 +1,217 @@
+/* The in-progress namespace (include/ckptfs/writer_staging.h) without a
+ * mount: nodes and their paths through renames and removals, inode
+ * numbers never reused, open handles counted, and the claims of a commit:
+ * EBUSY for writes into a claimed directory, for a second claim, and for
+ * a claim that must wait for the last close; a lookup waiting for the
+ * claim to go. */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "ckptfs/store.h"
+#include "ckptfs/writer_staging.h"
+#include "testutil.h"
+
+static char tmp[256];
+static char store[300];
+
+static char *path_of(struct ck_staging *s, uint64_t ino, const char *child)
+{
+	char *p = NULL;
+
+	return ck_staging_path(s, ino, child, &p) == 0 ? p : NULL;
+}
+
+static int path_is(struct ck_staging *s, uint64_t ino, const char *child, const char *rel)
+{
+	char want[600];
+	char *p = path_of(s, ino, child);
+	int same = p && strcmp(p, pathf(want, sizeof(want), "%s/staging/%s", store, rel)) == 0;
+
+	if (!same)
+		printf("path of %llx: %s, expected %s\n", (unsigned long long)ino, p ? p : "(none)", want);
+	free(p);
+	return same;
+}
+
+static void test_nodes(struct ck_staging *s)
+{
+	uint64_t series, top, sub, file, again, marker;
+	char *a = NULL, *b = NULL, *p;
+
+	SETUP(ck_staging_get(s, 0, "run", NULL, &series) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "tmp-5", &top) == 0);
+	SETUP(ck_staging_get(s, top, NULL, "sub", &sub) == 0);
+	SETUP(ck_staging_get(s, sub, NULL, "model.bin", &file) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "latest", &marker) == 0);
+	CHECK(ck_staging_is_staged(series) && ck_staging_is_staged(file) && !ck_staging_is_staged(1),
+	      "staged inode numbers carry CK_STAGING_BIT");
+	CHECK(series != top && top != sub && sub != file, "distinct nodes share a number");
+	SETUP(ck_staging_get(s, 0, "run", "tmp-5", &again) == 0);
+	CHECK(again == top, "a second lookup made a new node");
+	SETUP(ck_staging_get(s, 0, "other", "tmp-5", &again) == 0);
+	CHECK(again != top, "the same name in another series is another node");
+
+	CHECK(path_is(s, series, NULL, "run"), "series path");
+	CHECK(path_is(s, file, NULL, "run/tmp-5/sub/model.bin"), "file path");
+	CHECK(path_is(s, top, "x", "run/tmp-5/x"), "child path");
+	p = ck_staging_top_path(s, "", NULL);
+	CHECK(p && strcmp(p + strlen(p) - 9, "/staging/") == 0, "the staging prefix is %s", p);
+	free(p);
+
+	CHECK(ck_staging_series(s, series, &a) == 0 && strcmp(a, "run") == 0, "series of the series node");
+	free(a);
+	CHECK(ck_staging_series(s, top, &a) == -EINVAL, "a top node is no series node");
+	CHECK(ck_staging_top(s, top, &a, &b) == 0 && !strcmp(a, "run") && !strcmp(b, "tmp-5"), "top node");
+	free(a);
+	free(b);
+	CHECK(ck_staging_top(s, file, &a, &b) == -EINVAL, "a file is no top node");
+	CHECK(ck_staging_top_of(s, file, &a, &b) == 0 && !strcmp(a, "run") && !strcmp(b, "tmp-5"),
+	      "the top directory a file is in");
+	free(a);
+	free(b);
+	CHECK(ck_staging_top_of(s, series, &a, &b) == -EINVAL, "a series node is in no top directory");
+	CHECK(ck_staging_is_series_file(s, marker) && ck_staging_is_series_file(s, top) &&
+	      !ck_staging_is_series_file(s, file) && !ck_staging_is_series_file(s, series),
+	      "nodes right under a series");
+
+	/* A rename of the top directory: its subtree follows. */
+	ck_staging_moved(s, 0, "run", "tmp-5", 0, "tmp-6");
+	CHECK(path_is(s, file, NULL, "run/tmp-6/sub/model.bin"), "subtree after a rename");
+	CHECK(ck_staging_top_of(s, file, &a, &b) == 0 && !strcmp(b, "tmp-6"), "top after a rename");
+	free(a);
+	free(b);
+	/* A rename into another directory, over an existing node. */
+	SETUP(ck_staging_get(s, top, NULL, "other.bin", &again) == 0);
+	ck_staging_moved(s, sub, NULL, "model.bin", top, "other.bin");
+	CHECK(path_is(s, file, NULL, "run/tmp-6/other.bin"), "a moved file");
+	CHECK(ck_staging_path(s, again, NULL, &p) == -ESTALE, "the node renamed over keeps a path");
+	/* Forgotten and nameless: gone, and its number is never given again. */
+	ck_staging_forget(s, again, 1);
+	CHECK(ck_staging_path(s, again, NULL, &p) == -ESTALE, "a forgotten node has a path");
+	SETUP(ck_staging_get(s, top, NULL, "other.bin.2", &sub) == 0);
+	CHECK(sub != again, "a forgotten number came back");
+
+	/* Removed, but still looked up: stale until forgotten. */
+	ck_staging_removed(s, top, NULL, "other.bin");
+	CHECK(ck_staging_path(s, file, NULL, &p) == -ESTALE, "a removed node has a path");
+	CHECK(ck_staging_open_begin(s, file, 0) == 0, "a removed node still counts handles");
+	CHECK(ck_staging_open_end(s, file) == 0, "handles left");
+	ck_staging_forget(s, file, 1);
+	CHECK(ck_staging_open_begin(s, file, 0) == -ESTALE, "a forgotten node took a handle");
+	CHECK(ck_staging_open_begin(s, CK_STAGING_BIT | 999999, 0) == -ESTALE, "an unknown node took a handle");
+}
+
+struct waiter {
+	struct ck_staging *s;
+	atomic_int released;    /* set just before the unclaim */
+	atomic_int saw_release;
+	int rc;
+};
+
+static void *wait_claim(void *arg)
+{
+	struct waiter *w = arg;
+
+	w->rc = ck_staging_wait_unclaimed(w->s, "run", "checkpoint-7");
+	w->saw_release = atomic_load(&w->released);
+	return NULL;
+}
+
+static void test_claims(struct ck_staging *s)
+{
+	uint64_t top, file, other;
+	struct waiter w = { .s = s };
+	pthread_t t;
+	char **names;
+	size_t n;
+
+	SETUP(ck_staging_get(s, 0, "run", "checkpoint-7", &top) == 0);
+	SETUP(ck_staging_get(s, top, NULL, "model.bin", &file) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "checkpoint-8", &other) == 0);
+
+	/* A handle open in the directory: a claim that needs it closed waits. */
+	CHECK(ck_staging_open_begin(s, file, 1) == 0, "open for writing");
+	CHECK(ck_staging_open_begin(s, file, 0) == 0, "open for reading");
+	CHECK(ck_staging_claim(s, "run", "checkpoint-7", 1) == -EBUSY, "claimed with a handle open");
+	CHECK(ck_staging_open_end(s, file) == 1, "one handle left");
+	CHECK(ck_staging_claim(s, "run", "checkpoint-7", 1) == -EBUSY, "claimed with the last handle open");
+	CHECK(!ck_staging_busy(s, file), "a refused claim marked the directory");
+	/* A rename commit claims whatever is open. */
+	CHECK(ck_staging_claim(s, "run", "checkpoint-7", 0) == 0, "a rename commit's claim");
+	CHECK(ck_staging_busy(s, file) && ck_staging_busy(s, top), "claimed but not busy");
+	CHECK(!ck_staging_busy(s, other), "a claim spilled to another directory");
+	CHECK(ck_staging_claim(s, "run", "checkpoint-7", 0) == -EBUSY, "claimed twice");
+	CHECK(ck_staging_open_begin(s, file, 1) == -EBUSY, "opened for writing while claimed");
+	CHECK(ck_staging_open_begin(s, file, 0) == 0, "opened for reading while claimed");
+	CHECK(ck_staging_open_end(s, file) == 1, "handles");
+	CHECK(ck_staging_claimed(s, "run", &names, &n) == 0 && n == 1 && !strcmp(names[0], "checkpoint-7"),
+	      "the claimed names of run");
+	ck_strv_free(names, n);
+	CHECK(ck_staging_claimed(s, "other", &names, &n) == 0 && n == 0, "claims of another series");
+	ck_strv_free(names, n);
+	CHECK(ck_staging_wait_unclaimed(s, "run", "checkpoint-8") == 0, "waited for an unclaimed directory");
+
+	/* A lookup waits for the claim to go. */
+	SETUP(pthread_create(&t, NULL, wait_claim, &w) == 0);
+	atomic_store(&w.released, 1);
+	ck_staging_unclaim(s, "run", "checkpoint-7");
+	pthread_join(t, NULL);
+	CHECK(w.saw_release, "the wait ended before the unclaim");
+	CHECK(!ck_staging_busy(s, file), "still busy after the unclaim");
+	CHECK(ck_staging_open_end(s, file) == 0, "handles left");
+	CHECK(ck_staging_claim(s, "run", "checkpoint-7", 1) == 0, "a claim once closed");
+	ck_staging_unclaim(s, "run", "checkpoint-7");
+
+	/* A directory never looked up has nothing open: the claim marks nothing. */
+	CHECK(ck_staging_claim(s, "run", "never-seen", 1) == 0, "claim of an unknown directory");
+	CHECK(ck_staging_claimed(s, "run", &names, &n) == 0 && n == 0, "an unknown directory was marked");
+	ck_strv_free(names, n);
+	ck_staging_unclaim(s, "run", "never-seen");
+}
+
+static void test_disk(struct ck_staging *s)
+{
+	struct ck_staged_dir *d, *leak;
+	char p[600];
+	struct stat sb;
+	char *dir;
+
+	CHECK(ck_staging_mkdir(s, "new", NULL, 0750) == 0, "mkdir of a series (and STORE/staging)");
+	CHECK(stat(pathf(p, sizeof(p), "%s/staging/new", store), &sb) == 0 && S_ISDIR(sb.st_mode), "no series dir");
+	CHECK(ck_staging_mkdir(s, "run", "checkpoint-9", 0700) == 0, "mkdir of a directory in a new series");
+	CHECK(stat(pathf(p, sizeof(p), "%s/staging/run/checkpoint-9", store), &sb) == 0 &&
+	      (sb.st_mode & 0777) == 0700, "mode of the new directory");
+	CHECK(ck_staging_mkdir(s, "run", "checkpoint-9", 0700) == -EEXIST, "mkdir twice");
+	dir = ck_staging_top_path(s, "run", NULL);
+	SETUP(dir);
+	CHECK(ck_staging_opendir(s, dir, &d) == 0 && ck_staged_dir_stream(d), "opendir");
+	ck_staging_closedir(s, d);
+	CHECK(ck_staging_opendir(s, dir, &leak) == 0, "opendir");   /* closed by ck_staging_free */
+	free(dir);
+	CHECK(ck_staging_opendir(s, "/nonexistent/dir", &d) == -ENOENT, "opendir of nothing");
+}
+
+int main(void)
+{
+	struct ck_staging *s;
+	char cmd[400];
+	const char *t = getenv("TMPDIR");
+
+	pathf(tmp, sizeof(tmp), "%s/t_writer_staging.XXXXXX", t && *t ? t : "/tmp");
+	SETUP(mkdtemp(tmp));
+	pathf(store, sizeof(store), "%s/store", tmp);
+	SETUP(mkdir(store, 0755) == 0);
+	SETUP(ck_staging_new(store, &s) == 0);
+	test_nodes(s);
+	test_claims(s);
+	test_disk(s);
+	ck_staging_free(s);
+	SETUP(run_command(pathf(cmd, sizeof(cmd), "rm -rf '%s'", tmp), NULL) == 0);
+	return test_result();
+}
