@@ -50,6 +50,12 @@ int ckfs_warmup_start(struct ckfs_warmup *w, struct ckfs *fs, uint64_t verify_ma
 	return 0;
 }
 
+void ckfs_warmup_cancel(struct ckfs_warmup *w)
+{
+	if (w->running)
+		atomic_store(&w->stop, 1);
+}
+
 void ckfs_warmup_stop(struct ckfs_warmup *w)
 {
 	if (!w->running)

@@ -22,7 +22,12 @@ struct ckfs_warmup {
 };
 
 int ckfs_warmup_start(struct ckfs_warmup *w, struct ckfs *fs, uint64_t verify_max);
-/* Safe on a zeroed or failed w. */
+/* Tells the thread to stop at its next file or piece, without waiting:
+ * the preload may be waiting on the mount itself (its lookups, its pushes
+ * into pages a read has locked), which only the unmount ends once the
+ * request loop is gone; join it with ckfs_warmup_stop after unmounting. */
+void ckfs_warmup_cancel(struct ckfs_warmup *w);
+/* Stops and joins the thread.  Safe on a zeroed or failed w. */
 void ckfs_warmup_stop(struct ckfs_warmup *w);
 /* What the warm-ups check ahead: files up to the passthrough limit when
  * passthrough is on (their first open would hash them), else none. */
