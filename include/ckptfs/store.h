@@ -94,6 +94,7 @@ int ck_store_reindex(const char *dir, const struct ck_reindex_opts *opts, ck_imp
  * anything in between, and a crash at any point leaves either the staged
  * directory (not committed) or a committed checkpoint (after
  * ck_store_recover).  See docs/format.md, "Staging, data and quarantine". */
+#define CK_STORE_MARKER_NAME "ckptfs-store"   /* the file that makes a directory a store */
 #define CK_STORE_STAGING_DIR "staging"
 #define CK_STORE_DATA_DIR "data"
 #define CK_STORE_QUARANTINE_DIR "quarantine"

@@ -20,6 +20,7 @@
 #include "ckptfs/buf.h"
 #include "ckptfs/dtype.h"
 #include "ckptfs/error.h"
+#include "ckptfs/perm.h"
 
 struct ck_view;
 struct ck_vnode;
@@ -46,7 +47,8 @@ struct ck_view_opts {
 
 struct ck_vattr {
 	uint64_t ino;
-	mode_t mode;        /* S_IFDIR | 0555 or S_IFREG | 0444 */
+	mode_t mode;        /* S_IFDIR or S_IFREG, and the permission bits (see below) */
+	uint32_t uid, gid;
 	uint64_t size;
 	uint32_t nlink;
 	int64_t mtime_ns;
@@ -116,8 +118,29 @@ int ck_vnode_is_series_dir(struct ck_view *v, const struct ck_vnode *n);
  * (ckptfs/store.h); CK_FILE_OTHER (0) for directories. */
 int ck_vnode_file_kind(const struct ck_vnode *n);
 /* Attributes.  For composite files this resolves the composite (cached) to
- * know the size; errors are -EIO / -ESTALE with a log line naming the file. */
+ * know the size; errors are -EIO / -ESTALE with a log line naming the file.
+ *
+ * Owner, group and mode come from what the node is made of (docs/design.md,
+ * "Owners and modes"): the root from STORE/data, a series directory from
+ * the directory holding its newest checkpoint, a checkpoint's directories
+ * from themselves, a file from the physical files its composite draws from
+ * (the newest version's owner and group; per class, the permission bits
+ * every source grants, less the classes that cannot search the directories
+ * holding sources in other checkpoints).  A physical file that is no
+ * longer the imported one shows what the index recorded at import; a
+ * directory that is gone shows as its parent does. */
 int ck_view_getattr(struct ck_view *v, const struct ck_vnode *n, struct ck_vattr *out);
+
+/* Whether c may do mask (CK_MAY_READ, _WRITE, _EXEC) on n as a local
+ * filesystem would decide on what n is made of: n's own owner and mode as
+ * ck_view_getattr shows them, and to read a file, also each physical file
+ * its composite draws from (its owner and mode when last looked at: the
+ * last open, see ck_view_open_file) and search permission on the
+ * directories holding those of other checkpoints.  One mode cannot say
+ * all that when the sources have different owners, so whoever serves the
+ * view must ask this, not only the mode (the daemon does at open and for
+ * the user.ckptfs.* attributes).  0, or -EACCES. */
+int ck_view_access(struct ck_view *v, const struct ck_vnode *n, const struct ck_cred *c, int mask);
 
 /* Extended attributes.  "user.ckptfs.sources": provenance as JSON,
  * "user.ckptfs.step", "user.ckptfs.kind".  -ENODATA if absent. */
@@ -147,7 +170,9 @@ typedef int (*ck_vtensor_fn)(void *ctx, const struct ck_vtensor *t);
 int ck_view_tensors(struct ck_view *v, const struct ck_vnode *n, ck_vtensor_fn fn, void *ctx);
 
 /* Open file contents: resolves the composite (or reuses the cached one) and
- * checks that every physical file it uses is unchanged.  Reference counted. */
+ * checks that every physical file it uses is unchanged (one stat each,
+ * which also refreshes their owners and modes for ck_view_access).
+ * Reference counted. */
 int ck_view_open_file(struct ck_view *v, const struct ck_vnode *n, struct ck_vfile **out);
 void ck_vfile_put(struct ck_vfile *f);
 uint64_t ck_vfile_size(const struct ck_vfile *f);

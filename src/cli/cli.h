@@ -41,6 +41,11 @@ int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const char *sho
 /* Opens a store or prints why not (NULL). */
 struct ck_store *cli_open_store(const char *dir, int readonly);
 
+/* Whether path is a mount point of ckptfs (a FUSE filesystem that is not a
+ * store itself): commit and rm then act through it, as the user running
+ * ckptctl, who need not be able to open the store. */
+int cli_is_mount(const char *path);
+
 /* The operands of a command taking "STORE [SERIES[/CKPT]]" (argv[optind..]):
  * opens STORE read-only into *st and splits the optional second operand in
  * place into *series (NULL when absent) and *ckpt (what follows the first

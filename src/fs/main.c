@@ -110,11 +110,15 @@ static int absolute_pidfile(struct ckfs_config *cfg)
 static int open_view(const struct ckfs_config *cfg, struct ck_view **view)
 {
 	struct ck_error err = { { 0 } };
+	struct stat sb;
 	int rc = ck_view_open(cfg->store, &cfg->view, view, &err);
 
 	if (rc)
 		ck_err("%s: cannot open the store: %s", cfg->store,
 		       err.msg[0] ? err.msg : strerror(-rc));
+	else if (stat(cfg->store, &sb) == 0 && (sb.st_mode & 007))
+		ck_warn("%s: other users can read the store, which names every checkpoint's files; "
+			"chmod 700 it (ckptctl(1), PERMISSIONS)", cfg->store);
 	return rc;
 }
 
@@ -270,8 +274,6 @@ static int serve(struct mount_run *run)
 	int rc;
 
 	run->fs.cfg = cfg;
-	run->fs.uid = getuid();
-	run->fs.gid = getgid();
 	run->main_thread = pthread_self();
 	if (!cfg->read_only) {
 		struct ck_error err = { { 0 } };

@@ -36,8 +36,6 @@ struct ckfs {
 	const struct ckfs_config *cfg;
 	struct ck_view *view;
 	uint64_t root_ino;      /* the view's inode number of its root */
-	uid_t uid;              /* owner shown for every node: whoever mounted */
-	gid_t gid;
 	struct fuse_session *se;        /* for invalidations after a commit */
 	struct ck_writer *writer;       /* in-progress directories and commits; NULL with -o ro */
 	struct ck_staging *staging;     /* the writer's namespace (ck_writer_staging); NULL with -o ro */

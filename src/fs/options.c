@@ -210,6 +210,7 @@ static const struct {
 	{ "clone_fd", offsetof(struct ckfs_config, clone_fd) },
 	{ "passthrough", offsetof(struct ckfs_config, passthrough) },
 	{ "warmup", offsetof(struct ckfs_config, warmup) },
+	{ "permissions", offsetof(struct ckfs_config, permissions) },
 };
 
 /* Sets the switch opt names ("NAME" or "noNAME"): 1, or 0 when it names none. */
@@ -323,8 +324,10 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		return 0;
 	}
 #undef KEY
-	if (in_list(fuse_flag_opts, opt))
+	if (in_list(fuse_flag_opts, opt)) {
+		cfg->has_default_permissions |= strcmp(opt, "default_permissions") == 0;
 		return add_fuse_opt(cfg, opt);
+	}
 	if (has_prefix_in(fuse_value_opts, opt)) {
 		if (!*val)
 			return bad_value(opt, "a value");
@@ -381,6 +384,7 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->passthrough = 1;
 	cfg->warmup = 1;
 	cfg->preload_mib = CKFS_PRELOAD_AUTO;
+	cfg->permissions = 1;
 	cfg->writer.markers = CK_MARK_ALL;
 	cfg->writer.marker_grace = 1;
 }
@@ -494,6 +498,10 @@ int ckfs_finish_fuse_opts(struct ckfs_config *cfg)
 	}
 	if (!rc && cfg->read_only)
 		rc = add_fuse_opt(cfg, "ro");
+	/* Owners and modes are those of the files: the kernel checks them
+	 * for every user of the mount (allow_other), as on a local disk. */
+	if (!rc && cfg->permissions && !cfg->has_default_permissions)
+		rc = add_fuse_opt(cfg, "default_permissions");
 	snprintf(opt, sizeof(opt), "max_read=%u", CKFS_MAX_REQUEST);
 	if (!rc)
 		rc = add_fuse_opt(cfg, opt);
@@ -554,7 +562,8 @@ void ckfs_print_help(const char *progname)
 	       "    -o ro                  mount read-only in the kernel too\n"
 	       "    -o allow_other         let other users access the mount\n"
 	       "    -o allow_root          let root access the mount\n"
-	       "    -o default_permissions let the kernel check permissions\n"
+	       "    -o default_permissions let the kernel check permissions (the default: see\n"
+	       "                           -o permissions)\n"
 	       "    -o fsname=NAME         source shown in /proc/mounts (default: STORE path)\n"
 	       "    -o subtype=NAME        type shown as fuse.NAME (default: ckptfs)\n"
 	       "    -o auto_unmount        unmount if the daemon dies\n"
@@ -592,6 +601,11 @@ void ckfs_print_help(const char *progname)
 	       "                           so that a resume's first load reads cached pages\n"
 	       "                           (default auto: a quarter of the available memory;\n"
 	       "                           0 = none)\n"
+	       "    -o permissions|nopermissions  check every access against the owners and\n"
+	       "                           modes of the files checkpoints are made of, as a\n"
+	       "                           local filesystem does (default permissions);\n"
+	       "                           nopermissions lets whoever reaches the mount read,\n"
+	       "                           write and delete everything\n"
 	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
 	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
 	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"

@@ -34,11 +34,13 @@ struct ckfs_config {
 	int passthrough;        /* -o passthrough (default): the kernel reads whole raw files itself */
 	int warmup;             /* -o warmup (default): build the newest composites at mount */
 	unsigned preload_mib;   /* -o preload: push up to this many MiB of them to the kernel; CKFS_PRELOAD_AUTO */
+	int permissions;        /* -o permissions (default): the kernel and the daemon check access */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
 	int has_fsname;
 	int has_subtype;
+	int has_default_permissions;
 };
 
 /* -o direct_io=: which committed files are opened with FOPEN_DIRECT_IO
@@ -62,7 +64,8 @@ enum {
  * set cfg->show_help / show_version. */
 int ckfs_parse_args(int argc, char **argv, struct ckfs_config *cfg);
 /* Completes cfg->fuse_opts once cfg->store is absolute: fsname, subtype,
- * ro and max_read.  0 or -ENOMEM. */
+ * ro, default_permissions (unless -o nopermissions) and max_read.  0 or
+ * -ENOMEM. */
 int ckfs_finish_fuse_opts(struct ckfs_config *cfg);
 void ckfs_config_free(struct ckfs_config *cfg);
 void ckfs_print_help(const char *progname);

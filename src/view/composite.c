@@ -7,6 +7,7 @@
  *    the way PyTorch writes it around the original storage records.
  *  - safetensors: union of tensors by name, newest wins, header written as
  *    the reference writer does.
+ *  - a torch DCP save's .metadata: the saves merged by FQN (dcp.c).
  *  - anything else, or a newest version that needs nothing from older ones:
  *    the physical file as it is.
  */
@@ -88,6 +89,7 @@ static void parse_versions(struct ck_view *v, struct ck_vnode *n, enum ck_file_k
 static int collect_versions(struct ck_view *v, struct ck_vnode *n, struct phys_file ***out, size_t *nout)
 {
 	enum ck_file_kind kind = n->versions[0].pf->info.kind;
+	int merged = kind == CK_FILE_TORCH || kind == CK_FILE_SAFETENSORS || dcp_is_metadata(n);
 	struct phys_file **pfs;
 	size_t k = 0;
 	int rc;
@@ -101,7 +103,7 @@ static int collect_versions(struct ck_view *v, struct ck_vnode *n, struct phys_f
 
 		if (pf->info.kind != kind)
 			continue;  /* e.g. an older BAD version never counts as a version */
-		if (i > 0 && kind != CK_FILE_TORCH && kind != CK_FILE_SAFETENSORS)
+		if (i > 0 && !merged)
 			break;     /* other files are served from the newest version alone */
 		if (i > 0 && view_version_reclaimed(v, pf))
 			continue;  /* dropped from the index: nothing drew from it */
@@ -291,7 +293,7 @@ static int build_torch_archive(struct ck_vnode *n, struct phys_file *newest, con
 			       struct ck_vfile *f)
 {
 	struct torch_build tb = { 0 };
-	struct pk_emit_opts eo = { torch_storage_key, &tb, 0 };
+	struct pk_emit_opts eo = { torch_storage_key, &tb, 0, 2 };
 	struct ck_buf pkl = CK_BUF_INIT;
 	struct tz_record *recs = NULL;
 	struct rec_src *srcs = NULL;
@@ -599,6 +601,15 @@ int composite_build(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out
 		f = vfile_new("safetensors-index");
 		rc = f ? composite_build_index(v, n, pfs, np, f) : -ENOMEM;
 		break;
+	case CK_FILE_OTHER:
+		if (dcp_is_metadata(n)) {
+			f = vfile_new("dcp-metadata");
+			if (f)
+				f->view = v;
+			rc = f ? dcp_build_metadata(v, n, pfs, np, f) : -ENOMEM;
+			break;
+		}
+		/* fall through */
 	default:
 		f = vfile_new("file");
 		rc = f ? add_whole_file(f, newest) : -ENOMEM;

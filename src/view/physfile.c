@@ -34,16 +34,22 @@ int phys_open_fd(struct ck_view *v, struct phys_file *pf)
 }
 
 /* Identity check on every open: a file changed behind the store's back is
- * refused, never served. */
+ * refused, never served.  The stat also gives the file's owner and mode
+ * now, which the permission checks of the open use. */
 int phys_check(struct ck_view *v, struct phys_file *pf)
 {
 	struct ck_error err;
-	int rc;
+	struct ck_owner o;
+	int rc, packed;
 
-	rc = packed_get(v, pf, NULL);
-	if (rc)
-		return rc < 0 ? rc : 0;   /* packed chunks are checked by hash on decode */
-	rc = ck_file_check(&pf->info, &err);
+	packed = packed_get(v, pf, NULL);
+	if (packed < 0)
+		return packed;
+	rc = ck_file_check_owner(&pf->info, &o, &err);
+	if (rc == 0)
+		phys_owner_update(v, pf, &o);
+	if (packed)
+		return 0;                 /* packed chunks are checked by hash on decode */
 	if (rc && packed_recheck(v, pf) > 0)
 		return 0;                 /* compaction packed it and removed the raw file */
 	if (rc) {
@@ -59,6 +65,11 @@ static int range_cmp(const void *a, const void *b)
 	const struct phys_range *x = a, *y = b;
 
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int range_key_cmp(const void *a, const void *b)
+{
+	return strcmp((*(struct phys_range *const *)a)->key, (*(struct phys_range *const *)b)->key);
 }
 
 int phys_load_ranges(struct ck_view *v, struct phys_file *pf)
@@ -94,11 +105,30 @@ int phys_load_ranges(struct ck_view *v, struct phys_file *pf)
 	pf->nranges = n;
 	if (n > 1)
 		qsort(pf->ranges, n, sizeof(*pf->ranges), range_cmp);
+	pf->ranges_by_key = malloc((n + 1) * sizeof(*pf->ranges_by_key));
+	if (!pf->ranges_by_key) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		pf->ranges_by_key[i] = &pf->ranges[i];
+	if (n > 1)
+		qsort(pf->ranges_by_key, n, sizeof(*pf->ranges_by_key), range_key_cmp);
 	pf->ranges_loaded = 1;
 out:
 	pthread_mutex_unlock(&v->lock);
 	ck_storage_info_free(si, n);
 	return rc;
+}
+
+struct phys_range *phys_find_range(struct phys_file *pf, const char *key)
+{
+	struct phys_range k = { .key = (char *)key }, *kp = &k, **r;
+
+	if (!pf->ranges_by_key)
+		return NULL;
+	r = bsearch(&kp, pf->ranges_by_key, pf->nranges, sizeof(*r), range_key_cmp);
+	return r ? *r : NULL;
 }
 
 int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off)
@@ -215,6 +245,30 @@ int phys_parse(struct ck_view *v, struct phys_file *pf)
 	pf->parsed = rc ? rc : 1;
 out:
 	pthread_mutex_unlock(&pf->parse_lock);
+	return rc;
+}
+
+int phys_read_dcp(struct ck_view *v, struct phys_file *pf, struct ck_dcp_meta **out)
+{
+	struct ck_error err = { "" };
+	uint8_t *data = NULL;
+	int rc;
+
+	*out = NULL;
+	rc = phys_open_fd(v, pf);
+	if (rc)
+		return rc;
+	rc = pf->info.size > CK_INGEST_MAX_PICKLE ? -EFBIG : 0;
+	data = rc ? NULL : malloc(pf->info.size + 1);
+	if (!rc && !data)
+		rc = -ENOMEM;
+	if (!rc)
+		rc = phys_read(pf, data, pf->info.size, 0);
+	if (!rc)
+		rc = ck_dcp_parse(data, pf->info.size, out, &err);
+	free(data);
+	if (rc)
+		ck_err("%s: cannot read it as a DCP .metadata: %s", pf->info.src_path, err.msg[0] ? err.msg : strerror(-rc));
 	return rc;
 }
 
@@ -416,6 +470,7 @@ void phys_free(struct phys_file *pf)
 	for (size_t i = 0; i < pf->nranges; i++)
 		free(pf->ranges[i].key);
 	free(pf->ranges);
+	free(pf->ranges_by_key);
 	tz_archive_free(&pf->ar);
 	pk_doc_free(pf->doc);
 	st_file_free(&pf->st);

@@ -4,6 +4,7 @@
  *
  *   {"checkpoint": "run1/checkpoint-20", "file": "model.pt", "kind": "torch",
  *    "synthesized": true,
+ *    ["not_merged": "why older saves were left out", (DCP .metadata)]
  *    "sources": [{"checkpoint": "checkpoint-20", "step": 20, "path": "/data/...", "tensors": 8}, ...],
  *    "tensors": {"model.layers.0.weight": "checkpoint-10", ...}}
  *
@@ -39,6 +40,10 @@ static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors
 	jw_str(w, f->kind);
 	jw_key(w, "synthesized");
 	jw_bool(w, f->synthesized);
+	if (f->note) {
+		jw_key(w, "not_merged");
+		jw_str(w, f->note);
+	}
 	jw_key(w, "sources");
 	jw_begin_arr(w);
 	for (size_t i = 0; i < f->nsrcs; i++) {
@@ -82,7 +87,7 @@ int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 	struct ck_vfile *f;
 	int rc;
 
-	rc = view_node_vfile(v, n, &f);
+	rc = view_node_tensors(v, n, &f);
 	if (rc)
 		return rc;
 	rc = sources_json(n, f, 1, &w);

@@ -80,6 +80,11 @@ static int vfile_note_src(struct ck_vfile *f, struct phys_file *pf)
 	return 0;
 }
 
+int vfile_add_src(struct ck_vfile *f, struct phys_file *pf)
+{
+	return vfile_note_src(f, pf);
+}
+
 static int vfile_push_phys(struct ck_vfile *f, struct phys_file *pf, uint64_t off, uint64_t len,
 			   struct phys_range *r)
 {
@@ -141,10 +146,15 @@ int vfile_add_tensor(struct ck_vfile *f, const char *name, enum ck_dtype dt, int
 
 	if (ndim < 0 || ndim > CK_MAX_DIMS)
 		return -EINVAL;
-	t = realloc(f->tensors, (f->ntensors + 1) * sizeof(*t));
-	if (!t)
-		return -ENOMEM;
-	f->tensors = t;
+	if (f->ntensors == f->captensors) {
+		size_t cap = f->captensors ? 2 * f->captensors : 64;
+
+		t = realloc(f->tensors, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		f->tensors = t;
+		f->captensors = cap;
+	}
 	t = &f->tensors[f->ntensors];
 	memset(t, 0, sizeof(*t));
 	t->name = strdup(name);
@@ -176,6 +186,10 @@ void vfile_free(struct ck_vfile *f)
 	for (size_t i = 0; i < f->ntensors; i++)
 		free(f->tensors[i].name);
 	free(f->tensors);
+	for (size_t i = 0; i < f->nfrom; i++)
+		free(f->from[i].path);
+	free(f->from);
+	free(f->note);
 	free(f->ext);
 	free(f->srcs);
 	ck_buf_free(&f->mem);
