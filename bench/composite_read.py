@@ -24,7 +24,8 @@ instead (see docs/bench.md, "first load after a mount"): for each of
 loading the plain merged file, the backing files' page cache warm; then a
 second fresh process on the same mount (warm).  Cases: a torch.save
 composite of a partial save, the same after compaction (its older layers
-read from packs), and a safetensors composite.
+read from packs), a safetensors composite and a DCP one (2 ranks, loaded
+by torch 1.13's reader through the tests' dcp_series shim).
 
 Prints one line per measurement and a results table (markdown) at the end.
 Numbers are medians of --runs runs.  Needs ckptfs/ckptctl built, FUSE, and
@@ -343,9 +344,16 @@ LOADER = r"""
 import mmap, os, resource, sys, time, warnings
 import torch
 path = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+import dcp_series
 waits = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
 t = time.perf_counter()
-if path.endswith(".safetensors"):
+if os.path.isdir(path):
+    # A DCP save, read by torch 1.13's reader through the tests' shim
+    # (dcp_series), its .metadata included.
+    md = dcp_series.read_metadata(path)
+    dcp_series.load(path, dcp_series.template_of(md))
+elif path.endswith(".safetensors"):
     # What safetensors.torch.load_file does (no safetensors package here):
     # map the file, copy each tensor out of the mapping.
     import json, struct
@@ -370,7 +378,8 @@ WAITS = {}   # path -> the loader's blocking waits, per load
 
 
 def load_in_new_process(path):
-    out = subprocess.run([sys.executable, "-B", "-c", LOADER, path], check=True,
+    out = subprocess.run([sys.executable, "-B", "-c", LOADER, path, os.path.join(TOP, "tests", "py")],
+                         check=True,
                          capture_output=True, text=True).stdout.split()
     WAITS.setdefault(path, []).append(int(out[-1]))
     return float(out[-2])
@@ -393,8 +402,36 @@ def make_st_series(run, gib, shapes=None):
         del sd
 
 
+def make_dcp_series(run, plain, gib, shapes=None):
+    """The series of make_series in DCP's layout (2 ranks): run/step-10
+    every layer, run/step-20 the odd layers; plain/step-20 the offline
+    merge of step 20, as one save."""
+    import dcp_series
+    shapes = shapes or layer_shapes()
+    per_layer = sum(4 * torch.Size(s).numel() for s in shapes.values())
+    nlayers = max(2, round(gib * (1 << 30) / per_layer))
+    merged = {}
+    for step in (10, 20):
+        flat = {}
+        for i in range(nlayers):
+            if step == 10 or i % 2:
+                flat.update(layer_state(i, step, shapes))
+        dcp_series.write_layout(os.path.join(run, "step-%d" % step), flat,
+                                {k: ("model", k[6:]) for k in flat}, "2.4", 2)
+        merged.update(flat)
+        del flat
+    dcp_series.write_layout(os.path.join(plain, "step-20"), merged,
+                            {k: ("model", k[6:]) for k in merged}, "2.4", 2)
+
+
+def files_under(*dirs):
+    return [os.path.join(r, n) for d in dirs for r, _, names in os.walk(d) for n in names]
+
+
 def cat(paths):
     for p in paths:
+        if os.path.isdir(p):
+            continue
         with open(p, "rb") as f:
             while f.read(8 * MIB):
                 pass
@@ -448,6 +485,11 @@ def bench_resume(work, gib, trials, results):
                                      os.path.join(srun, "checkpoint-2")], splain_dir)
     import_store(store, run)
     import_store(sstore, srun)
+    drun, dstore, dplain = (os.path.join(work, n) for n in ("resume-dcp", "store-resume-dcp", "plain-resume-dcp"))
+    make_dcp_series(drun, dplain, gib)
+    shutil.rmtree(dstore, ignore_errors=True)
+    subprocess.run([CKPTCTL, "init", dstore], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([CKPTCTL, "import", dstore, drun, "--series", "run"], check=True, stdout=subprocess.DEVNULL)
     packed = store + "-packed"
     shutil.rmtree(packed, ignore_errors=True)
     shutil.copytree(store, packed, symlinks=True)
@@ -464,6 +506,8 @@ def bench_resume(work, gib, trials, results):
         ("safetensors composite, partial save", sstore, "resume-st/checkpoint-2/model.safetensors",
          os.path.join(splain_dir, "model.safetensors"),
          [os.path.join(srun, c, "model.safetensors") for c in ("checkpoint-1", "checkpoint-2")]),
+        ("DCP composite, partial save (2 ranks)", dstore, "run/step-20", os.path.join(dplain, "step-20"),
+         files_under(drun, dplain)),
     ]
     for label, st, rel, plain, backing in cases:
         fm, fp, wm, wp, (w_first, w_warm, w_plain) = resume_trials(st, mnt, rel, plain, backing, trials)
@@ -484,7 +528,7 @@ def bench_resume(work, gib, trials, results):
                                           statistics.median(w_plain)), ""))
     with open("/proc/loadavg") as f:
         results.append(("load average at the end", f.read().split()[0], ""))
-    for d in (run, srun, store, sstore, packed, plain_dir, splain_dir):
+    for d in (run, srun, store, sstore, packed, plain_dir, splain_dir, drun, dstore, dplain):
         shutil.rmtree(d, ignore_errors=True)
 
 
