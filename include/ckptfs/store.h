@@ -248,6 +248,21 @@ struct ck_file_pack_info {
 	uint64_t delta_bytes;    /* raw bytes of chunks stored as deltas */
 	uint64_t plain_bytes;    /* raw bytes of chunks stored self-contained */
 	uint64_t stored_bytes;   /* what its new records take in packs (raw: size) */
+	/* The lossy tier (docs/design.md): some storages decode within a bound
+	 * of their original instead of bit for bit. */
+	int lossy;
+	unsigned lossy_method;   /* CK_LOSSY_METHOD_* (include/ckptfs/lossy.h) */
+	double lossy_bound;      /* every element within lossy_bound * its storage's max |x| */
+	uint32_t lossy_storages; /* storages coded lossily */
+	double lossy_max_rel;    /* the largest achieved error / max |x| among them */
+};
+
+/* A storage coded lossily: what its original was and what was achieved. */
+struct ck_lossy_storage {
+	uint32_t storage;        /* index in the file's storages (ck_store_list_storages order) */
+	enum ck_dtype dtype;
+	double max_abs;          /* largest |x| of the original's finite elements */
+	double max_err;          /* largest |decoded - original| */
 };
 /* 0 and *out (mapped 0 when the file has no map), or -errno.
  *
@@ -257,5 +272,8 @@ struct ck_file_pack_info {
  * packs it.  Whoever removes store-owned files (reclaim, gc) must keep such
  * a file on disk. */
 int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_file_pack_info *out);
+/* The storages of file_id coded lossily, in storage order: 0 and *out
+ * (free()), *n 0 for an exact file; or -errno. */
+int ck_store_file_lossy(struct ck_store *st, uint64_t file_id, struct ck_lossy_storage **out, size_t *n);
 
 #endif

@@ -164,6 +164,11 @@ struct ck_vtensor {
 	uint64_t src_file_id;    /* the store's id of that file version (packed: read with ck_packed_open) */
 	uint64_t src_offset;     /* byte range of the storage in that file */
 	uint64_t nbytes;
+	/* The lossy tier: when lossy_bound > 0 the tensor's storage was coded
+	 * lossily, every element within lossy_bound * lossy_max_abs (its
+	 * original's largest |x|) of the original; lossy_max_err is the
+	 * largest error achieved.  All 0 for exact bytes. */
+	double lossy_bound, lossy_max_abs, lossy_max_err;
 };
 typedef int (*ck_vtensor_fn)(void *ctx, const struct ck_vtensor *t);
 /* Calls fn for each tensor in file order; stops early if fn returns non-zero (that value is returned). */

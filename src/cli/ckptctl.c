@@ -17,6 +17,7 @@ static const struct cli_cmd *const commands[] = {
 	&cli_cmd_stats, &cli_cmd_rm,
 	&cli_cmd_compact,
 	&cli_cmd_gc,
+	&cli_cmd_lossy,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

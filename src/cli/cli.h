@@ -25,6 +25,7 @@ extern const struct cli_cmd cli_cmd_init, cli_cmd_import, cli_cmd_ls, cli_cmd_sh
 	cli_cmd_stats, cli_cmd_rm;
 extern const struct cli_cmd cli_cmd_compact;
 extern const struct cli_cmd cli_cmd_gc;
+extern const struct cli_cmd cli_cmd_lossy;
 
 /* "ckptctl: <msg>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -37,6 +38,10 @@ void cli_print_help(const struct cli_cmd *cmd);
  * status.  Returns -1 to go on with argv[optind..], or an exit status. */
 int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const char *shortopts,
 	       const struct option *opts, int (*on_opt)(void *ctx, int c, const char *arg), void *ctx);
+
+/* A lossy bound (ckptctl compact --lossy, ckptctl lossy): a number over 0
+ * and at most CK_LOSSY_BOUND_MAX.  0 and *out, or -1. */
+int cli_parse_bound(const char *arg, double *out);
 
 /* Opens a store or prints why not (NULL). */
 struct ck_store *cli_open_store(const char *dir, int readonly);

@@ -13,6 +13,7 @@
 
 #include "ckptfs/fileio.h"
 #include "ckptfs/json.h"
+#include "ckptfs/packstore.h"
 #include "cli.h"
 
 void cli_error(const char *fmt, ...)
@@ -110,6 +111,19 @@ int cli_is_mount(const char *path)
 	free(marker);
 	return !store && statfs(path, &sf) == 0 && sf.f_type == FUSE_MAGIC && stat(path, &sb) == 0 &&
 	       S_ISDIR(sb.st_mode);
+}
+
+int cli_parse_bound(const char *arg, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v > 0 && v <= CK_LOSSY_BOUND_MAX))
+		return -1;
+	*out = v;
+	return 0;
 }
 
 int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_store **st, char **series,

@@ -40,14 +40,24 @@ struct ck_vpacked {
 
 static int probe(struct ck_view *v, struct phys_file *pf)
 {
+	struct ck_file_pack_info pi;
 	int rc;
 
 	if (atomic_load(&pf->packed_known))
 		return 1;
-	rc = ck_store_file_packed(v->store, pf->info.id);
-	if (rc > 0)
+	if (atomic_load(&pf->raw_pinned))
+		return 0;
+	rc = ck_store_file_pack_info(v->store, pf->info.id, &pi);
+	if (rc < 0 || !pi.packed)
+		return rc;
+	/* Decided under the lock phys_open_fd opens the raw file under. */
+	pthread_mutex_lock(&v->lock);
+	if (pi.lossy && pf->fd >= 0)
+		atomic_store(&pf->raw_pinned, 1);
+	else
 		atomic_store(&pf->packed_known, 1);
-	return rc;
+	pthread_mutex_unlock(&v->lock);
+	return atomic_load(&pf->packed_known);
 }
 
 int packed_setup(struct ck_view *v)

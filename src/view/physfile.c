@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -20,6 +21,12 @@ int phys_open_fd(struct ck_view *v, struct phys_file *pf)
 	if (rc)
 		return rc < 0 ? rc : 0;   /* packed: read through the pack, no fd */
 	pthread_mutex_lock(&v->lock);
+	if (pf->fd < 0 && atomic_load(&pf->packed_known)) {
+		/* a refresh found it packed meanwhile */
+		pthread_mutex_unlock(&v->lock);
+		rc = packed_get(v, pf, NULL);
+		return rc < 0 ? rc : 0;
+	}
 	if (pf->fd < 0) {
 		fd = open(pf->info.src_path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
@@ -31,6 +38,19 @@ int phys_open_fd(struct ck_view *v, struct phys_file *pf)
 	}
 	pthread_mutex_unlock(&v->lock);
 	return rc;
+}
+
+/* The raw file the view holds open is still the one imported (its path
+ * may be gone). */
+static int pinned_check(struct phys_file *pf)
+{
+	struct stat sb;
+
+	if (pf->fd < 0 || fstat(pf->fd, &sb) < 0)
+		return -ESTALE;
+	return (uint64_t)sb.st_dev == pf->info.dev && (uint64_t)sb.st_ino == pf->info.ino &&
+	       (uint64_t)sb.st_size == pf->info.size &&
+	       (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec == pf->info.mtime_ns ? 0 : -ESTALE;
 }
 
 /* Identity check on every open: a file changed behind the store's back is
@@ -50,6 +70,8 @@ int phys_check(struct ck_view *v, struct phys_file *pf)
 		phys_owner_update(v, pf, &o);
 	if (packed)
 		return 0;                 /* packed chunks are checked by hash on decode */
+	if (rc && atomic_load(&pf->raw_pinned) && pinned_check(pf) == 0)
+		return 0;                 /* coded lossily and removed: the open file is the one imported */
 	if (rc && packed_recheck(v, pf) > 0)
 		return 0;                 /* compaction packed it and removed the raw file */
 	if (rc) {

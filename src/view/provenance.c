@@ -19,6 +19,7 @@
 
 #include "ckptfs/fileio.h"
 #include "ckptfs/json.h"
+#include "ckptfs/lossy.h"
 #include "view_internal.h"
 
 #define XATTR_MAX 65536
@@ -102,4 +103,81 @@ int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 	jw_free(&w);
 	ck_vfile_put(f);
 	return rc;
+}
+
+/* The lossy sources of a composite (the user.ckptfs.lossy xattr): how
+ * and within what they were coded, and the worst error achieved.
+ *
+ *   {"method": "qres-linf", "bound": 0.05, "max_rel_error": 0.0499,
+ *    "sources": [{"checkpoint": "checkpoint-20", "bound": 0.05, "tensors": 81,
+ *                 "max_rel_error": 0.0499}]}
+ *
+ * bound: every element within bound times its tensor's largest |x|.
+ * -ENODATA when every byte the file serves is exact. */
+int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
+{
+	struct jw w = { .b = CK_BUF_INIT, .spaced = 1 };
+	struct ck_file_pack_info *pi;
+	struct ck_vfile *f;
+	double bound = 0, worst = 0;
+	unsigned method = 0;
+	size_t lossy = 0;
+	int rc;
+
+	rc = view_node_vfile(v, n, &f);
+	if (rc)
+		return rc;
+	pi = calloc(f->nsrcs ? f->nsrcs : 1, sizeof(*pi));
+	if (!pi) {
+		ck_vfile_put(f);
+		return -ENOMEM;
+	}
+	for (size_t i = 0; i < f->nsrcs; i++) {
+		if (ck_store_file_pack_info(v->store, f->srcs[i]->info.id, &pi[i]) < 0 || !pi[i].lossy) {
+			pi[i].lossy = 0;
+			continue;
+		}
+		lossy++;
+		method = pi[i].lossy_method;
+		if (pi[i].lossy_bound > bound)
+			bound = pi[i].lossy_bound;
+		if (pi[i].lossy_max_rel > worst)
+			worst = pi[i].lossy_max_rel;
+	}
+	if (lossy) {
+		jw_begin_obj(&w);
+		jw_key(&w, "method");
+		jw_str(&w, ck_lossy_method_name(method));
+		jw_key(&w, "bound");
+		jw_double(&w, bound);
+		jw_key(&w, "max_rel_error");
+		jw_double(&w, worst);
+		jw_key(&w, "sources");
+		jw_begin_arr(&w);
+		for (size_t i = 0; i < f->nsrcs; i++) {
+			if (!pi[i].lossy)
+				continue;
+			jw_begin_obj(&w);
+			jw_key(&w, "checkpoint");
+			jw_str(&w, f->srcs[i]->ckpt->info.name);
+			jw_key(&w, "bound");
+			jw_double(&w, pi[i].lossy_bound);
+			jw_key(&w, "tensors");
+			jw_uint(&w, pi[i].lossy_storages);
+			jw_key(&w, "max_rel_error");
+			jw_double(&w, pi[i].lossy_max_rel);
+			jw_end_obj(&w);
+		}
+		jw_end_arr(&w);
+		jw_end_obj(&w);
+		rc = jw_error(&w);
+		if (!rc)
+			rc = ck_buf_put(out, w.b.data, w.b.len);
+		if (!rc)
+			rc = ck_buf_putc(out, '\n');
+	}
+	jw_free(&w);
+	free(pi);
+	ck_vfile_put(f);
+	return rc ? rc : lossy ? 0 : -ENODATA;
 }

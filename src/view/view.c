@@ -1180,10 +1180,61 @@ int ck_view_getattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_vatt
 
 /* --- provenance ------------------------------------------------------------- */
 
+/* The storages of one physical file coded lossily, with their byte ranges. */
+struct lossy_ranges {
+	const struct phys_file *pf;
+	struct ck_lossy_storage *l;
+	uint64_t *off, *len;
+	double bound;
+	size_t n;
+};
+
+static void lossy_ranges_clear(struct lossy_ranges *r)
+{
+	free(r->l);
+	free(r->off);
+	free(r->len);
+	memset(r, 0, sizeof(*r));
+}
+
+static void lossy_ranges_load(struct ck_view *v, const struct phys_file *pf, struct lossy_ranges *r)
+{
+	struct ck_storage_info *si = NULL;
+	struct ck_file_pack_info pi;
+	size_t ns = 0;
+
+	if (r->pf == pf)
+		return;
+	lossy_ranges_clear(r);
+	r->pf = pf;
+	if (ck_store_file_pack_info(v->store, pf->info.id, &pi) < 0 || !pi.lossy ||
+	    ck_store_file_lossy(v->store, pf->info.id, &r->l, &r->n) < 0 ||
+	    ck_store_list_storages(v->store, pf->info.id, &si, &ns) < 0)
+		goto none;
+	r->off = calloc(r->n ? r->n : 1, sizeof(*r->off));
+	r->len = calloc(r->n ? r->n : 1, sizeof(*r->len));
+	if (!r->off || !r->len)
+		goto none;
+	for (size_t i = 0; i < r->n; i++) {
+		if (r->l[i].storage >= ns)
+			goto none;
+		r->off[i] = si[r->l[i].storage].offset;
+		r->len[i] = si[r->l[i].storage].length;
+	}
+	r->bound = pi.lossy_bound;
+	ck_storage_info_free(si, ns);
+	return;
+none:
+	ck_storage_info_free(si, ns);
+	lossy_ranges_clear(r);
+	r->pf = pf;
+}
+
 int ck_view_tensors(struct ck_view *v, const struct ck_vnode *cn, ck_vtensor_fn fn, void *ctx)
 {
 	struct ck_vnode *n = (struct ck_vnode *)cn;
 	const struct ck_layer_rules *rules = ck_store_layer_rules(v->store);
+	struct lossy_ranges lr = { 0 };
 	struct ck_vfile *f;
 	char layer[128];
 	int rc;
@@ -1194,7 +1245,15 @@ int ck_view_tensors(struct ck_view *v, const struct ck_vnode *cn, ck_vtensor_fn 
 	for (size_t i = 0; i < f->ntensors && !rc; i++) {
 		const struct vtensor_src *t = &f->tensors[i];
 		const char *stored = phys_tensor_layer(v, t->pf, t->name);
-		struct ck_vtensor vt;
+		struct ck_vtensor vt = { 0 };
+
+		lossy_ranges_load(v, t->pf, &lr);
+		for (size_t k = 0; k < lr.n; k++)
+			if (t->offset >= lr.off[k] && t->offset - lr.off[k] < lr.len[k]) {
+				vt.lossy_bound = lr.bound;
+				vt.lossy_max_abs = lr.l[k].max_abs;
+				vt.lossy_max_err = lr.l[k].max_err;
+			}
 
 		if (!stored && (!rules || ck_layer_of(rules, t->name, layer, sizeof(layer))))
 			strcpy(layer, "other");
@@ -1211,13 +1270,14 @@ int ck_view_tensors(struct ck_view *v, const struct ck_vnode *cn, ck_vtensor_fn 
 		vt.nbytes = t->nbytes;
 		rc = fn(ctx, &vt);
 	}
+	lossy_ranges_clear(&lr);
 	ck_vfile_put(f);
 	return rc;
 }
 
 static const char *const xattr_names[] = {
 	"user.ckptfs.sources", "user.ckptfs.step", "user.ckptfs.checkpoint", "user.ckptfs.kind",
-	"user.ckptfs.error",
+	"user.ckptfs.error", "user.ckptfs.lossy",
 };
 
 static const char *kind_name(enum ck_file_kind k)
@@ -1261,6 +1321,8 @@ int ck_view_getxattr(struct ck_view *v, const struct ck_vnode *cn, const char *n
 	}
 	if (!strcmp(name, "user.ckptfs.sources"))
 		return provenance_json(v, n, out);
+	if (!strcmp(name, "user.ckptfs.lossy"))
+		return lossy_json(v, n, out);
 	return -ENODATA;
 }
 
@@ -1287,6 +1349,14 @@ int ck_view_listxattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_bu
 					continue;
 				}
 			}
+		}
+		if (!strcmp(name, "user.ckptfs.lossy")) {   /* only on a file served lossily */
+			struct ck_buf scratch = CK_BUF_INIT;
+			int lossy = lossy_json(v, n, &scratch) == 0;
+
+			ck_buf_free(&scratch);
+			if (!lossy)
+				continue;
 		}
 		rc = ck_buf_put(out, name, strlen(name) + 1);
 	}

@@ -49,6 +49,11 @@ struct phys_file {
 	 * through the pack and the raw file may be gone. */
 	atomic_int packed_known;
 	_Atomic(struct ck_vpacked *) packed;    /* opened on first use */
+	/* Coded lossily after this view opened the raw file: its bytes are
+	 * no longer the packed form's, so the view keeps reading the raw file
+	 * through fd (which holds them even once compaction removed the
+	 * file), and a file is never served half exact, half lossy. */
+	atomic_int raw_pinned;
 	/* Owner, group and mode (owners.c; under the view's lock) */
 	struct ck_owner owner;
 	int owner_state;            /* 0 not looked at yet, else where owner came from */
@@ -308,5 +313,7 @@ void view_owner_forget(struct ck_view *v, struct ck_vnode *n);
 
 /* provenance.c */
 int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out);
+/* The user.ckptfs.lossy xattr: -ENODATA for a file served exactly. */
+int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out);
 
 #endif

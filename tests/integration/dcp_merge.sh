@@ -89,9 +89,9 @@ ck_py dcp_series.py load "$m/mixed/step-30" | grep -q ": 41 items$" || fail "mix
 
 # show and stats: FQNs and layers.
 "$CKPTCTL" show "$store" two/step-30 .metadata >"$tmp/show.out" || fail "ckptctl show"
-grep -Eq "^model.layers.1.weight\[8:16, 0:16\] +float32 +\[8, 16\] +layers.1 +20 +step-20$" "$tmp/show.out" ||
+grep -Eq "^model.layers.1.weight\[8:16, 0:16\] +float32 +\[8, 16\] +layers.1 +20 +exact +step-20$" "$tmp/show.out" ||
 	fail "show: $(grep layers.1.weight "$tmp/show.out")"
-grep -Eq "^optim.state.layers.0.weight.exp_avg\[0:8, 0:16\] .* layers.0 +30 +step-30$" "$tmp/show.out" ||
+grep -Eq "^optim.state.layers.0.weight.exp_avg\[0:8, 0:16\] .* layers.0 +30 +exact +step-30$" "$tmp/show.out" ||
 	fail "show: $(grep layers.0.weight.exp_avg "$tmp/show.out")"
 "$CKPTCTL" stats "$store" one >"$tmp/stats.out" || fail "ckptctl stats"
 sed -n '/step-30 vs step-20/,$p' "$tmp/stats.out" >"$tmp/stats30.out"
