@@ -13,4 +13,4 @@ done
 dir=${BENCH_DIR:-/var/tmp/ckptfs-bench}
 mkdir -p "$dir"
 trap 'rm -rf "$dir"' EXIT
-CKPTFS="$top/ckptfs" CKPTCTL="$top/ckptctl" /usr/bin/python3 -B "$top/bench/composite_read.py" --dir "$dir" "$@"
+CKPTFS="${CKPTFS:-$top/ckptfs}" CKPTCTL="${CKPTCTL:-$top/ckptctl}" /usr/bin/python3 -B "$top/bench/composite_read.py" --dir "$dir" "$@"
