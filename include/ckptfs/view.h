@@ -203,6 +203,36 @@ uint64_t ck_vfile_size(const struct ck_vfile *f);
  * checkpoint, file, tensor and physical file). */
 int ck_vfile_whole_file(struct ck_vfile *f, int *fd);
 
+/* Copies up to len bytes of the file at off (clipped to its size) into
+ * buf: the bytes a read of the mount is served, checked the same way
+ * (-o verify=first).  A hashed range that lies whole inside the piece and
+ * was not checked yet is hashed from the very bytes copied into buf, so
+ * what the caller goes on to hand out is exactly what was checked; ranges
+ * cut by the piece's ends are checked from the file first, as reads do.
+ * Packed bytes are decoded and checked chunk by chunk.  Returns the number
+ * of bytes copied (0 at or past the end) or -EIO (a damaged range, logged
+ * with checkpoint, file, tensor and physical file; buf then holds no
+ * promise).  For pushing a file's bytes into a page cache ahead of its
+ * readers (the daemon's preload). */
+ssize_t ck_vfile_read(struct ck_vfile *f, void *buf, size_t len, uint64_t off);
+
+/* Hands out the file's first limit bytes (all of it when it is shorter),
+ * read and checked by ck_vfile_read, as fn(ctx, off, bytes, len) in file
+ * order: off a multiple of page, len a multiple of page unless the piece
+ * ends at the end of the file; bytes valid during the call.  Pieces end
+ * at range boundaries where the ranges fit in cap bytes, so that each
+ * range is checked from the bytes handed out.  A piece that fails its
+ * check is read again page by page, and only the pages holding bytes that
+ * fail are left out (logged).  buf: cap bytes of the caller's, cap a
+ * multiple of page (a power of two).  Stops once *stop is set (stop may
+ * be NULL) or fn returns non-zero, which it returns; *done: the bytes
+ * handed out.  0, fn's value, or -EINVAL for a bad page or cap.  For
+ * pushing a file into a page cache ahead of its readers (the daemon's
+ * preload). */
+typedef int (*ck_pages_fn)(void *ctx, uint64_t off, const void *bytes, size_t len);
+int ck_vfile_pages(struct ck_vfile *f, uint64_t limit, size_t page, void *buf, size_t cap,
+		   const atomic_int *stop, ck_pages_fn fn, void *ctx, uint64_t *done);
+
 /* One piece of a read: memory (mem != NULL), a physical file range
  * (fd >= 0), or bytes of a packed file version (packed != NULL, at
  * fd_off), which only ck_extent_read can produce. */
@@ -232,8 +262,15 @@ int ck_extent_read(const struct ck_extent *e, void *buf);
  * set.  Those served as saved (one whole raw file, ck_vfile_whole_file)
  * of at most verify_max bytes also get their tensor ranges checked, as
  * their first open would before handing them to the kernel (0: none).
- * For a thread started when the mount goes live.  0 or -ENOMEM. */
-int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max);
+ * Then, unless fn is NULL, calls fn(ctx, path, f, served_as_saved) for each
+ * file built, in the order a listing gives them (series, then checkpoint
+ * files by name), path relative to the root ("run/checkpoint-200/model.pt"),
+ * served_as_saved 1 for those checked for the kernel; f is valid during
+ * the call; a non-zero return stops the walk.  For a thread started when
+ * the mount goes live.  0 or -ENOMEM. */
+typedef int (*ck_warm_fn)(void *ctx, const char *path, struct ck_vfile *f, int served_as_saved);
+int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max, ck_warm_fn fn,
+			void *ctx);
 
 /* Holds off composite builds, after waiting for one under way, until
  * ck_view_resume_builds.  Around a fork() whose child allocates: a build's

@@ -370,10 +370,10 @@ static int serve(struct mount_run *run)
 		ck_warn("cannot start the refresh thread: checkpoints imported while mounted stay hidden");
 	if (run->fs.writer)
 		ck_writer_start(run->fs.writer);	/* marker grace, idle commits, compaction */
-	if (cfg->warmup && ckfs_warmup_start(&run->warmup, run->fs.view, ckfs_warm_verify_max(&run->fs)))
+	if (cfg->warmup && ckfs_warmup_start(&run->warmup, &run->fs, ckfs_warm_verify_max(&run->fs)))
 		ck_warn("cannot start the warm-up thread: composites are built at their first open");
 	rc = run_loop(run);
-	ckfs_warmup_stop(&run->warmup);
+	ckfs_warmup_cancel(&run->warmup);	/* joined once unmounted (warmup.h) */
 	if (run->fs.writer)
 		ck_writer_stop(run->fs.writer);
 	ckfs_refresher_stop(&run->refresher);
@@ -382,8 +382,10 @@ static int serve(struct mount_run *run)
 	else
 		status = CK_EXIT_OK;	/* unmounted, or SIGTERM/SIGINT/SIGHUP */
 unmount:
-	/* Unmounting first also fails a probe still waiting in stat(). */
+	/* Unmounting first also fails a probe still waiting in stat(), and
+	 * a preload's lookup or push. */
 	fuse_session_unmount(run->se);
+	ckfs_warmup_stop(&run->warmup);
 	if (probing)
 		pthread_join(probe, NULL);
 	if (run->probe_failed)

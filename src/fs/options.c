@@ -51,7 +51,7 @@ static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
 	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
 	"subtype", "refresh", "commit_idle", "commit_markers", "marker_grace",
-	"cache_size", "compact", "direct_io", "weights_shard", NULL,
+	"cache_size", "compact", "direct_io", "preload", "weights_shard", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -295,6 +295,13 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 	}
 	if (KEY("compact") && val)
 		return parse_uint(opt, val, 0, 86400 * 7, &cfg->writer.compact_secs);
+	if (KEY("preload") && val) {
+		if (strcmp(val, "auto") == 0) {
+			cfg->preload_mib = CKFS_PRELOAD_AUTO;
+			return 0;
+		}
+		return parse_uint(opt, val, 0, 64u * 1024 * 1024, &cfg->preload_mib);
+	}
 	if (KEY("commit_markers") && val)
 		return parse_markers(cfg, opt, val);
 	if (KEY("marker_grace") && val) {
@@ -388,6 +395,7 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->direct_io = CKFS_DIO_NONE;
 	cfg->passthrough = 1;
 	cfg->warmup = 1;
+	cfg->preload_mib = CKFS_PRELOAD_AUTO;
 	cfg->permissions = 1;
 	cfg->writer.markers = CK_MARK_ALL;
 	cfg->writer.marker_grace = 1;
@@ -602,6 +610,11 @@ void ckfs_print_help(const char *progname)
 	       "                           root; default passthrough)\n"
 	       "    -o warmup|nowarmup     build the composites of each series' newest\n"
 	       "                           checkpoint as soon as the mount is live (default warmup)\n"
+	       "    -o preload=MiB|auto    with warmup: check and copy up to MiB of those files\n"
+	       "                           that the daemon serves into the kernel's page cache,\n"
+	       "                           so that a resume's first load reads cached pages\n"
+	       "                           (default auto: a quarter of the available memory;\n"
+	       "                           0 = none)\n"
 	       "    -o permissions|nopermissions  check every access against the owners and\n"
 	       "                           modes of the files checkpoints are made of, as a\n"
 	       "                           local filesystem does (default permissions);\n"

@@ -34,6 +34,7 @@ struct ckfs_config {
 	int direct_io;          /* CKFS_DIO_*: which committed files bypass the page cache */
 	int passthrough;        /* -o passthrough (default): the kernel reads whole raw files itself */
 	int warmup;             /* -o warmup (default): build the newest composites at mount */
+	unsigned preload_mib;   /* -o preload: push up to this many MiB of them to the kernel; CKFS_PRELOAD_AUTO */
 	int permissions;        /* -o permissions (default): the kernel and the daemon check access */
 	struct ck_ctl_opts ctl; /* -o weights_shard: the control directory's settings */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
@@ -51,6 +52,9 @@ struct ckfs_config {
  * first load and costs repeated ones (docs/bench.md).  safetensors and
  * numpy map their files MAP_SHARED, which FUSE refuses on direct I/O
  * files before libfuse 3.17: only `all` gives them direct I/O. */
+/* -o preload=auto: a quarter of the memory available when the warm-up runs. */
+#define CKFS_PRELOAD_AUTO UINT32_MAX
+
 enum {
 	CKFS_DIO_NONE,
 	CKFS_DIO_TORCH,

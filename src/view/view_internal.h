@@ -204,6 +204,11 @@ int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off);
  * (not a DCP .metadata, logged) or -errno. */
 int phys_read_dcp(struct ck_view *v, struct phys_file *pf, struct ck_dcp_meta **out);
 int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r);
+/* As phys_verify_range, hashing bytes (r->length of them: the range as the
+ * caller just read it) instead of reading the file again, so that what the
+ * caller goes on to serve is exactly what was checked.  A range checked
+ * already, or being checked by another thread, keeps that verdict. */
+int phys_verify_bytes(struct ck_view *v, struct phys_file *pf, struct phys_range *r, const void *bytes);
 /* phys_verify_range of r[0..n), on several threads when they are large
  * (a whole file before the kernel reads it itself).  0 or the first -errno. */
 int phys_verify_ranges(struct ck_view *v, struct phys_file *pf, struct phys_range **r, size_t n);
