@@ -67,8 +67,9 @@ void ck_ctl_close(struct ck_ctl *c);
  * like a health report: the daemon opens it with direct I/O (no page
  * cache), its attributes and name are never cached by the kernel (its
  * size may differ at each open), and it shows the mount root's owner,
- * mode 0444.  fn runs on FUSE worker threads, several at once, and must
- * not block for long; ctx must outlive c.  Call before the mount serves
+ * mode 0444.  fn returns -ENOENT when the file is not there now (lookups
+ * and stat then say so too).  fn runs on FUSE worker threads, several at
+ * once, and must not block for long; ctx must outlive c.  Call before the mount serves
  * requests or at any time after.  0, -EINVAL (a name with '/' or empty),
  * -EEXIST, -ENOMEM. */
 typedef int (*ck_ctl_file_fn)(void *ctx, struct ck_view *v, struct ck_vfile **out);
@@ -125,7 +126,8 @@ int ck_ctl_volatile(struct ck_ctl *c, uint64_t ino);
 int ck_ctl_renamable(struct ck_ctl *c, uint64_t ino);
 
 /* The contents of a file (a new reference: ck_vfile_put), its physical
- * files re-checked as ck_view_open_file does.  -EISDIR, -ENOENT, -EIO. */
+ * files re-checked as ck_view_open_file does.  -EISDIR, -ENOENT (also a
+ * registered file not there now), -EIO. */
 int ck_ctl_open_file(struct ck_ctl *c, uint64_t ino, struct ck_vfile **out);
 
 /* "user.ckptfs.kind" (weights, layer, layer-json, history, recipe,

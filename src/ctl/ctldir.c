@@ -576,6 +576,8 @@ static int attr_of(struct ck_ctl *c, struct ctl_node *n, struct ck_vattr *out)
 		struct ck_vfile *f;
 		int rc = node_vfile(c, n, &f);
 
+		if (rc == -ENOENT && n->type->is_volatile)
+			return rc;   /* not there now */
 		if (rc) {
 			out->size = 0;   /* stat works for a file that cannot be built; open says why */
 			return 0;
@@ -731,7 +733,7 @@ int ck_ctl_open_file(struct ck_ctl *c, uint64_t ino, struct ck_vfile **out)
 		return -ENOENT;
 	rc = node_vfile(c, n, &f);
 	if (rc)
-		return rc == -ENOMEM || rc == -EISDIR ? rc : -EIO;
+		return rc == -ENOMEM || rc == -EISDIR || (rc == -ENOENT && n->type->is_volatile) ? rc : -EIO;
 	rc = ck_vfile_check(f);
 	if (rc) {
 		ck_vfile_put(f);

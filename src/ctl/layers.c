@@ -268,7 +268,7 @@ static int layer_json_build(struct ck_ctl *c, struct ctl_node *n, struct ck_vfil
 		rc = -EIO;
 	}
 	if (!rc)
-		rc = ctl_text_file(c->view, b.data, b.len, out);
+		rc = ck_vfile_from_bytes(c->view, "json", b.data, b.len, out);
 	ck_buf_free(&b);
 	return rc;
 }

@@ -507,7 +507,7 @@ static int error_build(struct ck_ctl *c, struct ctl_node *n, struct ck_vfile **o
 
 	if (rc)
 		return rc;
-	return ctl_text_file(c->view, e->error ? e->error : "", e->error ? strlen(e->error) : 0, out);
+	return ck_vfile_from_bytes(c->view, "text", e->error ? e->error : "", e->error ? strlen(e->error) : 0, out);
 }
 
 static const struct ctl_type recipe_error = {

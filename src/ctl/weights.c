@@ -284,7 +284,7 @@ static int index_build(struct ck_ctl *c, struct ctl_node *n, struct ck_vfile **o
 	if (!rc)
 		rc = st_index_write(&idx, &text);
 	if (!rc)
-		rc = ctl_text_file(c->view, text.data, text.len, out);
+		rc = ck_vfile_from_bytes(c->view, "json", text.data, text.len, out);
 	st_index_free(&idx);
 	ck_buf_free(&text);
 	free(plan);
@@ -360,23 +360,6 @@ uint64_t ctl_namespace_stamp(struct ck_ctl *c, struct ctl_node *dir)
 {
 	(void)dir;
 	return ck_view_namespace_changes(c->view);
-}
-
-int ctl_text_file(struct ck_view *v, const void *text, size_t len, struct ck_vfile **out)
-{
-	struct ck_vfile *f;
-	int rc = ck_vfile_new(v, "json", &f);
-
-	if (rc)
-		return rc;
-	rc = ck_vfile_append_bytes(f, text, len);
-	if (!rc)
-		rc = ck_vfile_seal(f);
-	if (rc)
-		ck_vfile_put(f);
-	else
-		*out = f;
-	return rc;
 }
 
 static int ckpt_list(struct ck_ctl *c, struct ctl_node *dir, struct ctl_specs *out)

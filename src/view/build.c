@@ -263,6 +263,23 @@ int ck_view_compose_torch(struct ck_view *v, const struct ck_vnode *layout, cons
 	return 0;
 }
 
+int ck_vfile_from_bytes(struct ck_view *v, const char *kind, const void *p, size_t len, struct ck_vfile **out)
+{
+	struct ck_vfile *f;
+	int rc = ck_vfile_new(v, kind, &f);
+
+	if (rc)
+		return rc;
+	rc = ck_vfile_append_bytes(f, p, len);
+	if (!rc)
+		rc = ck_vfile_seal(f);
+	if (rc)
+		ck_vfile_put(f);
+	else
+		*out = f;
+	return rc;
+}
+
 int ck_vfile_check(struct ck_vfile *f)
 {
 	for (size_t i = 0; i < f->nsrcs; i++)

@@ -5,6 +5,8 @@
 
 #include <errno.h>
 #include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
 
 #include "ckptfs/catalog.h"
 #include "ckptfs/ctldir.h"
@@ -130,18 +132,16 @@ static void test_parse(void)
 	      !ck_recipe_name_ok(""), "names");
 }
 
-/* A registered entry: a report that changes at every open. */
+/* A registered entry: a report that changes at every open, and is gone
+ * after the third. */
 static int opens;
 
 static int health(void *ctx, struct ck_view *v, struct ck_vfile **out)
 {
 	char text[64];
-	int rc, n = snprintf(text, sizeof(text), "{\"opens\": %d, \"ctx\": \"%s\"}\n", ++opens, (const char *)ctx);
+	int n = snprintf(text, sizeof(text), "{\"opens\": %d, \"ctx\": \"%s\"}\n", ++opens, (const char *)ctx);
 
-	rc = ck_vfile_new(v, "json", out);
-	if (!rc)
-		rc = ck_vfile_append_bytes(*out, text, (size_t)n);
-	return rc ? rc : ck_vfile_seal(*out);
+	return opens > 3 ? -ENOENT : ck_vfile_from_bytes(v, "json", text, (size_t)n, out);
 }
 
 static void read_whole(struct ck_vfile *f, char *buf, size_t size)
@@ -185,6 +185,9 @@ static void test_registry(void)
 	CHECK(ck_ctl_resolve(c, "health.json", &ino) == 0, "resolve");
 	CHECK(ck_ctl_volatile(c, ino) && ck_ctl_renamable(c, ino), "built at every open, not cached");
 	CHECK(ck_ctl_getattr(c, ino, &attr) == 0 && attr.size > 10, "stat");
+	CHECK(attr.mode == (S_IFREG | 0444) && attr.uid == getuid(), "mode %o, owner %u", (unsigned)attr.mode,
+	      (unsigned)attr.uid);
+	CHECK(ck_ctl_getattr(c, CK_CTL_ROOT_INO, &attr) == 0 && attr.mode == (S_IFDIR | 0555), "the directory");
 	CHECK(ck_ctl_open_file(c, ino, &f) == 0, "open");
 	read_whole(f, a, sizeof(a));
 	ck_vfile_put(f);
@@ -192,6 +195,8 @@ static void test_registry(void)
 	read_whole(f, b, sizeof(b));
 	ck_vfile_put(f);
 	CHECK(strstr(a, "\"gpu0\"") && strcmp(a, b), "fresh bytes at each open: %s / %s", a, b);
+	CHECK(ck_ctl_getattr(c, ino, &attr) == -ENOENT && ck_ctl_open_file(c, ino, &f) == -ENOENT,
+	      "gone when its generator says so");
 	CHECK(ck_ctl_resolve(c, "weights", &ino) == 0 && !ck_ctl_volatile(c, ino) && !ck_ctl_renamable(c, ino),
 	      "weights/ stays");
 	ck_ctl_close(c);
