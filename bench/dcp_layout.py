@@ -3,11 +3,12 @@
 
 For each checkpoint directory of SRC (model.pt + optimizer.pt, e.g. a
 store-full/data/full of bench/packs.sh with BENCH_KEEP=1) writes DST/<name>/
-as torch.distributed.checkpoint's FileSystemWriter lays a save out
-(single_file_per_rank; docs/formats.md §4.1): every item of the flattened
-state (model.<fqn>, optim.<path>) a whole torch.save zip appended to
-__0_0.distcp, and .metadata the pickled index.  Debian's torch 1.13 has no
-working DCP under Python 3.11, so the layout is written by hand.  Then:
+as torch 2.x's torch.distributed.checkpoint FileSystemWriter lays a save
+out (one file per rank): every item of the flattened state (model.<fqn>,
+optim.<path>) a whole torch.save zip appended to __0_0.distcp, and
+.metadata the pickled Metadata with 2.x's class paths, written by the
+tests' writer (tests/py/dcp_series.py; docs/formats.md §4.1), since Debian has
+torch 1.13.  Then:
 
   ckptctl init S && ckptctl import S DST --series dcp && ckptctl compact S
 
@@ -19,25 +20,27 @@ import sys
 import torch
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "py"))
-from clients_check import dcp_write_layout  # noqa: E402  (the tests' writer of the layout)
+from dcp_series import write_layout  # noqa: E402  (the tests' writer of the 2.x layout)
 
 
-def flatten(prefix, obj, out):
+def flatten(path, obj, items, paths):
 	if isinstance(obj, dict):
 		for k, v in obj.items():
-			flatten("%s.%s" % (prefix, k) if prefix else str(k), v, out)
+			flatten(path + (k,), v, items, paths)
 	elif isinstance(obj, (list, tuple)):
 		for i, v in enumerate(obj):
-			flatten("%s.%d" % (prefix, i), v, out)
+			flatten(path + (i,), v, items, paths)
 	else:
-		out[prefix] = obj
+		key = ".".join(map(str, path))
+		items[key] = obj
+		paths[key] = path
 
 
 def convert(src_dir, dst_dir):
-	items = {}
-	flatten("model", torch.load(os.path.join(src_dir, "model.pt")), items)
-	flatten("optim", torch.load(os.path.join(src_dir, "optimizer.pt")), items)
-	dcp_write_layout(dst_dir, items)
+	items, paths = {}, {}
+	flatten(("model",), torch.load(os.path.join(src_dir, "model.pt")), items, paths)
+	flatten(("optim",), torch.load(os.path.join(src_dir, "optimizer.pt")), items, paths)
+	write_layout(dst_dir, items, paths, "2.4")
 
 
 def main():

@@ -22,6 +22,13 @@
  *           (little-endian unsigned integers of the element size, zigzag
  *           coded so that small changes either way give small numbers).
  *
+ * Two more codecs are lossy (include/ckptfs/lossy.h): QUANT and QDELTA
+ * code floating-point elements to within an error bound, self-contained
+ * or as a residual against a reference.  ck_chunk_encode never picks them
+ * (ck_lossy_encode does, on request); every decoder decodes them, and a
+ * lossy record's hash is that of the bytes it decodes to, so everything
+ * below holds for them as for the others.
+ *
  * docs/format.md ("Pack files") gives the payload layout byte by byte.
  * Every chunk carries the XXH3-128 of its raw bytes (and a delta the hash of
  * its reference); decoding checks both and fails with -EIO, never returning
@@ -47,12 +54,15 @@ enum ck_codec {
 	CK_CODEC_XOR = 2,
 	CK_CODEC_SUB = 3,
 	CK_CODEC_ROT = 4,
+	CK_CODEC__LOSSLESS,   /* the codecs before it are lossless */
+	CK_CODEC_QUANT = CK_CODEC__LOSSLESS,   /* lossy, self-contained (lossy.h) */
+	CK_CODEC_QDELTA,      /* lossy, a residual against the reference (lossy.h) */
 	CK_CODEC__COUNT
 };
 
-/* Bit masks for ck_chunk_opts.codecs. */
+/* Bit masks for ck_chunk_opts.codecs (lossless codecs only). */
 #define CK_CODEC_BIT(c) (1u << (c))
-#define CK_CODECS_ALL ((1u << CK_CODEC__COUNT) - 1)
+#define CK_CODECS_ALL ((1u << CK_CODEC__LOSSLESS) - 1)
 
 /* XXH3-128 of a chunk: hi and lo as XXH128_hash_t's high64 and low64. */
 struct ck_hash128 {
@@ -69,10 +79,18 @@ struct ck_hash128 ck_chunk_hash(const void *p, size_t len);
 /* Does a chunk encoded with this codec need its reference to decode? */
 static inline int ck_codec_needs_ref(enum ck_codec c)
 {
-	return c == CK_CODEC_XOR || c == CK_CODEC_SUB;
+	return c == CK_CODEC_XOR || c == CK_CODEC_SUB || c == CK_CODEC_QDELTA;
 }
 
-/* Name for logs and reports: "raw", "planes", "xor", "sub", "rot" or "?". */
+/* Does a chunk encoded with this codec decode to other bytes than it was
+ * given (include/ckptfs/lossy.h)? */
+static inline int ck_codec_lossy(enum ck_codec c)
+{
+	return c == CK_CODEC_QUANT || c == CK_CODEC_QDELTA;
+}
+
+/* Name for logs and reports: "raw", "planes", "xor", "sub", "rot",
+ * "quant", "qdelta" or "?". */
 const char *ck_codec_name(enum ck_codec c);
 
 struct ck_chunk_opts {
@@ -127,8 +145,9 @@ int ck_chunk_encode(struct ck_chunk_ctx *ctx, const void *raw, size_t len, unsig
 		    const void *ref, size_t ref_len, struct ck_chunk_desc *desc,
 		    const uint8_t **payload);
 
-/* Encodes with exactly one codec (for tests and measurements).  Fails with
- * -EINVAL when the codec needs a reference and none of length len is given,
+/* Encodes with exactly one lossless codec (for tests and measurements).
+ * Fails with -EINVAL for a lossy codec, or when the codec needs a
+ * reference and none of length len is given,
  * and with -E2BIG when its payload would not be smaller than len (that
  * codec cannot be used for this chunk). */
 int ck_chunk_encode_as(struct ck_chunk_ctx *ctx, enum ck_codec codec, const void *raw, size_t len,
@@ -156,9 +175,9 @@ int ck_chunk_decode_known_ref(struct ck_chunk_ctx *ctx, const struct ck_chunk_de
 
 /* A chain decoded in one pass: no hash is checked, the caller hashes the
  * result (and decodes step by step with the checked calls above when it
- * does not match, to say which step is damaged).  A RAW, PLANES or ROT
- * chunk is decoded into out (ref is not used); an XOR or SUB delta is applied to
- * ref (desc->raw_len bytes of its reference) into out, which may be ref:
+ * does not match, to say which step is damaged).  A RAW, PLANES, ROT or
+ * QUANT chunk is decoded into out (ref is not used); an XOR, SUB or QDELTA
+ * delta is applied to ref (desc->raw_len bytes of its reference) into out, which may be ref:
  * the rest of a chain decodes in place.  Returns 0, or -EINVAL with err
  * for a malformed descriptor or payload or a delta without ref; on
  * failure out holds no usable bytes. */

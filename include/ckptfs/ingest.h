@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ckptfs/dcp.h"
 #include "ckptfs/layers.h"
 #include "ckptfs/records.h"
 
@@ -24,8 +25,6 @@ typedef void (*ck_import_report_fn)(void *ctx, const char *path, int status, con
 /* Largest data.pkl / index.json read into memory. */
 #define CK_INGEST_MAX_PICKLE (1ULL << 30)
 #define CK_INGEST_MAX_JSON (64ULL << 20)
-/* Torch DCP data files: blobs addressed by the .metadata beside them. */
-#define CK_DCP_DATA_SUFFIX ".distcp"
 
 struct ck_ingest {
 	struct ck_file_info info;     /* id and ckpt_id are set at commit */
@@ -53,6 +52,22 @@ void ck_ingest_clear(struct ck_ingest *in);
 /* Tells an import report callback (may be NULL) how a file went: refused
  * with its reason, or indexed with its kind and tensor count. */
 void ck_ingest_report(const struct ck_ingest *in, ck_import_report_fn fn, void *ctx);
+
+/* Reads the torch DCP saves among the ingested files of one checkpoint
+ * (files[0..n), as ck_ingest_file left them).  Every file named .metadata
+ * whose directory holds *.distcp files, or that is a pickle, is parsed and
+ * checked (ck_dcp_parse, and ck_dcp_check_files against the sizes of the
+ * files ingested beside it); one that fails is made CK_FILE_BAD with the
+ * reason ("not a valid DCP .metadata: ...", "'model.w' is stored in
+ * __0_3.distcp, which is not there").  The records of a good save's data
+ * files are then named after its items: storages and tensors of the blob
+ * that holds an item take the item's FQN ("model.layers.3.weight"; one
+ * chunk of a sharded tensor: "model.layers.3.weight[8:16, 0:16]"; objects
+ * inside a bytes item: "<fqn>.<path>"), tensors their layer by rules (may
+ * be NULL); an item with nothing recorded inside its bytes (a bytes item
+ * holding no tensor, a file whose blobs are not torch.save archives) gets
+ * one storage over all of them, hashed.  0, or -ENOMEM. */
+int ck_ingest_dcp_names(struct ck_ingest *files, size_t n, const struct ck_layer_rules *rules);
 
 /* Files parsed and hashed ahead of their commit.  The writable mount
  * parses each file at its last close; a commit given the result (see

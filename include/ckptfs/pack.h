@@ -24,10 +24,11 @@
 
 #define CK_PACK_MAGIC "ckptpack"        /* 8 bytes, no NUL */
 /* Version 2 added the rot codec and sparse planes, version 3 compact
- * record headers and payloads.  Readers read every version; writers write
- * only the newest and never append to an older pack (compaction starts a
- * new one), so a pack holds only what readers of its version know. */
-#define CK_PACK_VERSION 3
+ * record headers and payloads, version 4 the lossy codecs (quant,
+ * qdelta).  Readers read every version; writers write only the newest
+ * and never append to an older pack (compaction starts a new one), so a
+ * pack holds only what readers of its version know. */
+#define CK_PACK_VERSION 4
 #define CK_PACK_VERSION_MIN 1
 #define CK_PACK_HEADER 16               /* file header bytes */
 /* Record headers.  Versions 1 and 2: 52 bytes starting "CKCH".  Version 3:

@@ -47,6 +47,65 @@
  * (docs/bench.md, "Anchor interval K"). */
 #define CK_PACK_DEFAULT_ANCHOR_K 4
 
+/* ---- The lossy tier (docs/design.md, "The lossy tier") ----
+ *
+ * A series may have a lossy policy: every checkpoint but the newest
+ * keep_newest live ones and those whose step is a multiple of
+ * exact_every is coded lossily by compaction: each float32, bfloat16 or
+ * float16 tensor of at least CK_LOSSY_MIN_ELEMS elements that no
+ * checkpoint kept exact draws from decodes with every element within
+ * bound * (the tensor's largest |x|) of its original; everything else
+ * (pickles, zip layout, integer tensors, step counters, RNG states,
+ * small tensors, configs) stays bit for bit.  Opt-in: a policy is
+ * recorded per series (STORE/lossy.conf) or given to one compaction. */
+struct ck_lossy_policy {
+	double bound;           /* relative to each tensor's max |x|; 0 < bound <= 0.5 */
+	unsigned keep_newest;   /* the newest N live checkpoints stay exact; >= 1 */
+	uint64_t exact_every;   /* steps that are multiples of it stay exact; 0: none */
+};
+#define CK_LOSSY_KEEP_NEWEST_DEFAULT 2
+#define CK_LOSSY_MIN_ELEMS 4096
+#define CK_LOSSY_BOUND_MAX 0.5
+#define CK_LOSSY_CONF "lossy.conf"
+
+/* The policy recorded for series: 0 and *out, -ENOENT when it has none,
+ * or -errno with err (a lossy.conf that does not parse). */
+int ck_lossy_policy_get(const char *store, const char *series, struct ck_lossy_policy *out, struct ck_error *err);
+/* Records p for series (NULL removes it), rewriting STORE/lossy.conf
+ * durably (temporary file, fsync, rename) under STORE/commit.lock.  st
+ * writable.  0, -EINVAL (a policy or series name out of range), or
+ * -errno with err. */
+int ck_lossy_policy_set(struct ck_store *st, const char *series, const struct ck_lossy_policy *p,
+			struct ck_error *err);
+/* Every recorded policy. */
+struct ck_lossy_policy_entry {
+	char *series;
+	struct ck_lossy_policy p;
+};
+/* Parses lossy.conf text (untrusted): 0 and *out, n (free with
+ * ck_lossy_policies_free), or -EINVAL with err naming the line. */
+int ck_lossy_policies_parse(const char *text, size_t len, struct ck_lossy_policy_entry **out, size_t *n,
+			    struct ck_error *err);
+/* STORE/lossy.conf's policies (none when it does not exist). */
+int ck_lossy_policies_load(const char *store, struct ck_lossy_policy_entry **out, size_t *n, struct ck_error *err);
+void ck_lossy_policies_free(struct ck_lossy_policy_entry *v, size_t n);
+/* 0 when p is a policy compaction can apply, else -EINVAL with err. */
+int ck_lossy_policy_check(const struct ck_lossy_policy *p, struct ck_error *err);
+
+/* What a checkpoint coded lossily saved (or, in a dry run, would). */
+struct ck_lossy_report {
+	const char *series, *ckpt;
+	int64_t step;
+	double bound;
+	uint64_t files;          /* files coded lossily */
+	uint64_t storages;       /* storages coded lossily */
+	uint64_t logical_bytes;  /* the files' sizes */
+	uint64_t before_bytes;   /* what they took before: packed records, or raw sizes */
+	uint64_t after_bytes;    /* the records they take now */
+	double max_rel;          /* the largest achieved error / max |x| of a storage */
+};
+typedef void (*ck_lossy_report_fn)(void *ctx, const struct ck_lossy_report *r);
+
 struct ck_compact_opts {
 	const char *series;     /* NULL: every series */
 	unsigned anchor_k;      /* 0: CK_PACK_DEFAULT_ANCHOR_K */
@@ -56,6 +115,15 @@ struct ck_compact_opts {
 	                         * of packed versions are removed once packed.
 	                         * 0 keeps every raw file. */
 	volatile int *stop;     /* when non-NULL and set, stops between files */
+	/* Lossy tier: the policy applied to the series compacted, instead of
+	 * the recorded ones (NULL: each series' recorded policy, if any). */
+	const struct ck_lossy_policy *lossy;
+	int no_lossy;           /* apply no lossy policy at all */
+	int dry_run;            /* code the lossy candidates, report, write
+	                         * nothing; the exact pass is skipped (st may
+	                         * be read-only) */
+	ck_lossy_report_fn lossy_report;   /* per checkpoint coded lossily */
+	void *lossy_report_ctx;
 };
 
 /* What compaction did, summed over the files it packed. */
@@ -68,6 +136,9 @@ struct ck_compact_stats {
 	uint64_t plain_chunks, plain_bytes;   /* stored self-contained (raw bytes) */
 	uint64_t stored_bytes;      /* record bytes appended to packs */
 	uint64_t raw_removed_bytes; /* raw files removed (keep_raw) */
+	uint64_t lossy_files;       /* file versions coded lossily */
+	uint64_t lossy_logical;     /* their sizes */
+	uint64_t lossy_chunks, lossy_bytes;   /* chunks coded lossily (raw bytes) */
 	double seconds;             /* wall time */
 };
 
@@ -85,8 +156,22 @@ typedef void (*ck_compact_progress_fn)(void *ctx, const char *series, const char
  * STORE/commit.lock and STORE/index.lock (shared) while writing one
  * checkpoint (one compaction or commit at a time); readers are never
  * blocked (LMDB MVCC; a file's raw bytes stay until its packed form is
- * committed).  Crash-safe at every point.  0 and *stats (may be NULL), or
- * -errno with err: the first checkpoint that could not be compacted. */
+ * committed).  Crash-safe at every point.
+ *
+ * Then, for a series with a lossy policy (opts->lossy, else its recorded
+ * one, unless opts->no_lossy), the checkpoints the policy codes lossily,
+ * oldest first: each file's float tensors as lossy records (a residual on
+ * the same tensor's previous lossy version where that is smaller, the
+ * chain no longer than the anchor interval), the rest as exact chunks, the
+ * zip CRC-32s of the records changed; the records made durable and read
+ * back (every chain decoded to its hash) before the packmap and the index
+ * transaction make them the file's map.  The exact pass leaves those
+ * checkpoints alone; their raw files go as packed ones do (keep_raw), and
+ * exact records nothing uses any more go at the next gc.  A file once
+ * lossy stays as it is.
+ *
+ * 0 and *stats (may be NULL), or -errno with err: the first checkpoint
+ * that could not be compacted. */
 int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts,
 		     ck_compact_progress_fn progress, void *ctx, struct ck_compact_stats *stats,
 		     struct ck_error *err);

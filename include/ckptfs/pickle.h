@@ -176,6 +176,9 @@ int pk_doc_dangerous_global(const struct pk_doc *doc, const struct pk_node **g);
 struct pk_node *pk_new(struct pk_doc *doc, enum pk_kind kind);
 struct pk_node *pk_new_str(struct pk_doc *doc, const char *s, size_t len);
 struct pk_node *pk_new_int(struct pk_doc *doc, int64_t v);
+/* The GLOBAL module.name of doc (one node per name, as pk_parse makes them;
+ * counted by pk_doc_nglobals).  Neither string may hold a NUL or newline. */
+struct pk_node *pk_new_global(struct pk_doc *doc, const char *module, const char *name);
 /* A shallow copy of `src` (same children) in doc, to be modified.  The
  * items array is copied; strings and v.tensor / v.storage are shared. */
 struct pk_node *pk_clone(struct pk_doc *doc, const struct pk_node *src);
@@ -221,10 +224,12 @@ struct pk_emit_opts {
 	const char *(*storage_key)(void *ctx, const struct pk_storage *st);
 	void *ctx;
 	size_t max_depth;  /* 0 = default (1000) */
+	int protocol;      /* 2 (also for 0), 3, 4 or 5 */
 };
 
-/* Appends a protocol-2 pickle of root (PROTO 2 ... STOP) to out, as
- * CPython's C pickler writes the objects the tree stands for: same memo
+/* Appends a pickle of root (PROTO 2 ... STOP, or the protocol opts asks
+ * for) to out, as CPython's C pickler writes the objects the tree stands
+ * for: same memo
  * (BINPUT on strs, non-empty tuples, lists, dicts, globals and REDUCE /
  * NEWOBJ results, in order; a node met again is BINGET; globals are memoized
  * by name), same batches (1000 items; one item: SETITEM / APPEND), same
@@ -240,7 +245,18 @@ struct pk_emit_opts {
  * BINGET for a tuple reached inside itself).  Ints beyond 255 bytes use
  * LONG4.  On failure (-EINVAL: an incomplete node, a global name with a
  * newline, a tuple that contains itself, nesting deeper than max_depth;
- * -ENOMEM) out is left as it was and err says why. */
+ * -ENOMEM) out is left as it was and err says why.
+ *
+ * Protocols 3 to 5 are written as CPython writes them: bytes as
+ * (SHORT_)BINBYTES, globals of the builtins module as "builtins"; from 4
+ * on, strs up to 255 bytes as SHORT_BINUNICODE, MEMOIZE instead of
+ * BINPUT, STACK_GLOBAL (module and name strs memoized by value), sets as
+ * EMPTY_SET + ADDITEMS, frozensets as FROZENSET, NEWOBJ_EX as itself, and
+ * 64 KiB frames (FRAME) cut where CPython cuts them: before an object once
+ * the frame holds 64 KiB, a str or bytes of 64 KiB or more outside any
+ * frame; from 5 on, bytearrays as BYTEARRAY8.  The memo of objects is the
+ * tree's, as for protocol 2, so a str object shared by CPython but
+ * parsed as two nodes (or the reverse) is the only way the bytes differ. */
 int pk_emit(const struct pk_node *root, const struct pk_emit_opts *opts,
 	    struct ck_buf *out, struct ck_error *err);
 

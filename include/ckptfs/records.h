@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include "ckptfs/dtype.h"
 #include "ckptfs/error.h"
+#include "ckptfs/perm.h"
 
 enum ck_file_kind {
 	CK_FILE_OTHER = 0,        /* served as it is (json, txt, tokenizer...) */
@@ -30,6 +31,9 @@ struct ck_file_info {
 	int64_t mtime_ns;
 	uint32_t ntensors;
 	char *error;         /* CK_FILE_BAD: why */
+	int has_owner;       /* owner holds the file's at import (0: imported before owners
+				were recorded, docs/format.md) */
+	struct ck_owner owner;   /* uid, gid, permission bits */
 };
 
 struct ck_storage_info {   /* a byte range of the physical file holding tensor data */
@@ -63,5 +67,8 @@ const char *ck_file_kind_name(enum ck_file_kind kind);
 /* Re-stats the physical file: 0 if it is the file that was imported,
  * -ESTALE (with err naming the file and what changed) otherwise. */
 int ck_file_check(const struct ck_file_info *f, struct ck_error *err);
+/* ck_file_check that also gives the file's owner, group and permission
+ * bits now (owner may be NULL; filled only on 0). */
+int ck_file_check_owner(const struct ck_file_info *f, struct ck_owner *owner, struct ck_error *err);
 
 #endif

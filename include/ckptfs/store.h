@@ -94,6 +94,7 @@ int ck_store_reindex(const char *dir, const struct ck_reindex_opts *opts, ck_imp
  * anything in between, and a crash at any point leaves either the staged
  * directory (not committed) or a committed checkpoint (after
  * ck_store_recover).  See docs/format.md, "Staging, data and quarantine". */
+#define CK_STORE_MARKER_NAME "ckptfs-store"   /* the file that makes a directory a store */
 #define CK_STORE_STAGING_DIR "staging"
 #define CK_STORE_DATA_DIR "data"
 #define CK_STORE_QUARANTINE_DIR "quarantine"
@@ -247,6 +248,21 @@ struct ck_file_pack_info {
 	uint64_t delta_bytes;    /* raw bytes of chunks stored as deltas */
 	uint64_t plain_bytes;    /* raw bytes of chunks stored self-contained */
 	uint64_t stored_bytes;   /* what its new records take in packs (raw: size) */
+	/* The lossy tier (docs/design.md): some storages decode within a bound
+	 * of their original instead of bit for bit. */
+	int lossy;
+	unsigned lossy_method;   /* CK_LOSSY_METHOD_* (include/ckptfs/lossy.h) */
+	double lossy_bound;      /* every element within lossy_bound * its storage's max |x| */
+	uint32_t lossy_storages; /* storages coded lossily */
+	double lossy_max_rel;    /* the largest achieved error / max |x| among them */
+};
+
+/* A storage coded lossily: what its original was and what was achieved. */
+struct ck_lossy_storage {
+	uint32_t storage;        /* index in the file's storages (ck_store_list_storages order) */
+	enum ck_dtype dtype;
+	double max_abs;          /* largest |x| of the original's finite elements */
+	double max_err;          /* largest |decoded - original| */
 };
 /* 0 and *out (mapped 0 when the file has no map), or -errno.
  *
@@ -256,5 +272,30 @@ struct ck_file_pack_info {
  * packs it.  Whoever removes store-owned files (reclaim, gc) must keep such
  * a file on disk. */
 int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_file_pack_info *out);
+/* The storages of file_id coded lossily, in storage order: 0 and *out
+ * (free()), *n 0 for an exact file; or -errno. */
+int ck_store_file_lossy(struct ck_store *st, uint64_t file_id, struct ck_lossy_storage **out, size_t *n);
+
+/* ---- Recipes (docs/format.md, "Recipes"; include/ckptfs/recipe.h) ----
+ *
+ * STORE/recipes/NAME.yaml: a recipe's document as it was added.  Names
+ * follow ck_recipe_name_ok.  No lock: adding links a synced temporary file
+ * to the name (EEXIST when taken), removing unlinks it, and both sync the
+ * directory. */
+#define CK_STORE_RECIPES_DIR "recipes"
+
+/* Adds recipe name with its text (checked already).  0, -EEXIST, -EINVAL
+ * (a bad name), or -errno, with err. */
+int ck_store_recipe_add(const char *store, const char *name, const char *text, size_t len, struct ck_error *err);
+/* The text of recipe name, NUL-terminated (the caller frees it): 0,
+ * -ENOENT, -E2BIG, or -errno, with err. */
+int ck_store_recipe_read(const char *store, const char *name, char **text, size_t *len, struct ck_error *err);
+/* The names of the recipes, sorted (free with ck_strv_free): 0 or -errno. */
+int ck_store_recipe_list(const char *store, char ***names, size_t *n);
+/* stat(2) of a recipe's file (its identity tells versions apart). */
+struct stat;
+int ck_store_recipe_stat(const char *store, const char *name, struct stat *sb);
+/* Removes recipe name: 0, -ENOENT, or -errno, with err. */
+int ck_store_recipe_remove(const char *store, const char *name, struct ck_error *err);
 
 #endif

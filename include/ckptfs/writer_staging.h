@@ -33,6 +33,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ckptfs/perm.h"
+
 #define CK_STAGING_BIT ((uint64_t)1 << 62)
 
 struct ck_staging;
@@ -99,6 +101,34 @@ void ck_staging_removed(struct ck_staging *s, uint64_t parent, const char *serie
  * are missing.  0, or mkdir's -errno for the last component (-EEXIST when
  * it is there already). */
 int ck_staging_mkdir(struct ck_staging *s, const char *series, const char *name, mode_t mode);
+
+/* ---- Owners (src/writer/owners.c) ----
+ *
+ * The daemon creates and changes the real files as root; these make them
+ * what a local filesystem makes them for the user c who asked
+ * (docs/design.md, "Owners and modes").  A process that is not root
+ * keeps the owner (it could not give files away) and sets only the mode. */
+
+/* Gives the node just made at path (fd: open on it, or -1) the owner of
+ * what c makes with mode (the umask applied) in a directory of owner
+ * parent: c's uid, c's gid or parent's with setgid (ck_perm_new_owner).
+ * 0 or -errno (the node stays as made). */
+int ck_staging_give(const char *path, int fd, const struct ck_owner *parent, const struct ck_cred *c, mode_t mode,
+		    int is_dir);
+/* Makes STORE/staging/<series> when it is missing, owned as o says (the
+ * series directory the mount shows, which the commit's
+ * STORE/data/<series> then copies; NULL: 0755, the process's).  0 or
+ * -errno; 0 when it was there. */
+int ck_staging_series_dir(struct ck_staging *s, const char *series, const struct ck_owner *o);
+/* chown(2) of the node at path (fd, or -1) to uid and gid (-1: kept) for c,
+ * under chown(2)'s rule (ck_perm_chown_ok): 0, -EPERM, or -errno. */
+int ck_staging_chown(const char *path, int fd, const struct ck_cred *c, uint32_t uid, uint32_t gid);
+/* Whether c may commit top directory name of series without renaming it
+ * (the user.ckptfs.commit attribute): what renaming it inside its series
+ * directory, of owner series_dir, would need (ck_perm_may_delete).  0,
+ * -EACCES, -EPERM, or -errno. */
+int ck_staging_may_commit(struct ck_staging *s, const char *series, const char *name,
+			  const struct ck_owner *series_dir, const struct ck_cred *c);
 
 /* ---- Open handles and claims ---- */
 

@@ -17,6 +17,9 @@ static const struct cli_cmd *const commands[] = {
 	&cli_cmd_stats, &cli_cmd_rm,
 	&cli_cmd_compact,
 	&cli_cmd_gc,
+	&cli_cmd_lossy,
+	&cli_cmd_diff,
+	&cli_cmd_recipe,
 	&cli_cmd_resume_info,
 };
 

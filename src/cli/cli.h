@@ -25,6 +25,8 @@ extern const struct cli_cmd cli_cmd_init, cli_cmd_import, cli_cmd_ls, cli_cmd_sh
 	cli_cmd_stats, cli_cmd_rm;
 extern const struct cli_cmd cli_cmd_compact;
 extern const struct cli_cmd cli_cmd_gc;
+extern const struct cli_cmd cli_cmd_diff, cli_cmd_recipe;
+extern const struct cli_cmd cli_cmd_lossy;
 extern const struct cli_cmd cli_cmd_resume_info;
 
 /* "ckptctl: <msg>" on stderr. */
@@ -39,8 +41,17 @@ void cli_print_help(const struct cli_cmd *cmd);
 int cli_getopt(const struct cli_cmd *cmd, int argc, char **argv, const char *shortopts,
 	       const struct option *opts, int (*on_opt)(void *ctx, int c, const char *arg), void *ctx);
 
+/* A lossy bound (ckptctl compact --lossy, ckptctl lossy): a number over 0
+ * and at most CK_LOSSY_BOUND_MAX.  0 and *out, or -1. */
+int cli_parse_bound(const char *arg, double *out);
+
 /* Opens a store or prints why not (NULL). */
 struct ck_store *cli_open_store(const char *dir, int readonly);
+
+/* Whether path is a mount point of ckptfs (a FUSE filesystem that is not a
+ * store itself): commit and rm then act through it, as the user running
+ * ckptctl, who need not be able to open the store. */
+int cli_is_mount(const char *path);
 
 /* The operands of a command taking "STORE [SERIES[/CKPT]]" (argv[optind..]):
  * opens STORE read-only into *st and splits the optional second operand in

@@ -8,8 +8,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <sys/vfs.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/json.h"
+#include "ckptfs/packstore.h"
 #include "cli.h"
 
 void cli_error(const char *fmt, ...)
@@ -83,11 +87,43 @@ struct ck_store *cli_open_store(const char *dir, int readonly)
 	struct ck_store *st = NULL;
 	int rc = ck_store_open(dir, readonly, &st, &err);
 
-	if (rc < 0) {
+	if (rc == -EACCES)
+		cli_error("%s (a store is its owner's alone: other users commit and delete through a mount, "
+			  "`ckptctl commit|rm MOUNTPOINT ...`, see ckptctl(1))", ck_error_text(&err, rc));
+	else if (rc < 0)
 		cli_error("%s", ck_error_text(&err, rc));
-		return NULL;
-	}
-	return st;
+	return rc < 0 ? NULL : st;
+}
+
+/* FUSE_SUPER_MAGIC (linux/magic.h) */
+#define FUSE_MAGIC 0x65735546
+
+int cli_is_mount(const char *path)
+{
+	char *marker = ck_path_join(path, CK_STORE_MARKER_NAME);
+	struct statfs sf;
+	struct stat sb;
+	int store;
+
+	if (!marker)
+		return 0;
+	store = stat(marker, &sb) == 0;
+	free(marker);
+	return !store && statfs(path, &sf) == 0 && sf.f_type == FUSE_MAGIC && stat(path, &sb) == 0 &&
+	       S_ISDIR(sb.st_mode);
+}
+
+int cli_parse_bound(const char *arg, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(arg, &end);
+	if (errno || end == arg || *end || !(v > 0 && v <= CK_LOSSY_BOUND_MAX))
+		return -1;
+	*out = v;
+	return 0;
 }
 
 int cli_open_target(const struct cli_cmd *cmd, int argc, char **argv, struct ck_store **st, char **series,

@@ -67,7 +67,10 @@ static int commit_through_mount(const char *mnt, long pid, const char *series, c
 	}
 	rc = setxattr(path, "user.ckptfs.commit", name, strlen(name), 0);
 	if (rc == 0) {
-		printf("committed   %s/%s (by the mount at %s, pid %ld)\n", series, name, mnt, pid);
+		if (pid)
+			printf("committed   %s/%s (by the mount at %s, pid %ld)\n", series, name, mnt, pid);
+		else
+			printf("committed   %s/%s (by the mount at %s)\n", series, name, mnt);
 		free(path);
 		return CK_EXIT_OK;
 	}
@@ -78,8 +81,11 @@ static int commit_through_mount(const char *mnt, long pid, const char *series, c
 		free(path);
 		return CK_EXIT_DAMAGED;
 	}
-	cli_error("%s: the store is mounted writable by ckptfs (pid %ld) at %s, which must commit it, "
-		  "and it refused: %s", path, pid, mnt, strerror(rc));
+	if (pid)
+		cli_error("%s: the store is mounted writable by ckptfs (pid %ld) at %s, which must commit it, "
+			  "and it refused: %s", path, pid, mnt, strerror(rc));
+	else
+		cli_error("%s: the mount refused the commit: %s", path, strerror(rc));
 	free(path);
 	return CK_EXIT_FAILURE;
 }
@@ -108,6 +114,10 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	if (!staged || !staged[1] || strchr(staged + 1, '/'))
 		return cli_usage_error(cmd, "'%s' is not SERIES/STAGED_NAME", series);
 	*staged++ = '\0';
+	/* A mount point: the user commits through it, with what the mount
+	 * lets that user do (ckptfs(1), PERMISSIONS). */
+	if (cli_is_mount(argv[optind]))
+		return commit_through_mount(argv[optind], 0, series, staged, argc - optind == 3 ? argv[optind + 2] : NULL);
 	owned = ck_store_mount_owner(argv[optind], &pid, &mnt);
 	if (owned == 1) {
 		rc = commit_through_mount(mnt, pid, series, staged, argc - optind == 3 ? argv[optind + 2] : NULL);
@@ -133,7 +143,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 
 const struct cli_cmd cli_cmd_commit = {
 	.name = "commit",
-	.args = "STORE SERIES/STAGED_NAME [FINAL_NAME] [-v]",
+	.args = "STORE|MOUNTPOINT SERIES/STAGED_NAME [FINAL_NAME] [-v]",
 	.summary = "commit a checkpoint written into STORE/staging, or quarantine it",
 	.help = "Commits STORE/staging/SERIES/STAGED_NAME/ as checkpoint FINAL_NAME (default\n"
 		"STAGED_NAME, which must then carry a step: checkpoint-N...) of SERIES.  Every\n"
@@ -143,7 +153,10 @@ const struct cli_cmd cli_cmd_commit = {
 		"file instead, and the series' newest checkpoint stays what it was.  Otherwise the\n"
 		"directory is made durable, renamed to STORE/data/SERIES/FINAL_NAME/ and indexed.\n"
 		"A committed checkpoint is never replaced.  While a writable ckptfs serves STORE\n"
-		"the mount does the commit (it may be writing into the directory).\n"
+		"the mount does the commit (it may be writing into the directory).  Given the\n"
+		"MOUNTPOINT of a writable ckptfs instead of STORE, commits MOUNTPOINT/SERIES/\n"
+		"STAGED_NAME through it as the user running ckptctl, who needs write permission\n"
+		"on the directory and what renaming it in SERIES needs.\n"
 		"\n"
 		"  -v, --verbose  list every file and what it is\n"
 		"\n"

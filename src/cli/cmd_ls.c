@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/lossy.h"
 #include "cli.h"
 #include "completeness.h"
 
@@ -99,6 +100,28 @@ static int ls_series(struct ck_store *st, const struct ls_args *a)
 	return CK_EXIT_OK;
 }
 
+/* How many files of checkpoint id are coded lossily, and the largest bound. */
+static size_t ckpt_lossy(struct ck_store *st, uint64_t id, double *bound)
+{
+	struct ck_file_info *f;
+	size_t n, lossy = 0;
+
+	*bound = 0;
+	if (ck_store_list_files(st, id, &f, &n) < 0)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		struct ck_file_pack_info pi;
+
+		if (ck_store_file_pack_info(st, f[i].id, &pi) == 0 && pi.lossy) {
+			lossy++;
+			if (pi.lossy_bound > *bound)
+				*bound = pi.lossy_bound;
+		}
+	}
+	ck_file_info_free(f, n);
+	return lossy;
+}
+
 static int ls_checkpoints(struct ck_store *st, const char *series, const struct ls_args *a)
 {
 	struct jw w = { .b = CK_BUF_INIT };
@@ -123,10 +146,12 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 		jw_key(&w, "checkpoints");
 		jw_begin_arr(&w);
 	} else {
-		printf("%12s  %-32s %-8s %5s %4s %8s\n", "STEP", "NAME", "STATUS", "FILES", "BAD", "TENSORS");
+		printf("%12s  %-32s %-8s %5s %4s %8s  %s\n", "STEP", "NAME", "STATUS", "FILES", "BAD", "TENSORS", "LOSSY");
 	}
 	for (i = 0; i < n && rc == 0; i++) {
 		struct cli_ckpt_summary s;
+		double bound;
+		size_t lossy = ckpt_lossy(st, c[i].id, &bound);
 
 		rc = cli_completeness_add(cmp, st, &c[i], &s);
 		if (rc < 0)
@@ -149,10 +174,25 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 			jw_bool(&w, c[i].is_file);
 			jw_key(&w, "source");
 			jw_str(&w, c[i].src_path);
+			jw_key(&w, "lossy");
+			if (lossy) {
+				jw_begin_obj(&w);
+				jw_key(&w, "files");
+				jw_uint(&w, lossy);
+				jw_key(&w, "bound");
+				jw_double(&w, bound);
+				jw_end_obj(&w);
+			} else {
+				jw_null(&w);
+			}
 			jw_end_obj(&w);
 		} else {
-			printf("%12" PRId64 "  %-32s %-8s %5zu %4zu %8zu\n", c[i].step, c[i].name,
-			       status_of(&c[i], &s), s.files, s.bad, s.tensors);
+			char col[32] = "-";
+
+			if (lossy)
+				snprintf(col, sizeof(col), "%g", bound);
+			printf("%12" PRId64 "  %-32s %-8s %5zu %4zu %8zu  %s\n", c[i].step, c[i].name,
+			       status_of(&c[i], &s), s.files, s.bad, s.tensors, col);
 		}
 	}
 	cli_completeness_free(cmp);
@@ -169,17 +209,23 @@ static int ls_checkpoints(struct ck_store *st, const char *series, const struct 
 	return CK_EXIT_OK;
 }
 
-static void print_file(const struct ck_file_info *f)
+static void print_file(struct ck_store *st, const struct ck_file_info *f)
 {
+	struct ck_file_pack_info pi;
+
 	printf("%-17s %14" PRIu64 " %8" PRIu32 "  %s", ck_file_kind_name(f->kind), f->size, f->ntensors,
 	       *f->relpath ? f->relpath : "(the checkpoint file)");
 	if (f->kind == CK_FILE_BAD && f->error)
 		printf("  [refused: %s]", f->error);
+	if (ck_store_file_pack_info(st, f->id, &pi) == 0 && pi.lossy)
+		printf("  [lossy: %u tensors within %g x max|x|]", pi.lossy_storages, pi.lossy_bound);
 	putchar('\n');
 }
 
-static void json_file(struct jw *w, const struct ck_file_info *f)
+static void json_file(struct ck_store *st, struct jw *w, const struct ck_file_info *f)
 {
+	struct ck_file_pack_info pi;
+
 	jw_begin_obj(w);
 	jw_key(w, "path");
 	jw_str(w, f->relpath);
@@ -194,6 +240,19 @@ static void json_file(struct jw *w, const struct ck_file_info *f)
 	if (f->kind == CK_FILE_BAD) {
 		jw_key(w, "error");
 		jw_str(w, f->error ? f->error : "");
+	}
+	if (ck_store_file_pack_info(st, f->id, &pi) == 0 && pi.lossy) {
+		jw_key(w, "lossy");
+		jw_begin_obj(w);
+		jw_key(w, "method");
+		jw_str(w, ck_lossy_method_name(pi.lossy_method));
+		jw_key(w, "bound");
+		jw_double(w, pi.lossy_bound);
+		jw_key(w, "tensors");
+		jw_uint(w, pi.lossy_storages);
+		jw_key(w, "max_rel_error");
+		jw_double(w, pi.lossy_max_rel);
+		jw_end_obj(w);
 	}
 	jw_end_obj(w);
 }
@@ -231,13 +290,13 @@ static int ls_files(struct ck_store *st, const char *series, const char *name, c
 		jw_key(&w, "files");
 		jw_begin_arr(&w);
 		for (i = 0; i < n; i++)
-			json_file(&w, &f[i]);
+			json_file(st, &w, &f[i]);
 		jw_end_arr(&w);
 		jw_end_obj(&w);
 	} else {
 		printf("%-17s %14s %8s  %s\n", "KIND", "SIZE", "TENSORS", "PATH");
 		for (i = 0; i < n; i++)
-			print_file(&f[i]);
+			print_file(st, &f[i]);
 	}
 	ck_file_info_free(f, n);
 	ck_ckpt_info_free(c, 1);

@@ -4,9 +4,12 @@
  * draws from any more are reclaimed (include/ckptfs/refs.h). */
 #include "config.h"
 
+#define _XOPEN_SOURCE 700
 #include <errno.h>
+#include <ftw.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ckptfs/refs.h"
@@ -72,6 +75,46 @@ static void print_refs(const char *series, const struct ck_version_ref *r, size_
 	       nkept, nkept == 1 ? "" : "s", kept, nfreed, dry ? "would be freed" : "freed", freed, ndropped);
 }
 
+static int rm_failures;
+
+static int remove_one(const char *path, const struct stat *sb, int type, struct FTW *ftw)
+{
+	(void)sb;
+	(void)ftw;
+	if (type == FTW_DNR || type == FTW_NS) {
+		cli_error("%s: %s", path, strerror(errno ? errno : EACCES));
+		rm_failures++;
+	} else if (remove(path) < 0) {
+		cli_error("%s: %s", path, strerror(errno));
+		rm_failures++;
+	}
+	return 0;
+}
+
+/* rm -r of the checkpoint through a writable mount as the user running
+ * ckptctl: the mount deletes it at the rmdir of its directory (or the
+ * unlink of a single-file checkpoint), if that user may. */
+static int rm_through_mount(const char *mnt, const char *series, const char *name)
+{
+	char *path = malloc(strlen(mnt) + strlen(series) + strlen(name) + 3);
+
+	if (!path) {
+		cli_error("out of memory");
+		return CK_EXIT_FAILURE;
+	}
+	sprintf(path, "%s/%s/%s", mnt, series, name);
+	rm_failures = 0;
+	if (nftw(path, remove_one, 16, FTW_DEPTH | FTW_PHYS) < 0) {
+		cli_error("%s: %s", path, strerror(errno));
+		rm_failures++;
+	}
+	free(path);
+	if (rm_failures)
+		return CK_EXIT_FAILURE;
+	printf("%-10s  %s/%s (by the mount at %s)\n", "deleted", series, name, mnt);
+	return CK_EXIT_OK;
+}
+
 static const struct option opts[] = {
 	{ "dry-run", no_argument, NULL, 'n' },
 	{ 0, 0, 0, 0 },
@@ -97,6 +140,11 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	if (!name || !name[1] || strchr(name + 1, '/'))
 		return cli_usage_error(cmd, "'%s' is not SERIES/CKPT", series);
 	*name++ = '\0';
+	if (cli_is_mount(argv[optind])) {
+		if (a.dry_run)
+			return cli_usage_error(cmd, "--dry-run needs the STORE, not a mount point");
+		return rm_through_mount(argv[optind], series, name);
+	}
 	dopts.dry_run = a.dry_run;
 	rc = ck_delete_checkpoint(argv[optind], series, name, &dopts, on_report, &a, &refs, &nrefs, &err);
 	if (rc < 0) {
@@ -115,7 +163,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 
 const struct cli_cmd cli_cmd_rm = {
 	.name = "rm",
-	.args = "STORE SERIES/CKPT [--dry-run]",
+	.args = "STORE|MOUNTPOINT SERIES/CKPT [--dry-run]",
 	.summary = "delete a committed checkpoint; reclaim what nothing draws from",
 	.help = "Deletes checkpoint CKPT of SERIES: it is no longer listed or found by a mount\n"
 		"(a running ckptfs follows within its refresh interval), and `ckptctl reindex`\n"
@@ -125,7 +173,10 @@ const struct cli_cmd cli_cmd_rm = {
 		"(or a key) from any more is dropped from the index, and unlinked when the store\n"
 		"owns it (committed through a mount, under STORE/data/); files imported in place\n"
 		"stay on disk.  A deleted checkpoint left with no file is removed altogether.\n"
-		"Prints what was hidden, kept and freed.\n"
+		"Prints what was hidden, kept and freed.  Given the MOUNTPOINT of a writable\n"
+		"ckptfs instead of STORE, removes MOUNTPOINT/SERIES/CKPT through it as `rm -r`\n"
+		"would, as the user running ckptctl (who needs what rm -r of the directory\n"
+		"needs), and the mount deletes the checkpoint.\n"
 		"\n"
 		"  -n, --dry-run  only print what would be hidden, kept and freed\n",
 	.run = run,

@@ -37,9 +37,13 @@ static int on_tensor(void *ctx, const struct ck_vtensor *t)
 
 	a->n++;
 	if (!a->json) {
+		char err[32] = "exact";
+
+		if (t->lossy_bound > 0)
+			snprintf(err, sizeof(err), "%.3g", t->lossy_max_abs > 0 ? t->lossy_max_err / t->lossy_max_abs : 0.0);
 		cli_format_shape(shape, sizeof(shape), t->ndim, t->shape);
-		printf("%-48s %-9s %-18s %-12s %8" PRId64 "  %s\n", t->name, ck_dtype_name(t->dtype), shape,
-		       t->layer ? t->layer : "other", t->src_step, t->src_ckpt ? t->src_ckpt : "-");
+		printf("%-48s %-9s %-18s %-12s %8" PRId64 "  %-9s %s\n", t->name, ck_dtype_name(t->dtype), shape,
+		       t->layer ? t->layer : "other", t->src_step, err, t->src_ckpt ? t->src_ckpt : "-");
 		return 0;
 	}
 	jw_begin_obj(&a->w);
@@ -65,6 +69,19 @@ static int on_tensor(void *ctx, const struct ck_vtensor *t)
 	jw_uint(&a->w, t->src_offset);
 	jw_key(&a->w, "nbytes");
 	jw_uint(&a->w, t->nbytes);
+	jw_key(&a->w, "lossy");
+	if (t->lossy_bound > 0) {
+		jw_begin_obj(&a->w);
+		jw_key(&a->w, "bound");
+		jw_double(&a->w, t->lossy_bound);
+		jw_key(&a->w, "max_abs");
+		jw_double(&a->w, t->lossy_max_abs);
+		jw_key(&a->w, "max_err");
+		jw_double(&a->w, t->lossy_max_err);
+		jw_end_obj(&a->w);
+	} else {
+		jw_null(&a->w);
+	}
 	jw_end_obj(&a->w);
 	return a->w.err ? a->w.err : 0;
 }
@@ -129,7 +146,8 @@ static int show(struct ck_view *v, const char *path, struct show_args *a)
 		jw_key(&a->w, "tensors");
 		jw_begin_arr(&a->w);
 	} else {
-		printf("%-48s %-9s %-18s %-12s %8s  %s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "STEP", "FROM");
+		printf("%-48s %-9s %-18s %-12s %8s  %-9s %s\n", "TENSOR", "DTYPE", "SHAPE", "LAYER", "STEP", "ERROR",
+		       "FROM");
 	}
 	rc = ck_view_tensors(v, node, on_tensor, a);
 	if (rc < 0) {

@@ -315,6 +315,13 @@ struct pk_node *pk_doc_intern_global(struct pk_doc *doc, const char *module, siz
 	return g;
 }
 
+struct pk_node *pk_new_global(struct pk_doc *doc, const char *module, const char *name)
+{
+	if (strchr(module, '\n') || strchr(name, '\n'))
+		return NULL;
+	return pk_doc_intern_global(doc, module, strlen(module), name, strlen(name));
+}
+
 /* --- storages ------------------------------------------------------------- */
 
 struct storage_key {

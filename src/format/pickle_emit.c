@@ -1,6 +1,7 @@
-/* The protocol-2 emitter: writes a tree the way CPython's C pickler writes
- * the objects it stands for (docs/formats.md §2.1), so that a plain torch.save
- * data.pkl comes out byte for byte as it went in.
+/* The emitter: writes a tree the way CPython's C pickler writes the
+ * objects it stands for (docs/formats.md §2.1), so that a plain torch.save
+ * data.pkl (protocol 2) comes out byte for byte as it went in, and a DCP
+ * .metadata (protocol 4) in the same protocol.
  *
  *   - memo: strs, non-empty tuples, lists, dicts, globals and REDUCE/NEWOBJ
  *     results get BINPUT n in emission order; a node met again is BINGET.
@@ -27,6 +28,12 @@
 #include "pickle_ops.h"
 
 #define BATCHSIZE 1000
+/* CPython's frames (protocol 4+): cut once they hold this much, and
+ * only written as frames from FRAME_MIN bytes on. */
+#define FRAME_TARGET 65536
+#define FRAME_MIN 4
+#define FRAME_HEADER 9
+#define NO_FRAME SIZE_MAX
 
 /* Per-object emission state, keyed by node (or storage) address. */
 struct ent {
@@ -63,6 +70,11 @@ struct em {
 	struct ck_error *err;
 	const struct pk_emit_opts *opts;
 	size_t max_depth;
+	int proto;
+	size_t frame;                   /* where the open frame's header goes, or NO_FRAME */
+	struct global_memo *names;      /* protocol 4+: module and name strs written, by value */
+	size_t nnames, names_cap;
+	struct pk_htab names_tab;
 	int rc;
 	uint64_t next_memo;
 	int64_t latin1_memo;
@@ -174,7 +186,63 @@ static void w_u32(struct em *em, uint8_t op, uint32_t v)
 	w(em, b, sizeof(b));
 }
 
-/* BINPUT/LONG_BINPUT of the next memo index, which is returned. */
+/* --- frames (protocol 4+) ---------------------------------------------------- */
+
+static void frame_begin(struct em *em)
+{
+	static const uint8_t hdr[FRAME_HEADER];
+
+	em->frame = em->out->len;
+	w(em, hdr, sizeof(hdr));
+}
+
+/* Closes the open frame: its header filled in, or taken out when it holds
+ * less than FRAME_MIN bytes (as CPython does). */
+static void frame_end(struct em *em)
+{
+	size_t start = em->frame, len;
+	uint8_t *h;
+
+	if (start == NO_FRAME || em->rc)
+		return;
+	em->frame = NO_FRAME;
+	len = em->out->len - start - FRAME_HEADER;
+	h = em->out->data + start;
+	if (len < FRAME_MIN) {
+		memmove(h, h + FRAME_HEADER, len);
+		em->out->len -= FRAME_HEADER;
+		return;
+	}
+	h[0] = PK_OP_FRAME;
+	for (int i = 0; i < 8; i++)
+		h[1 + i] = (uint8_t)((uint64_t)len >> (8 * i));
+}
+
+/* Before each object, as CPython's save(): a full frame is cut there. */
+static void frame_boundary(struct em *em)
+{
+	if (em->frame != NO_FRAME && em->out->len - em->frame - FRAME_HEADER >= FRAME_TARGET) {
+		frame_end(em);
+		frame_begin(em);
+	}
+}
+
+/* A str or bytes payload of FRAME_TARGET bytes or more goes outside any
+ * frame, header and all, and the next frame starts after it. */
+static void w_large(struct em *em, const uint8_t *hdr, size_t hlen, const void *p, size_t n)
+{
+	int framed = em->frame != NO_FRAME;
+
+	if (framed)
+		frame_end(em);
+	w(em, hdr, hlen);
+	w(em, p, n);
+	if (framed)
+		frame_begin(em);
+}
+
+/* BINPUT/LONG_BINPUT (MEMOIZE from protocol 4) of the next memo index,
+ * which is returned. */
 static int64_t put(struct em *em)
 {
 	uint64_t idx = em->next_memo++;
@@ -183,7 +251,9 @@ static int64_t put(struct em *em)
 		fail(em, EOVERFLOW, "more than 2^32 - 1 memoized objects");
 		return -1;
 	}
-	if (idx < 256) {
+	if (em->proto >= 4) {
+		w1(em, PK_OP_MEMOIZE);
+	} else if (idx < 256) {
 		uint8_t b[2] = { PK_OP_BINPUT, (uint8_t)idx };
 
 		w(em, b, 2);
@@ -260,15 +330,46 @@ static void w_float(struct em *em, double f)
 	w(em, b, sizeof(b));
 }
 
-/* BINUNICODE without memo. */
+/* A str without memo: BINUNICODE, or from protocol 4 SHORT_BINUNICODE up
+ * to 255 bytes and BINUNICODE8 past 4 GiB. */
 static void w_str(struct em *em, const char *s, size_t len)
 {
-	if (len > UINT32_MAX) {
-		fail(em, EOVERFLOW, "string of %zu bytes does not fit protocol 2", len);
+	uint8_t h[9];
+
+	if (em->proto >= 4 && len < 256) {
+		h[0] = PK_OP_SHORT_BINUNICODE;
+		h[1] = (uint8_t)len;
+		w(em, h, 2);
+		w(em, s, len);
 		return;
 	}
-	w_u32(em, PK_OP_BINUNICODE, (uint32_t)len);
-	w(em, s, len);
+	if (len > UINT32_MAX) {
+		if (em->proto < 4) {
+			fail(em, EOVERFLOW, "string of %zu bytes does not fit protocol %d", len, em->proto);
+			return;
+		}
+		h[0] = PK_OP_BINUNICODE8;
+		for (int i = 0; i < 8; i++)
+			h[1 + i] = (uint8_t)((uint64_t)len >> (8 * i));
+		w_large(em, h, 9, s, len);
+		return;
+	}
+	h[0] = PK_OP_BINUNICODE;
+	for (int i = 0; i < 4; i++)
+		h[1 + i] = (uint8_t)((uint32_t)len >> (8 * i));
+	if (em->proto >= 4 && len >= FRAME_TARGET)
+		w_large(em, h, 5, s, len);
+	else {
+		w(em, h, 5);
+		w(em, s, len);
+	}
+}
+
+/* The name of the builtins module in this protocol (CPython maps it for
+ * protocol 2 readers). */
+static const char *builtins(const struct em *em)
+{
+	return em->proto >= 3 ? "builtins" : "__builtin__";
 }
 
 /* --- globals, by name ------------------------------------------------------------ */
@@ -286,8 +387,50 @@ static int global_eq(const void *ctx, uint32_t pos)
 	return !strcmp(g->module, p->module) && !strcmp(g->name, p->name);
 }
 
-/* GLOBAL module\nname\n, or BINGET of the same name written before.  node
- * (may be NULL) is the tree's GLOBAL node, remembered for quick lookups. */
+static int name_eq(const void *ctx, uint32_t pos)
+{
+	const struct gprobe *p = ctx;
+
+	return !strcmp(p->em->names[pos].module, p->module);
+}
+
+/* Protocol 4+: a module or class name str, memoized by value (CPython's
+ * are the same object wherever a module's classes meet). */
+static void w_name(struct em *em, const char *s)
+{
+	struct gprobe p = { em, s, NULL };
+	uint64_t h = pk_hash_bytes(s, strlen(s));
+	long pos = pk_htab_find(&em->names_tab, h, name_eq, &p);
+	int64_t idx;
+
+	frame_boundary(em);
+	if (pos >= 0) {
+		get(em, em->names[pos].memo);
+		return;
+	}
+	w_str(em, s, strlen(s));
+	idx = put(em);
+	if (em->nnames == em->names_cap) {
+		size_t cap = em->names_cap ? em->names_cap * 2 : 32;
+		struct global_memo *v = realloc(em->names, cap * sizeof(*v));
+
+		if (!v) {
+			fail(em, ENOMEM, "out of memory");
+			return;
+		}
+		em->names = v;
+		em->names_cap = cap;
+	}
+	if (pk_htab_add(&em->names_tab, h, (uint32_t)em->nnames)) {
+		fail(em, ENOMEM, "out of memory");
+		return;
+	}
+	em->names[em->nnames++] = (struct global_memo){ s, NULL, idx };
+}
+
+/* GLOBAL module\nname\n (STACK_GLOBAL from protocol 4), or BINGET of the
+ * same name written before.  node (may be NULL) is the tree's GLOBAL node,
+ * remembered for quick lookups. */
 static void w_global(struct em *em, const char *module, const char *name, const struct pk_node *node)
 {
 	struct gprobe p = { em, module, name };
@@ -295,6 +438,7 @@ static void w_global(struct em *em, const char *module, const char *name, const 
 	uint64_t h;
 	long pos;
 
+	frame_boundary(em);
 	if (idx >= 0) {
 		get(em, idx);
 		return;
@@ -306,15 +450,21 @@ static void w_global(struct em *em, const char *module, const char *name, const 
 		idx = em->globals[pos].memo;
 		get(em, idx);
 	} else {
-		if (strchr(module, '\n') || strchr(name, '\n')) {
-			fail(em, EINVAL, "global name %.64s.%.64s contains a newline", module, name);
-			return;
+		if (em->proto >= 4) {
+			w_name(em, module);
+			w_name(em, name);
+			w1(em, PK_OP_STACK_GLOBAL);
+		} else {
+			if (strchr(module, '\n') || strchr(name, '\n')) {
+				fail(em, EINVAL, "global name %.64s.%.64s contains a newline", module, name);
+				return;
+			}
+			w1(em, PK_OP_GLOBAL);
+			w(em, module, strlen(module));
+			w1(em, '\n');
+			w(em, name, strlen(name));
+			w1(em, '\n');
 		}
-		w1(em, PK_OP_GLOBAL);
-		w(em, module, strlen(module));
-		w1(em, '\n');
-		w(em, name, strlen(name));
-		w1(em, '\n');
 		idx = put(em);
 		if (em->nglobals == em->globals_cap) {
 			size_t cap = em->globals_cap ? em->globals_cap * 2 : 32;
@@ -384,13 +534,73 @@ static void w_codecs_encode(struct em *em, const uint8_t *p, size_t len)
 	w1(em, PK_OP_REDUCE);
 }
 
+/* Protocol 3+: SHORT_BINBYTES, BINBYTES or (4+) BINBYTES8, no memo. */
+static void w_bytes3(struct em *em, const uint8_t *p, size_t len)
+{
+	uint8_t h[9];
+
+	if (len < 256) {
+		h[0] = PK_OP_SHORT_BINBYTES;
+		h[1] = (uint8_t)len;
+		w(em, h, 2);
+		w(em, p, len);
+		return;
+	}
+	if (len > UINT32_MAX) {
+		if (em->proto < 4) {
+			fail(em, EOVERFLOW, "bytes of %zu bytes do not fit protocol %d", len, em->proto);
+			return;
+		}
+		h[0] = PK_OP_BINBYTES8;
+		for (int i = 0; i < 8; i++)
+			h[1 + i] = (uint8_t)((uint64_t)len >> (8 * i));
+		w_large(em, h, 9, p, len);
+		return;
+	}
+	h[0] = PK_OP_BINBYTES;
+	for (int i = 0; i < 4; i++)
+		h[1 + i] = (uint8_t)((uint32_t)len >> (8 * i));
+	if (em->proto >= 4 && len >= FRAME_TARGET) {
+		w_large(em, h, 5, p, len);
+	} else {
+		w(em, h, 5);
+		w(em, p, len);
+	}
+}
+
 static void save_bytes(struct em *em, const struct pk_node *n)
 {
 	const uint8_t *p = (const uint8_t *)n->v.str.s;
 	size_t len = n->v.str.len;
 
-	if (n->flags & PK_F_BYTEARRAY) {
-		w_global(em, "__builtin__", "bytearray", NULL);
+	if (em->proto >= 5 && (n->flags & PK_F_BYTEARRAY)) {
+		uint8_t h[9] = { PK_OP_BYTEARRAY8 };
+
+		for (int i = 0; i < 8; i++)
+			h[1 + i] = (uint8_t)((uint64_t)len >> (8 * i));
+		if (len >= FRAME_TARGET) {
+			w_large(em, h, 9, p, len);
+		} else {
+			w(em, h, 9);
+			w(em, p, len);
+		}
+	} else if (em->proto >= 3 && (n->flags & PK_F_BYTEARRAY)) {
+		/* bytearray(bytes(obj)): the bytes object is new, memoized too */
+		w_global(em, builtins(em), "bytearray", NULL);
+		if (len) {
+			frame_boundary(em);
+			w_bytes3(em, p, len);
+			put(em);
+			w1(em, PK_OP_TUPLE1);
+			put(em);
+		} else {
+			w1(em, PK_OP_EMPTY_TUPLE);
+		}
+		w1(em, PK_OP_REDUCE);
+	} else if (em->proto >= 3) {
+		w_bytes3(em, p, len);
+	} else if (n->flags & PK_F_BYTEARRAY) {
+		w_global(em, builtins(em), "bytearray", NULL);
 		if (len) {
 			w_codecs_encode(em, p, len);
 			put(em);
@@ -403,7 +613,7 @@ static void save_bytes(struct em *em, const struct pk_node *n)
 	} else if (len) {
 		w_codecs_encode(em, p, len);
 	} else {
-		w_global(em, "__builtin__", "bytes", NULL);
+		w_global(em, builtins(em), "bytes", NULL);
 		w1(em, PK_OP_EMPTY_TUPLE);
 		w1(em, PK_OP_REDUCE);
 	}
@@ -482,6 +692,7 @@ static void save(struct em *em, const struct pk_node *n)
 		fail(em, EINVAL, "incomplete node (missing child)");
 		return;
 	}
+	frame_boundary(em);
 	switch (n->kind) {
 	case PK_NONE:
 		w1(em, PK_OP_NONE);
@@ -753,7 +964,7 @@ static void step_reduce(struct em *em, struct frame *f)
 	switch (f->phase) {
 	case R_HEAD:
 		if (is_set) {
-			w_global(em, "__builtin__", n->kind == PK_SET ? "set" : "frozenset", NULL);
+			w_global(em, builtins(em), n->kind == PK_SET ? "set" : "frozenset", NULL);
 			/* set(<list of the items>) */
 			w1(em, PK_OP_EMPTY_LIST);
 			put(em);
@@ -769,7 +980,7 @@ static void step_reduce(struct em *em, struct frame *f)
 			fail(em, EINVAL, "arguments of a call must be a tuple");
 			return;
 		}
-		if (newobj_ex) {
+		if (newobj_ex && em->proto < 4) {
 			/* copyreg.__newobj_ex__(cls, args, kwargs) is what NEWOBJ_EX does. */
 			w_global(em, "copyreg", "__newobj_ex__", NULL);
 		}
@@ -784,7 +995,7 @@ static void step_reduce(struct em *em, struct frame *f)
 			w1(em, PK_OP_EMPTY_TUPLE);
 		return;
 	case R_KWARGS:
-		f->phase = R_SETEND;
+		f->phase = em->proto >= 4 ? R_CALL : R_SETEND;
 		save(em, n->kwargs);
 		return;
 	case R_SETITEMS:
@@ -798,7 +1009,10 @@ static void step_reduce(struct em *em, struct frame *f)
 		f->phase = R_CALL;
 		/* fall through */
 	case R_CALL:
-		w1(em, n->kind == PK_NEWOBJ && !newobj_ex ? PK_OP_NEWOBJ : PK_OP_REDUCE);
+		if (newobj_ex)
+			w1(em, em->proto >= 4 ? PK_OP_NEWOBJ_EX : PK_OP_REDUCE);
+		else
+			w1(em, n->kind == PK_NEWOBJ ? PK_OP_NEWOBJ : PK_OP_REDUCE);
 		idx = memo_of(em, n);
 		if (idx >= 0) {
 			/* Built by a recursive occurrence inside the arguments. */
@@ -847,6 +1061,62 @@ static void step_reduce(struct em *em, struct frame *f)
 	}
 }
 
+/* Protocol 4+ sets: EMPTY_SET, memo, then MARK ... ADDITEMS per 1000
+ * items (and one more after a full batch, as CPython's C pickler); frozensets: MARK, the items, FROZENSET (or POP_MARK and the memo
+ * when an item held the frozenset itself). */
+static void step_set4(struct em *em, struct frame *f)
+{
+	const struct pk_node *n = f->node;
+	int64_t idx;
+
+	if (n->kind == PK_FROZENSET) {
+		if (f->phase == 0) {
+			w1(em, PK_OP_MARK);
+			f->phase = 1;
+		}
+		if (f->i < n->n) {
+			save(em, n->items[f->i++]);
+			return;
+		}
+		idx = memo_of(em, n);
+		if (idx >= 0) {
+			w1(em, PK_OP_POP_MARK);
+			get(em, idx);
+		} else {
+			w1(em, PK_OP_FROZENSET);
+			memoize(em, n);
+		}
+		pop_frame(em);
+		return;
+	}
+	if (f->phase == 0) {
+		w1(em, PK_OP_EMPTY_SET);
+		memoize(em, n);
+		if (!n->n) {
+			pop_frame(em);
+			return;
+		}
+		f->phase = 1;
+	}
+	if (f->phase == 1) {
+		/* a batch; after a full one CPython writes another, even empty */
+		w1(em, PK_OP_MARK);
+		f->batch = 0;
+		f->phase = 2;
+	}
+	if (f->batch < BATCHSIZE && f->i < n->n) {
+		f->batch++;
+		save(em, n->items[f->i++]);
+		return;
+	}
+	w1(em, PK_OP_ADDITEMS);
+	if (f->batch < BATCHSIZE) {
+		pop_frame(em);
+		return;
+	}
+	f->phase = 1;
+}
+
 static void step(struct em *em)
 {
 	struct frame *f = &em->frames[em->nframes - 1];
@@ -872,11 +1142,16 @@ static void step(struct em *em)
 	case PK_STORAGE:
 		step_persid(em, f);
 		break;
+	case PK_SET:
+	case PK_FROZENSET:
+		if (em->proto >= 4)
+			step_set4(em, f);
+		else
+			step_reduce(em, f);
+		break;
 	case PK_CALL:
 	case PK_TENSOR:
 	case PK_NEWOBJ:
-	case PK_SET:
-	case PK_FROZENSET:
 		step_reduce(em, f);
 		break;
 	default:
@@ -890,7 +1165,7 @@ int pk_emit(const struct pk_node *root, const struct pk_emit_opts *opts,
 {
 	struct em em;
 	size_t start = out->len;
-	static const uint8_t proto[2] = { PK_OP_PROTO, 2 };
+	uint8_t proto[2] = { PK_OP_PROTO, 2 };
 
 	memset(&em, 0, sizeof(em));
 	em.out = out;
@@ -898,14 +1173,24 @@ int pk_emit(const struct pk_node *root, const struct pk_emit_opts *opts,
 	em.opts = opts;
 	em.max_depth = opts && opts->max_depth ? opts->max_depth : PK_DEFAULT_DEPTH;
 	em.latin1_memo = -1;
+	em.frame = NO_FRAME;
+	em.proto = opts && opts->protocol > 2 ? opts->protocol : 2;
+	if (em.proto > 5)
+		return ck_fail(err, EINVAL, "pickle emit: protocol %d is not supported", em.proto);
+	proto[1] = (uint8_t)em.proto;
 	w(&em, proto, sizeof(proto));
+	if (em.proto >= 4)
+		frame_begin(&em);
 	save(&em, root);
 	while (em.nframes && !em.rc)
 		step(&em);
 	w1(&em, PK_OP_STOP);
+	frame_end(&em);
 	free(em.map.slots);
 	free(em.globals);
 	pk_htab_free(&em.globals_tab);
+	free(em.names);
+	pk_htab_free(&em.names_tab);
 	free(em.frames);
 	if (em.rc) {
 		out->len = start;

@@ -1,8 +1,9 @@
 /* The GPU health watcher in the daemon (-o health=nvml): a thin adapter
  * over include/ckptfs/health.h.  A ticker thread samples every
  * health_interval seconds; the series' histories come from the view
- * (ck_health_view_history); health.json and the
- * flags are control files (control.c).  Commits through the mount clear a
+ * (ck_health_view_history); health.json is an entry of the control
+ * directory and the flag a series file (include/ckptfs/ctldir.h), both
+ * rendered at each open.  Commits through the mount clear a
  * series' flag at once (ckfs_health_committed, from the writer's committed
  * callback in notify.c); the tick also sees commits it was not told of. */
 #include "config.h"
@@ -12,7 +13,7 @@
 #include <string.h>
 
 #include "ckptfs/clock.h"
-#include "ckptfs/ctl.h"
+#include "ckptfs/ctldir.h"
 #include "ckptfs/health.h"
 #include "ckptfs/log.h"
 #include "ckptfs/ticker.h"
@@ -26,19 +27,29 @@ struct ckfs_health {
 	struct ckfs *fs;
 };
 
-static int render_json(void *ctx, const char *series, struct ck_buf *out)
+/* A file of the bytes render gave, or render's error (-ENOENT: none now). */
+static int as_file(struct ck_view *v, int rc, struct ck_buf *b, struct ck_vfile **out)
 {
-	struct ckfs_health *hr = ctx;
-
-	(void)series;
-	return ck_health_json(hr->h, out);
+	if (!rc)
+		rc = ck_vfile_from_bytes(v, "json", b->data, b->len, out);
+	ck_buf_free(b);
+	return rc;
 }
 
-static int render_flag(void *ctx, const char *series, struct ck_buf *out)
+static int health_json_file(void *ctx, struct ck_view *v, struct ck_vfile **out)
 {
 	struct ckfs_health *hr = ctx;
+	struct ck_buf b = CK_BUF_INIT;
 
-	return ck_health_flag(hr->h, series, out);
+	return as_file(v, ck_health_json(hr->h, &b), &b, out);
+}
+
+static int flag_file(void *ctx, const char *series, struct ck_view *v, struct ck_vfile **out)
+{
+	struct ckfs_health *hr = ctx;
+	struct ck_buf b = CK_BUF_INIT;
+
+	return as_file(v, ck_health_flag(hr->h, series, &b), &b, out);
 }
 
 static void health_tick(void *arg)
@@ -70,9 +81,9 @@ int ckfs_health_setup(struct ckfs *fs)
 	o.history_ctx = fs->view;
 	rc = ck_health_new(&o, &hr->h);
 	if (!rc)
-		rc = ck_ctl_add(fs->ctl, "health.json", 0, render_json, hr);
+		rc = ck_ctl_register_file(fs->ctl, "health.json", health_json_file, hr);
 	if (!rc)
-		rc = ck_ctl_add(fs->ctl, ck_health_flag_name(hr->h), 1, render_flag, hr);
+		rc = ck_ctl_register_series_file(fs->ctl, ck_health_flag_name(hr->h), flag_file, hr);
 	if (rc) {
 		ck_health_free(hr->h);
 		free(hr);

@@ -18,7 +18,6 @@
 #include <unistd.h>
 #include <sys/stat.h>
 
-#include "ckptfs/ctl.h"
 #include "ckptfs/exitcodes.h"
 #include "ckptfs/log.h"
 #include "ckptfs/memtune.h"
@@ -39,7 +38,6 @@
 #include "warmup.h"
 
 struct mount_run {
-	struct fuse_lowlevel_ops ops;   /* the table served: the base one with control files */
 	struct ckfs fs;
 	const struct ckfs_config *cfg;
 	struct fuse_session *se;
@@ -114,11 +112,15 @@ static int absolute_pidfile(struct ckfs_config *cfg)
 static int open_view(const struct ckfs_config *cfg, struct ck_view **view)
 {
 	struct ck_error err = { { 0 } };
+	struct stat sb;
 	int rc = ck_view_open(cfg->store, &cfg->view, view, &err);
 
 	if (rc)
 		ck_err("%s: cannot open the store: %s", cfg->store,
 		       err.msg[0] ? err.msg : strerror(-rc));
+	else if (stat(cfg->store, &sb) == 0 && (sb.st_mode & 007))
+		ck_warn("%s: other users can read the store, which names every checkpoint's files; "
+			"chmod 700 it (ckptctl(1), PERMISSIONS)", cfg->store);
 	return rc;
 }
 
@@ -242,11 +244,12 @@ static int new_session(struct mount_run *run)
 	    (cfg->debug && fuse_opt_add_arg(&args, "-d")))
 		rc = -ENOMEM;
 	if (!rc) {
-		/* Without -o ro, the table that also serves in-progress directories;
-		 * either way control files (MNT/.ckptfs/) routed first. */
-		run->fs.base_ops = cfg->read_only ? &ckfs_ops : &ckfs_rw_ops;
-		ckfs_ctl_table(run->fs.base_ops, &run->ops);
-		run->se = fuse_session_new(&args, &run->ops, sizeof(run->ops), &run->fs);
+		/* Without -o ro, the table that also serves in-progress
+		 * directories; either way with the control directory. */
+		static struct fuse_lowlevel_ops ops;
+
+		ckfs_control_ops(cfg->read_only ? &ckfs_ops : &ckfs_rw_ops, &ops);
+		run->se = fuse_session_new(&args, &ops, sizeof(ops), &run->fs);
 		if (!run->se)
 			rc = -EINVAL;	/* libfuse said why */
 	}
@@ -275,8 +278,6 @@ static int serve(struct mount_run *run)
 	int rc;
 
 	run->fs.cfg = cfg;
-	run->fs.uid = getuid();
-	run->fs.gid = getgid();
 	run->main_thread = pthread_self();
 	if (!cfg->read_only) {
 		struct ck_error err = { { 0 } };
@@ -312,6 +313,11 @@ static int serve(struct mount_run *run)
 		goto close_view;
 	}
 	run->fs.root_ino = root.ino;
+	rc = ck_ctl_open(run->fs.view, cfg->store, &cfg->ctl, &run->fs.ctl);
+	if (rc) {
+		ck_err("%s: cannot open the control directory: %s", cfg->store, strerror(-rc));
+		goto close_view;
+	}
 	if (!cfg->read_only) {
 		struct ck_writer_notify notify;
 
@@ -323,10 +329,6 @@ static int serve(struct mount_run *run)
 			goto close_view;
 		}
 		run->fs.staging = ck_writer_staging(run->fs.writer);
-	}
-	if (ck_ctl_new(&run->fs.ctl)) {
-		ck_err("out of memory");
-		goto close_view;
 	}
 	rc = ckfs_health_setup(&run->fs);
 	if (rc) {
@@ -374,12 +376,12 @@ static int serve(struct mount_run *run)
 		ck_warn("cannot start the refresh thread: checkpoints imported while mounted stay hidden");
 	if (run->fs.writer)
 		ck_writer_start(run->fs.writer);	/* marker grace, idle commits, compaction */
-	if (cfg->warmup && ckfs_warmup_start(&run->warmup, run->fs.view, ckfs_warm_verify_max(&run->fs)))
+	if (cfg->warmup && ckfs_warmup_start(&run->warmup, &run->fs, ckfs_warm_verify_max(&run->fs)))
 		ck_warn("cannot start the warm-up thread: composites are built at their first open");
 	ckfs_health_start(&run->fs);
 	rc = run_loop(run);
 	ckfs_health_stop(&run->fs);
-	ckfs_warmup_stop(&run->warmup);
+	ckfs_warmup_cancel(&run->warmup);	/* joined once unmounted (warmup.h) */
 	if (run->fs.writer)
 		ck_writer_stop(run->fs.writer);
 	ckfs_refresher_stop(&run->refresher);
@@ -388,8 +390,10 @@ static int serve(struct mount_run *run)
 	else
 		status = CK_EXIT_OK;	/* unmounted, or SIGTERM/SIGINT/SIGHUP */
 unmount:
-	/* Unmounting first also fails a probe still waiting in stat(). */
+	/* Unmounting first also fails a probe still waiting in stat(), and
+	 * a preload's lookup or push. */
 	fuse_session_unmount(run->se);
+	ckfs_warmup_stop(&run->warmup);
 	if (probing)
 		pthread_join(probe, NULL);
 	if (run->probe_failed)
@@ -402,11 +406,11 @@ destroy:
 	fuse_session_destroy(run->se);
 close_view:
 	ckfs_health_free(&run->fs);
-	ck_ctl_free(run->fs.ctl);
 	ck_writer_close(run->fs.writer);
 	ckfs_listings_free(&run->fs);
 	pthread_mutex_destroy(&run->fs.listings_lock);
 	ck_store_mount_release(run->mount_lock);
+	ck_ctl_close(run->fs.ctl);   /* before the view it reads */
 	ck_view_close(run->fs.view);
 	ckfs_passthrough_destroy(&run->fs.passthrough);
 	return status;

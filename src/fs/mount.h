@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ckptfs/ctldir.h"
 #include "ckptfs/view.h"
 #include "ckptfs/writer.h"
 #include "lowlevel.h"
@@ -31,23 +32,19 @@
 #define CKFS_BLKSIZE (128u * 1024u)
 
 struct ckfs_listing;
-struct ck_ctl;
 struct ckfs_health;
 
 struct ckfs {
 	const struct ckfs_config *cfg;
 	struct ck_view *view;
+	struct ck_ctl *ctl;     /* MNT/.ckptfs, and series files such as the GPU health flag (control.c) */
 	uint64_t root_ino;      /* the view's inode number of its root */
-	uid_t uid;              /* owner shown for every node: whoever mounted */
-	gid_t gid;
 	struct fuse_session *se;        /* for invalidations after a commit */
 	struct ck_writer *writer;       /* in-progress directories and commits; NULL with -o ro */
 	struct ck_staging *staging;     /* the writer's namespace (ck_writer_staging); NULL with -o ro */
 	struct ckfs_passthrough passthrough;
 	pthread_mutex_t listings_lock;
 	struct ckfs_listing *listings;  /* open directory handles (listing.c) */
-	struct ck_ctl *ctl;             /* MNT/.ckptfs/ and per-series control files (control.c) */
-	const struct fuse_lowlevel_ops *base_ops;   /* what control.c hands other requests to */
 	struct ckfs_health *health;     /* the GPU health watcher (health.c); NULL unless -o health= */
 };
 

@@ -20,7 +20,9 @@
 
 #include "ckptfs/writer.h"
 #include "ckptfs/writer_rules.h"
+#include "ckptfs/log.h"
 #include "ckptfs/writer_staging.h"
+#include "creds.h"
 #include "delete.h"
 #include "dirs.h"
 #include "names.h"
@@ -110,6 +112,7 @@ void ckfs_rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	struct ckfs *fs = ckfs_of(req);
 	struct ckfs_dir_ctx c;
 	struct fuse_entry_param e;
+	struct ck_owner dir_owner;
 	char *path = NULL;
 	int rc = ckfs_dir_ctx(fs, parent, &c);
 
@@ -117,19 +120,36 @@ void ckfs_rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 		rc = -EEXIST;
 	if (rc == 0 && c.kind == CKFS_DIR_STAGED && ck_staging_busy(fs->staging, c.staged))
 		rc = -EBUSY;	/* being committed */
-	if (rc == 0 && c.kind == CKFS_DIR_STAGED) {
+	if (rc == 0)
+		rc = ckfs_dir_owner(fs, &c, &dir_owner);
+	if (rc == 0)
 		rc = ckfs_child_path(fs, &c, name, &path);
-		if (rc == 0 && mkdir(path, mode) != 0)
+	if (rc == 0 && c.kind == CKFS_DIR_STAGED) {
+		if (mkdir(path, mode) != 0)
 			rc = -errno;
 	} else if (rc == 0 && c.kind == CKFS_DIR_ROOT) {
 		rc = ck_staging_mkdir(fs->staging, name, NULL, mode);	/* a new series */
 	} else if (rc == 0 && c.kind == CKFS_DIR_SERIES) {
-		rc = ck_staging_mkdir(fs->staging, c.series, name, mode);
+		/* The first in-progress directory of a committed series makes
+		 * its STORE/staging/<series>, which shows as the series does. */
+		rc = ck_staging_series_dir(fs->staging, c.series, c.view_dir ? &dir_owner : NULL);
+		if (rc == 0)
+			rc = ck_staging_mkdir(fs->staging, c.series, name, mode);
 	} else if (rc == 0) {
 		rc = -EROFS;
 	}
-	if (rc == 0)
+	if (rc == 0) {
+		/* Made as root: whoever asked gets it, as a local mkdir gives it. */
+		struct ckfs_cred cred;
+		int given;
+
+		ckfs_cred_get(req, &cred);
+		given = ck_staging_give(path, -1, &dir_owner, &cred.c, mode, 1);
+		ckfs_cred_put(&cred);
+		if (given < 0)
+			ck_warn("%s: cannot give it to its creator: %s", path, strerror(-given));
 		rc = staged_entry(fs, &c, name, &e);
+	}
 	free(path);
 	ckfs_dir_ctx_free(&c);
 	if (rc)

@@ -36,8 +36,8 @@ int ckfs_stat(struct ckfs *fs, const struct ck_vnode *n, struct stat *st)
 	st->st_size = (off_t)a.size;
 	st->st_blocks = (blkcnt_t)((a.size + 511) / 512);
 	st->st_blksize = CKFS_BLKSIZE;
-	st->st_uid = fs->uid;
-	st->st_gid = fs->gid;
+	st->st_uid = a.uid;
+	st->st_gid = a.gid;
 	st->st_mtim.tv_sec = a.mtime_ns / 1000000000;
 	st->st_mtim.tv_nsec = a.mtime_ns % 1000000000;
 	if (st->st_mtim.tv_nsec < 0) {

@@ -16,7 +16,8 @@
 uint64_t ckfs_fuse_ino(const struct ckfs *fs, uint64_t ino);
 /* The view node behind a FUSE node id, or NULL. */
 const struct ck_vnode *ckfs_node(struct ckfs *fs, fuse_ino_t ino);
-/* stat of a node, owned by whoever mounted: 0 or -errno from the view. */
+/* stat of a node, with the owners and modes the view derives: 0 or -errno
+ * from the view. */
 int ckfs_stat(struct ckfs *fs, const struct ck_vnode *n, struct stat *st);
 /* The entry of node n, cached for the -o attr/entry_timeout: 0 or -errno. */
 int ckfs_fill_entry(struct ckfs *fs, const struct ck_vnode *n, struct fuse_entry_param *e);

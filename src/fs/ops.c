@@ -157,23 +157,16 @@ void ckfs_op_statfs(fuse_req_t req, fuse_ino_t ino)
 	fuse_reply_statfs(req, &sv);
 }
 
-/* Only reached without -o default_permissions.  Everything is readable
- * (0444/0555) and nothing is writable. */
+/* Only reached without default_permissions (-o nopermissions): nothing
+ * is checked, and nothing committed is writable. */
 void ckfs_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct ckfs *fs = ckfs_of(req);
 	struct stat st;
 	int rc = stat_ino(fs, ino, NULL, &st);
 
-	if (rc) {
+	if (rc)
 		fuse_reply_err(req, -rc);
-		return;
-	}
-	if (mask & W_OK)
-		fuse_reply_err(req, EROFS);
-	else if (((mask & R_OK) && !(st.st_mode & S_IROTH)) ||
-		 ((mask & X_OK) && !(st.st_mode & S_IXOTH)))
-		fuse_reply_err(req, EACCES);
 	else
-		fuse_reply_err(req, 0);
+		fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
 }

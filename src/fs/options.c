@@ -51,8 +51,8 @@ static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
 	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
 	"subtype", "refresh", "commit_idle", "commit_markers", "marker_grace",
-	"cache_size", "compact", "direct_io", "health", "health_interval", "risk_threshold",
-	"emergency_gap", "emergency_flag", NULL,
+	"cache_size", "compact", "direct_io", "preload", "weights_shard", "health", "health_interval",
+	"risk_threshold", "emergency_gap", "emergency_flag", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -225,6 +225,7 @@ static const struct {
 	{ "clone_fd", offsetof(struct ckfs_config, clone_fd) },
 	{ "passthrough", offsetof(struct ckfs_config, passthrough) },
 	{ "warmup", offsetof(struct ckfs_config, warmup) },
+	{ "permissions", offsetof(struct ckfs_config, permissions) },
 };
 
 /* Sets the switch opt names ("NAME" or "noNAME"): 1, or 0 when it names none. */
@@ -285,6 +286,17 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 			cfg->view.cache_bytes = (uint64_t)mib << 20;
 		return rc;
 	}
+	if (KEY("weights_shard") && val) {
+		char *end;
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(val, &end, 10);
+		if (errno || end == val || *end || val[0] == '-' || v < 1)
+			return bad_value(opt, "a number of bytes >= 1");
+		cfg->ctl.shard_bytes = v;
+		return 0;
+	}
 	if (KEY("direct_io") && val) {
 		if (strcmp(val, "none") == 0)
 			cfg->direct_io = CKFS_DIO_NONE;
@@ -298,6 +310,13 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 	}
 	if (KEY("compact") && val)
 		return parse_uint(opt, val, 0, 86400 * 7, &cfg->writer.compact_secs);
+	if (KEY("preload") && val) {
+		if (strcmp(val, "auto") == 0) {
+			cfg->preload_mib = CKFS_PRELOAD_AUTO;
+			return 0;
+		}
+		return parse_uint(opt, val, 0, 64u * 1024 * 1024, &cfg->preload_mib);
+	}
 	if (KEY("commit_markers") && val)
 		return parse_markers(cfg, opt, val);
 	if (KEY("marker_grace") && val) {
@@ -351,8 +370,10 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		return 0;
 	}
 #undef KEY
-	if (in_list(fuse_flag_opts, opt))
+	if (in_list(fuse_flag_opts, opt)) {
+		cfg->has_default_permissions |= strcmp(opt, "default_permissions") == 0;
 		return add_fuse_opt(cfg, opt);
+	}
 	if (has_prefix_in(fuse_value_opts, opt)) {
 		if (!*val)
 			return bad_value(opt, "a value");
@@ -404,10 +425,13 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->pipe_max_kb = 2048;
 	cfg->refresh_secs = 5;
 	cfg->view.cache_bytes = CK_VIEW_DEFAULT_CACHE;
+	cfg->ctl.shard_bytes = CK_CTL_DEFAULT_SHARD_BYTES;
 	cfg->writer.compact_secs = 60;
 	cfg->direct_io = CKFS_DIO_NONE;
 	cfg->passthrough = 1;
 	cfg->warmup = 1;
+	cfg->preload_mib = CKFS_PRELOAD_AUTO;
+	cfg->permissions = 1;
 	cfg->writer.markers = CK_MARK_ALL;
 	cfg->writer.marker_grace = 1;
 	cfg->health_interval = 10;
@@ -524,6 +548,10 @@ int ckfs_finish_fuse_opts(struct ckfs_config *cfg)
 	}
 	if (!rc && cfg->read_only)
 		rc = add_fuse_opt(cfg, "ro");
+	/* Owners and modes are those of the files: the kernel checks them
+	 * for every user of the mount (allow_other), as on a local disk. */
+	if (!rc && cfg->permissions && !cfg->has_default_permissions)
+		rc = add_fuse_opt(cfg, "default_permissions");
 	snprintf(opt, sizeof(opt), "max_read=%u", CKFS_MAX_REQUEST);
 	if (!rc)
 		rc = add_fuse_opt(cfg, opt);
@@ -585,7 +613,8 @@ void ckfs_print_help(const char *progname)
 	       "    -o ro                  mount read-only in the kernel too\n"
 	       "    -o allow_other         let other users access the mount\n"
 	       "    -o allow_root          let root access the mount\n"
-	       "    -o default_permissions let the kernel check permissions\n"
+	       "    -o default_permissions let the kernel check permissions (the default: see\n"
+	       "                           -o permissions)\n"
 	       "    -o fsname=NAME         source shown in /proc/mounts (default: STORE path)\n"
 	       "    -o subtype=NAME        type shown as fuse.NAME (default: ckptfs)\n"
 	       "    -o auto_unmount        unmount if the daemon dies\n"
@@ -611,6 +640,8 @@ void ckfs_print_help(const char *progname)
 	       "    -o compact=SEC         writable mount: pack committed checkpoints every SEC\n"
 	       "                           seconds after a commit, removing the raw files of all\n"
 	       "                           but the newest of each series (default 60; 0 = never)\n"
+	       "    -o weights_shard=BYTES MNT/.ckptfs/weights/ serves model weights larger than\n"
+	       "                           this as shards with an index (default 5000000000)\n"
 	       "    -o direct_io=WHICH     committed files read without the page cache: none\n"
 	       "                           (default), torch (torch.save files) or all\n"
 	       "    -o passthrough|nopassthrough  let the kernel read files served as they\n"
@@ -618,6 +649,16 @@ void ckfs_print_help(const char *progname)
 	       "                           root; default passthrough)\n"
 	       "    -o warmup|nowarmup     build the composites of each series' newest\n"
 	       "                           checkpoint as soon as the mount is live (default warmup)\n"
+	       "    -o preload=MiB|auto    with warmup: check and copy up to MiB of those files\n"
+	       "                           that the daemon serves into the kernel's page cache,\n"
+	       "                           so that a resume's first load reads cached pages\n"
+	       "                           (default auto: a quarter of the available memory;\n"
+	       "                           0 = none)\n"
+	       "    -o permissions|nopermissions  check every access against the owners and\n"
+	       "                           modes of the files checkpoints are made of, as a\n"
+	       "                           local filesystem does (default permissions);\n"
+	       "                           nopermissions lets whoever reaches the mount read,\n"
+	       "                           write and delete everything\n"
 	       "    -o health=nvml|none    watch the GPUs through NVML (loaded at run time) and\n"
 	       "                           ask trainers for emergency checkpoints: a flag file\n"
 	       "                           in each series written through the mount, and\n"

@@ -4,6 +4,7 @@
 #define CKPTFS_FS_OPTIONS_H
 
 #include "ckptfs/buf.h"
+#include "ckptfs/ctldir.h"
 #include "ckptfs/log.h"
 #include "ckptfs/view.h"
 #include "ckptfs/writer.h"
@@ -33,6 +34,9 @@ struct ckfs_config {
 	int direct_io;          /* CKFS_DIO_*: which committed files bypass the page cache */
 	int passthrough;        /* -o passthrough (default): the kernel reads whole raw files itself */
 	int warmup;             /* -o warmup (default): build the newest composites at mount */
+	unsigned preload_mib;   /* -o preload: push up to this many MiB of them to the kernel; CKFS_PRELOAD_AUTO */
+	int permissions;        /* -o permissions (default): the kernel and the daemon check access */
+	struct ck_ctl_opts ctl; /* -o weights_shard: the control directory's settings */
 	int health;             /* -o health=nvml: watch the GPUs (health.c) */
 	unsigned health_interval;   /* s between GPU samples */
 	double risk_threshold;  /* a risk score at or above it raises emergency flags */
@@ -44,6 +48,7 @@ struct ckfs_config {
 	struct ck_buf fuse_opts;
 	int has_fsname;
 	int has_subtype;
+	int has_default_permissions;
 };
 
 /* -o direct_io=: which committed files are opened with FOPEN_DIRECT_IO
@@ -53,6 +58,9 @@ struct ckfs_config {
  * first load and costs repeated ones (docs/bench.md).  safetensors and
  * numpy map their files MAP_SHARED, which FUSE refuses on direct I/O
  * files before libfuse 3.17: only `all` gives them direct I/O. */
+/* -o preload=auto: a quarter of the memory available when the warm-up runs. */
+#define CKFS_PRELOAD_AUTO UINT32_MAX
+
 enum {
 	CKFS_DIO_NONE,
 	CKFS_DIO_TORCH,
@@ -64,7 +72,8 @@ enum {
  * set cfg->show_help / show_version. */
 int ckfs_parse_args(int argc, char **argv, struct ckfs_config *cfg);
 /* Completes cfg->fuse_opts once cfg->store is absolute: fsname, subtype,
- * ro and max_read.  0 or -ENOMEM. */
+ * ro, default_permissions (unless -o nopermissions) and max_read.  0 or
+ * -ENOMEM. */
 int ckfs_finish_fuse_opts(struct ckfs_config *cfg);
 void ckfs_config_free(struct ckfs_config *cfg);
 void ckfs_print_help(const char *progname);

@@ -16,6 +16,7 @@
 #include "ckptfs/log.h"
 #include "ckptfs/records.h"
 #include "ckptfs/view.h"
+#include "creds.h"
 #include "mount.h"
 #include "nodes.h"
 #include "passthrough.h"
@@ -46,6 +47,9 @@ void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		return;
 	}
 	rc = ck_view_open_file(fs->view, n, &f);
+	/* After the open, which looked at the sources' owners and modes now. */
+	if (!rc && (rc = ckfs_may(req, n, CK_MAY_READ)) != 0)
+		ck_vfile_put(f);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;

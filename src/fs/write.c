@@ -19,9 +19,11 @@
 #include <sys/time.h>
 
 #include "ckptfs/buf.h"
+#include "ckptfs/log.h"
 #include "ckptfs/writer.h"
 #include "ckptfs/writer_rules.h"
 #include "ckptfs/writer_staging.h"
+#include "creds.h"
 #include "dirs.h"
 #include "listing.h"
 #include "names.h"
@@ -301,10 +303,11 @@ static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 }
 
 /* Where create may make a file: inside an in-progress directory, or a
- * series marker right in a series directory.  The real path, node parent
- * and series (for a marker) of the new name; 0 or -errno. */
+ * series marker right in a series directory.  The real path, node parent,
+ * series (for a marker) and owner of the directory of the new name; 0 or
+ * -errno. */
 static int create_target(struct ckfs *fs, fuse_ino_t parent, const char *name, char **path,
-			 uint64_t *node_parent, char **series)
+			 uint64_t *node_parent, char **series, struct ck_owner *dir_owner)
 {
 	struct ckfs_dir_ctx c;
 	int rc = ckfs_dir_ctx(fs, parent, &c);
@@ -319,9 +322,11 @@ static int create_target(struct ckfs *fs, fuse_ino_t parent, const char *name, c
 		rc = -EROFS;	/* files only inside in-progress directories */
 	if (rc == 0)
 		rc = ckfs_child_path(fs, &c, name, path);
+	if (rc == 0)
+		rc = ckfs_dir_owner(fs, &c, dir_owner);
 	if (rc == 0 && c.kind == CKFS_DIR_SERIES) {
-		/* a series with no staging directory yet */
-		ck_staging_mkdir(fs->staging, c.series, NULL, 0755);
+		/* a series with no staging directory yet: it shows as the series */
+		ck_staging_series_dir(fs->staging, c.series, c.view_dir ? dir_owner : NULL);
 		*node_parent = 0;
 		*series = c.series;
 		c.series = NULL;
@@ -337,12 +342,27 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 {
 	struct ckfs *fs = ckfs_of(req);
 	struct fuse_entry_param e;
+	struct ck_owner dir_owner;
 	char *path = NULL, *series = NULL;
 	uint64_t node_parent = 0, ino = 0;
-	int fd = -1, rc = create_target(fs, parent, name, &path, &node_parent, &series);
+	int fd = -1, rc = create_target(fs, parent, name, &path, &node_parent, &series, &dir_owner);
 
 	if (rc == 0) {
-		fd = open(path, (fi->flags | O_CREAT | O_CLOEXEC) & ~O_NOCTTY, mode);
+		/* A file made now belongs to whoever asked; one that was there
+		 * already keeps its owner (O_CREAT without O_EXCL). */
+		fd = open(path, (fi->flags | O_CREAT | O_EXCL | O_CLOEXEC) & ~O_NOCTTY, mode);
+		if (fd >= 0) {
+			struct ckfs_cred c;
+			int given;
+
+			ckfs_cred_get(req, &c);
+			given = ck_staging_give(path, fd, &dir_owner, &c.c, mode, 0);
+			ckfs_cred_put(&c);
+			if (given < 0)
+				ck_warn("%s: cannot give it to its creator: %s", path, strerror(-given));
+		} else if (errno == EEXIST && !(fi->flags & O_EXCL)) {
+			fd = open(path, (fi->flags | O_CLOEXEC) & ~(O_CREAT | O_NOCTTY));
+		}
 		if (fd < 0)
 			rc = -errno;
 	}
@@ -489,7 +509,7 @@ static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	ck_writer_released(fs->writer, ino, wrote, left);
 }
 
-static int staged_setattr(struct ckfs *fs, fuse_ino_t ino, const struct stat *attr, int to_set,
+static int staged_setattr(fuse_req_t req, struct ckfs *fs, fuse_ino_t ino, const struct stat *attr, int to_set,
 			  struct fuse_file_info *fi)
 {
 	char *path;
@@ -498,7 +518,17 @@ static int staged_setattr(struct ckfs *fs, fuse_ino_t ino, const struct stat *at
 
 	if (rc)
 		return rc;
-	if ((to_set & FUSE_SET_ATTR_MODE) &&
+	/* chown(2)'s rule, whatever -o permissions says: who owns a file is not
+	 * a matter of trust.  Before the mode, which a chown may clear bits of. */
+	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
+		struct ckfs_cred c;
+
+		ckfs_cred_get(req, &c);
+		rc = ck_staging_chown(path, fd, &c.c, to_set & FUSE_SET_ATTR_UID ? (uint32_t)attr->st_uid : (uint32_t)-1,
+				      to_set & FUSE_SET_ATTR_GID ? (uint32_t)attr->st_gid : (uint32_t)-1);
+		ckfs_cred_put(&c);
+	}
+	if (rc == 0 && (to_set & FUSE_SET_ATTR_MODE) &&
 	    (fd >= 0 ? fchmod(fd, attr->st_mode) : chmod(path, attr->st_mode)) != 0)
 		rc = -errno;
 	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE) &&
@@ -518,8 +548,6 @@ static int staged_setattr(struct ckfs *fs, fuse_ino_t ino, const struct stat *at
 		if ((fd >= 0 ? futimens(fd, tv) : utimensat(AT_FDCWD, path, tv, AT_SYMLINK_NOFOLLOW)) != 0)
 			rc = -errno;
 	}
-	if (rc == 0 && (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)))
-		rc = -EPERM;	/* every node belongs to whoever mounted */
 	free(path);
 	return rc;
 }
@@ -544,7 +572,7 @@ static void rw_setattr(fuse_req_t req, fuse_ino_t ino, struct stat *attr, int to
 		if (staged_stat(ckfs_of(req), ino, &st) == 0 && S_ISDIR(st.st_mode))
 			fi = NULL;
 	}
-	rc = staged_setattr(ckfs_of(req), ino, attr, to_set, fi);
+	rc = staged_setattr(req, ckfs_of(req), ino, attr, to_set, fi);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -574,6 +602,23 @@ static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	rc = ck_staging_top(fs->staging, ino, &series, &dir);
 	if (rc == 0)
 		rc = ck_writer_commit_target(fs->writer, series, dir, value, size, &final);
+	if (rc == 0 && ckfs_checks(req)) {
+		/* A commit renames the directory within its series: it needs
+		 * what the rename needs, besides the write permission on it
+		 * that the kernel checked. */
+		struct ckfs_dir_ctx c = { .kind = CKFS_DIR_SERIES, .series = series };
+		const struct ck_vnode *n;
+		struct ckfs_cred cred;
+		struct ck_owner sdir;
+
+		if (ck_view_lookup(fs->view, ck_view_root(fs->view), series, &n) == 0)
+			c.view_dir = n;
+		rc = ckfs_dir_owner(fs, &c, &sdir);
+		ckfs_cred_get(req, &cred);
+		if (rc == 0)
+			rc = ck_staging_may_commit(fs->staging, series, dir, &sdir, &cred.c);
+		ckfs_cred_put(&cred);
+	}
 	if (rc)
 		fuse_reply_err(req, -rc);	/* -EINVAL: no step in the name: rename it instead */
 	else

@@ -15,6 +15,11 @@
 
 int ck_file_check(const struct ck_file_info *f, struct ck_error *err)
 {
+	return ck_file_check_owner(f, NULL, err);
+}
+
+int ck_file_check_owner(const struct ck_file_info *f, struct ck_owner *owner, struct ck_error *err)
+{
 	struct stat sb;
 
 	if (stat(f->src_path, &sb) < 0)
@@ -30,5 +35,7 @@ int ck_file_check(const struct ck_file_info *f, struct ck_error *err)
 	if (ck_timespec_ns(sb.st_mtim) != f->mtime_ns)
 		return ck_fail(err, ESTALE, "%s: changed since import (modified: mtime %" PRId64 " → %" PRId64 " ns)",
 			       f->src_path, f->mtime_ns, ck_timespec_ns(sb.st_mtim));
+	if (owner)
+		ck_owner_from_stat(owner, &sb);
 	return 0;
 }

@@ -7,6 +7,7 @@
  *   *.safetensors             safetensors (must parse, else BAD)
  *   *.safetensors.index.json  index of a sharded safetensors checkpoint (must parse)
  *   *.pt *.pth *.bin *.ckpt   BAD when none of the above: a checkpoint we cannot read
+ *   .metadata, a pickle       a DCP save's metadata: must parse (else BAD), OTHER
  *   anything else             OTHER: served as it is
  */
 #include "config.h"
@@ -55,6 +56,33 @@ static int read_head(struct ck_ingest_io *io, uint8_t *head, size_t *n)
 	return rc;
 }
 
+/* A DCP save's .metadata (a pickle): served as it is, once it reads as
+ * one.  What it says about the files beside it is checked with them
+ * (ck_ingest_dcp_names). */
+static int check_dcp_metadata(struct ck_ingest_io *io, struct ck_ingest *in)
+{
+	struct ck_dcp_meta *m = NULL;
+	struct ck_error err = { "" };
+	uint8_t *data;
+	int rc;
+
+	in->info.kind = CK_FILE_OTHER;
+	if (io->size > CK_INGEST_MAX_PICKLE)
+		return ck_ingest_bad(in, "not a valid DCP .metadata: larger than %llu bytes",
+				     (unsigned long long)CK_INGEST_MAX_PICKLE);
+	rc = ck_ingest_slurp(io, 0, io->size, &data);
+	if (rc == -ENOMEM)
+		return rc;
+	if (rc < 0)
+		return ck_ingest_bad(in, "read error: %s", strerror(-rc));
+	rc = ck_dcp_parse(data, (size_t)io->size, &m, &err);
+	free(data);
+	ck_dcp_free(m);
+	if (rc == -ENOMEM)
+		return rc;
+	return rc < 0 ? ck_ingest_bad(in, "not a valid DCP .metadata: %s", err.msg) : 0;
+}
+
 static int classify_and_parse(struct ck_ingest_io *io, struct ck_ingest *in)
 {
 	uint8_t head[HEAD_LEN];
@@ -70,6 +98,8 @@ static int classify_and_parse(struct ck_ingest_io *io, struct ck_ingest *in)
 	 * served as it is (ingest_dcp.c).  Its completeness is dcp_check's. */
 	if (ck_ends_with(io->name, CK_DCP_DATA_SUFFIX))
 		return ck_ingest_distcp(io, in);
+	if (!strcmp(io->name, CK_DCP_METADATA) && n && head[0] == 0x80)
+		return check_dcp_metadata(io, in);
 	if (tz_is_zip(head, n)) {
 		in->info.kind = CK_FILE_TORCH;
 		return ck_ingest_torch(io, in);
@@ -126,6 +156,8 @@ int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_
 	out->info.ino = (uint64_t)sb.st_ino;
 	out->info.size = (uint64_t)sb.st_size;
 	out->info.mtime_ns = ck_timespec_ns(sb.st_mtim);
+	out->info.has_owner = 1;
+	ck_owner_from_stat(&out->info.owner, &sb);
 	if (!S_ISREG(sb.st_mode)) {
 		rc = ck_ingest_bad(out, "not a regular file");
 		goto out;

@@ -45,7 +45,8 @@ int ck_ingest_add_storage(struct ck_ingest *in, const char *key, uint64_t offset
 int ck_ingest_add_tensor(struct ck_ingest *in, const char *name, const char *layer, enum ck_dtype dtype,
 			 int ndim, const uint64_t *shape, const char *storage_key, uint64_t storage_offset);
 /* Copies the previous import's hash of each storage of the window (same
- * key, offset and length).  1 if every one got one, 0 if it must be hashed. */
+ * offset and length: the file is unchanged, whatever the storage was
+ * named).  1 if every one got one, 0 if it must be hashed. */
 int ck_ingest_reuse_hashes(const struct ck_ingest_io *io, struct ck_ingest *in);
 /* Reads len bytes at off (window-relative) into buf.  0 or -errno (-EIO at the end). */
 int ck_ingest_pread(const struct ck_ingest_io *io, void *buf, size_t len, uint64_t off);

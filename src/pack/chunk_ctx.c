@@ -21,6 +21,8 @@ const char *ck_codec_name(enum ck_codec c)
 	case CK_CODEC_XOR: return "xor";
 	case CK_CODEC_SUB: return "sub";
 	case CK_CODEC_ROT: return "rot";
+	case CK_CODEC_QUANT: return "quant";
+	case CK_CODEC_QDELTA: return "qdelta";
 	default: return "?";
 	}
 }
@@ -123,5 +125,8 @@ void ck_chunk_ctx_free(struct ck_chunk_ctx *ctx)
 	free(ctx->sparse);
 	free(ctx->out[0]);
 	free(ctx->out[1]);
+	free(ctx->table);
+	free(ctx->values);
+	free(ctx->esc);
 	free(ctx);
 }

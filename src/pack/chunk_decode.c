@@ -2,6 +2,7 @@
  * is used, and the result must hash as recorded. */
 #include "config.h"
 #include "chunk_int.h"
+#include "lossy_int.h"
 #include "ckptfs/buf.h"
 
 #include <errno.h>
@@ -22,22 +23,26 @@ static int check_desc(const struct ck_chunk_desc *d, struct ck_error *err)
 			       ck_codec_name(d->codec), d->enc_len, d->raw_len);
 	if (!ck_codec_needs_ref(d->codec) && (d->ref_hash.hi || d->ref_hash.lo))
 		return ck_fail(err, EINVAL, "chunk: %s chunk names a reference", ck_codec_name(d->codec));
+	if (ck_codec_lossy(d->codec) && (d->elem_size < 2 || d->elem_size > 4 || d->raw_len % d->elem_size ||
+					 !d->compact))
+		return ck_fail(err, EINVAL, "chunk: %s chunk of %u-byte elements, %" PRIu32 " bytes%s",
+			       ck_codec_name(d->codec), d->elem_size, d->raw_len, d->compact ? "" : ", framed");
 	return 0;
 }
 
 /* A sparse plane's data (len bytes at p) expanded into plane (n bytes). */
-static int expand_sparse(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, unsigned k, const uint8_t *p,
-			 uint32_t len, size_t n, uint8_t *plane, struct ck_error *err)
+int ck_sparse_parts(struct ck_chunk_ctx *ctx, int compact, unsigned k, const uint8_t *p, uint32_t len, size_t n,
+		    const uint8_t **bitmap_out, const uint8_t **vals_out, struct ck_error *err)
 {
 	uint8_t *bitmap = ctx->bitmap, *vals = ctx->bitmap + CK_SPARSE_BITMAP;
-	ZSTD_DCtx *dctx = d->compact ? ctx->dctx_bare : ctx->dctx;
-	unsigned w = d->compact ? ck_dirent_width(n) : 4;   /* b's bytes */
+	ZSTD_DCtx *dctx = compact ? ctx->dctx_bare : ctx->dctx;
+	unsigned w = compact ? ck_dirent_width(n) : 4;   /* b's bytes */
 	size_t bytes = (n + 7) / 8, m, got;
 	uint64_t b;
 
 	if (len < w)
 		return ck_fail(err, EINVAL, "chunk: sparse plane %u of %" PRIu32 " bytes has no bitmap length", k, len);
-	b = d->compact ? ck_le_get(p, w) : ck_le32(p);
+	b = compact ? ck_le_get(p, w) : ck_le32(p);
 	if (b > len - w)
 		return ck_fail(err, EINVAL, "chunk: sparse plane %u: bitmap of %" PRIu64 " bytes past its end", k, b);
 	got = ZSTD_decompressDCtx(dctx, bitmap, bytes, p + w, (size_t)b);
@@ -51,17 +56,28 @@ static int expand_sparse(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d
 	if (ZSTD_isError(got) || got != m)
 		return ck_fail(err, EINVAL, "chunk: sparse plane %u: %s where the bitmap has %zu bytes", k,
 			       ZSTD_isError(got) ? ZSTD_getErrorName(got) : "another number of values", m);
-	ck_sparse_expand(bitmap, vals, n, plane);
+	*bitmap_out = bitmap;
+	*vals_out = vals;
 	return 0;
 }
 
-/* Directory entry k of a payload: its mode and length. */
-static void dirent_of(const struct ck_chunk_desc *d, const uint8_t *payload, unsigned w, unsigned k,
-		      unsigned *mode, uint64_t *len)
+static int expand_sparse(struct ck_chunk_ctx *ctx, int compact, unsigned k, const uint8_t *p, uint32_t len,
+			 size_t n, uint8_t *plane, struct ck_error *err)
+{
+	const uint8_t *bitmap, *vals;
+	int rc = ck_sparse_parts(ctx, compact, k, p, len, n, &bitmap, &vals, err);
+
+	if (rc == 0)
+		ck_sparse_expand(bitmap, vals, n, plane);
+	return rc;
+}
+
+/* Directory entry k: its mode and length. */
+static void dirent_of(int compact, const uint8_t *payload, unsigned w, unsigned k, unsigned *mode, uint64_t *len)
 {
 	const uint8_t *ent = payload + (size_t)k * w;
 
-	if (d->compact) {
+	if (compact) {
 		uint64_t v = ck_le_get(ent, w);
 
 		*mode = (unsigned)(v & 3);
@@ -72,28 +88,22 @@ static void dirent_of(const struct ck_chunk_desc *d, const uint8_t *payload, uns
 	}
 }
 
-/* Points planes[k] at plane k of a PLANES/XOR/SUB/ROT payload: a stored
- * plane where it lies in the payload, a zstd or sparse plane decoded into
- * ctx->planes; *tail at the raw_len % elem_size tail bytes. */
-static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload,
-		     const uint8_t *planes[8], const uint8_t **tail, struct ck_error *err)
+int ck_planes_decode(struct ck_chunk_ctx *ctx, int compact, const uint8_t *payload, size_t enc_len, size_t n,
+		     unsigned size, const uint8_t *planes[8], size_t *end, struct ck_error *err)
 {
-	unsigned size = d->elem_size;
-	size_t n = d->raw_len / size, rest = d->raw_len % size;
-	unsigned w = ck_dirent_bytes(d->compact, n);
+	unsigned w = ck_dirent_bytes(compact, n);
 	size_t pos = (size_t)size * w;
 
-	if (pos > d->enc_len)
-		return ck_fail(err, EINVAL, "chunk: payload of %" PRIu32 " bytes shorter than its plane directory",
-			       d->enc_len);
+	if (pos > enc_len)
+		return ck_fail(err, EINVAL, "chunk: payload of %zu bytes shorter than its plane directory", enc_len);
 	for (unsigned k = 0; k < size; k++) {
 		uint8_t *plane = ctx->planes + k * n;
 		unsigned mode;
 		uint64_t len;
 		int rc;
 
-		dirent_of(d, payload, w, k, &mode, &len);
-		if (len > d->enc_len - pos)
+		dirent_of(compact, payload, w, k, &mode, &len);
+		if (len > enc_len - pos)
 			return ck_fail(err, EINVAL, "chunk: plane %u of %" PRIu64 " bytes past the payload's end",
 				       k, len);
 		if (mode == CK_PLANE_STORED) {
@@ -102,7 +112,7 @@ static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, co
 					       k, len, n);
 			planes[k] = payload + pos;
 		} else if (mode == CK_PLANE_ZSTD) {
-			size_t got = ZSTD_decompressDCtx(d->compact ? ctx->dctx_bare : ctx->dctx, plane, n,
+			size_t got = ZSTD_decompressDCtx(compact ? ctx->dctx_bare : ctx->dctx, plane, n,
 							 payload + pos, (size_t)len);
 
 			if (ZSTD_isError(got))
@@ -111,13 +121,13 @@ static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, co
 				return ck_fail(err, EINVAL, "chunk: plane %u decompresses to %zu bytes, not %zu",
 					       k, got, n);
 			planes[k] = plane;
-		} else if (mode == CK_PLANE_RUNS && d->compact) {
+		} else if (mode == CK_PLANE_RUNS && compact) {
 			if (ck_runs_decode(payload + pos, (size_t)len, plane, n))
 				return ck_fail(err, EINVAL, "chunk: plane %u: runs malformed or past its %zu bytes",
 					       k, n);
 			planes[k] = plane;
 		} else if (mode == CK_PLANE_SPARSE) {
-			rc = expand_sparse(ctx, d, k, payload + pos, (uint32_t)len, n, plane, err);
+			rc = expand_sparse(ctx, compact, k, payload + pos, (uint32_t)len, n, plane, err);
 			if (rc)
 				return rc;
 			planes[k] = plane;
@@ -126,6 +136,21 @@ static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, co
 		}
 		pos += len;
 	}
+	*end = pos;
+	return 0;
+}
+
+/* Points planes[k] at plane k of a PLANES/XOR/SUB/ROT payload and *tail
+ * at the raw_len % elem_size tail bytes after them. */
+static int planes_of(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const uint8_t *payload,
+		     const uint8_t *planes[8], const uint8_t **tail, struct ck_error *err)
+{
+	size_t rest = d->raw_len % d->elem_size, pos;
+	int rc = ck_planes_decode(ctx, d->compact, payload, d->enc_len, d->raw_len / d->elem_size, d->elem_size,
+				  planes, &pos, err);
+
+	if (rc)
+		return rc;
 	if (d->enc_len - pos != rest)
 		return ck_fail(err, EINVAL, "chunk: %zu bytes after the planes, expected %zu",
 			       (size_t)(d->enc_len - pos), rest);
@@ -146,6 +171,8 @@ static int apply(struct ck_chunk_ctx *ctx, const struct ck_chunk_desc *d, const 
 		memcpy(out, payload, d->raw_len);
 		return 0;
 	}
+	if (ck_codec_lossy(d->codec))
+		return ck_lossy_decode(ctx, d, payload, ref, out, err);
 	rc = planes_of(ctx, d, payload, planes, &tail, err);
 	if (rc)
 		return rc;

@@ -87,8 +87,8 @@ static size_t encode_zstd(ZSTD_CCtx *cctx, const uint8_t *plane, size_t n, size_
  * still tried where the sparse form lost or came out under 1 % of the
  * plane (nearly all zeros, where zstd's runs win by a few dozen bytes and
  * cost little).  The bytes and CPU this trades: docs/bench.md. */
-static size_t encode_plane(struct ck_chunk_ctx *ctx, ZSTD_CCtx *cctx, const uint8_t *plane, size_t n,
-			   uint8_t *ent, uint8_t *dst)
+size_t ck_plane_encode(struct ck_chunk_ctx *ctx, ZSTD_CCtx *cctx, const uint8_t *plane, size_t n, uint8_t *ent,
+		       uint8_t *dst)
 {
 	unsigned mode = CK_PLANE_STORED;
 	size_t best = n, got;
@@ -123,7 +123,7 @@ static size_t encode_plane(struct ck_chunk_ctx *ctx, ZSTD_CCtx *cctx, const uint
 	return best;
 }
 
-/* Byte planes of src, each as small as encode_plane makes it, into dst.
+/* Byte planes of src, each as small as ck_plane_encode makes it, into dst.
  * Returns the payload length, or 0 when it is not smaller than len (the
  * codec does not pay for this chunk). */
 static size_t encode_planes(struct ck_chunk_ctx *ctx, const uint8_t *src, size_t len,
@@ -136,7 +136,7 @@ static size_t encode_planes(struct ck_chunk_ctx *ctx, const uint8_t *src, size_t
 
 	ck_planes_split(src, len, size, ctx->planes);
 	for (unsigned k = 0; k < size; k++)
-		pos += encode_plane(ctx, cctx, ctx->planes + k * n, n, dst + k * w, dst + pos);
+		pos += ck_plane_encode(ctx, cctx, ctx->planes + k * n, n, dst + k * w, dst + pos);
 	memcpy(dst + pos, src + n * size, tail);
 	pos += tail;
 	return pos < len ? pos : 0;
@@ -264,7 +264,7 @@ int ck_chunk_encode_as(struct ck_chunk_ctx *ctx, enum ck_codec codec, const void
 
 	if (rc)
 		return rc;
-	if ((unsigned)codec >= CK_CODEC__COUNT)
+	if ((unsigned)codec >= CK_CODEC__LOSSLESS)
 		return -EINVAL;
 	if (ck_codec_needs_ref(codec) && (!ref || ref_len != len))
 		return -EINVAL;

@@ -123,6 +123,12 @@ struct ck_chunk_ctx {
 	uint8_t *out[2];    /* CK_CHUNK_MAX + CK_PLANES_OVERHEAD: best and candidate payloads */
 	int best;           /* which out[] holds the payload last returned */
 	int exhaustive;     /* compress every candidate instead of estimating */
+	/* lossy codecs (lossy_*.c), allocated on first use */
+	float *table;       /* CK_LOSSY_TABLE_MAX reconstruction offsets */
+	float table_step;   /* the step table[] was built for ... */
+	size_t table_n;     /* ... and how many entries (0: none yet) */
+	uint32_t *values;   /* CK_LOSSY_TABLE_MAX: a self-contained chunk's decoded elements by code */
+	uint32_t *esc;      /* the encoder's escaped elements */
 };
 
 /* A sparse plane of up to CK_CHUNK_MAX bytes: its bitmap, then its
@@ -137,6 +143,12 @@ size_t ck_sparse_split(const uint8_t *plane, size_t n, uint8_t *bitmap, uint8_t 
 /* The inverse: n bytes into out from bitmap and the nonzero bytes vals
  * (which may be read up to 8 bytes past the last one). */
 void ck_sparse_expand(const uint8_t *bitmap, const uint8_t *vals, size_t n, uint8_t *out);
+/* The bitmap ((n + 7) / 8 bytes) and the nonzero bytes of a sparse plane
+ * of n bytes whose data is the len bytes at p (plane k, for messages),
+ * decoded into ctx->bitmap: 0, or -EINVAL with err.  The values may be
+ * read up to 8 bytes past the last one. */
+int ck_sparse_parts(struct ck_chunk_ctx *ctx, int compact, unsigned k, const uint8_t *p, uint32_t len, size_t n,
+		    const uint8_t **bitmap, const uint8_t **vals, struct ck_error *err);
 /* Bits set in the n / 8 rounded up bytes of bitmap. */
 size_t ck_sparse_count(const uint8_t *bitmap, size_t n);
 
@@ -171,6 +183,19 @@ enum ck_planes_op {
  * pass, without a chunk-sized intermediate or a copy of the reference. */
 void ck_planes_apply(const uint8_t *const *planes, size_t n, unsigned size, enum ck_planes_op op,
 		     const uint8_t *ref, uint8_t *out);
+
+/* One plane of n bytes into dst as the smallest of its modes (stored,
+ * zstd with cctx, sparse, runs), its compact directory entry at ent: the
+ * plane's length in dst.  dst needs room for n bytes. */
+size_t ck_plane_encode(struct ck_chunk_ctx *ctx, ZSTD_CCtx *cctx, const uint8_t *plane, size_t n, uint8_t *ent,
+		       uint8_t *dst);
+/* Points planes[k] at plane k (n bytes) of the size planes that start at
+ * payload[0] (their directory) and end at or before payload[len]: a
+ * stored plane where it lies, the others decoded into ctx->planes + k * n
+ * (size * n <= CK_CHUNK_MAX).  *end is where the planes end.  0, or
+ * -EINVAL with err. */
+int ck_planes_decode(struct ck_chunk_ctx *ctx, int compact, const uint8_t *payload, size_t len, size_t n,
+		     unsigned size, const uint8_t *planes[8], size_t *end, struct ck_error *err);
 
 /* Estimated payload bytes of the PLANES/XOR/SUB/ROT encodings named in
  * codecs (CK_CODEC_BIT()s; ref is needed for XOR and SUB) from the order-0

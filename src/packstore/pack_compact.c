@@ -28,67 +28,21 @@
 #include "ckptfs/pack.h"
 #include "store/manifest.h"
 #include "pack_layout.h"
+#include "compact_int.h"
 #include "packstore_int.h"
 #include "store/staging.h"
 
-struct compact {
-	struct ck_store *st;
-	const struct ck_compact_opts *o;
-	unsigned k;
-	ck_compact_progress_fn progress;
-	void *pctx;
-	struct ck_compact_stats s;
-	struct ck_error *err;
-	struct ck_pack_writer *w;
-	uint32_t pack_id;
-	struct ck_pack_fds fds;
-	struct ck_decoder dec;
-	struct ck_chunk_ctx *enc;
-	uint8_t *raw;
-	int first_rc;             /* the first checkpoint that could not be compacted */
-	unsigned seq;             /* checkpoints written so far, for the crash hooks */
-	struct ck_chunk_cache *recent;   /* chunks of the versions just mapped: the next
-					  * (older) version's references, without decoding */
-};
 
-/* The recent cache must hold the newer version of the checkpoint being
- * packed: a chunk is inserted when its version is mapped and asked for as
- * a reference a whole checkpoint of inserts later.  It starts small and
- * grows to twice the largest checkpoint mapped, up to RECENT_CACHE_MAX;
- * sized by the file instead, a checkpoint of two files thrashes it and
- * most references are decoded again from the packs.  Every byte of it
- * is fresh memory the first time, a page fault per 4 KiB, so a cache
- * larger than the checkpoints costs time.  It is first in, first out: the
- * newer version's chunks leave before the ones of the version being packed
- * (an LRU that a reference's lookup refreshes interleaves the two and
- * evicts the next reference), and one list, not the readers' 16 shards,
- * each bounded to a 16th, which a checkpoint of a few chunks overflows
- * (docs/bench.md, "packs.sh"). */
-#define RECENT_CACHE_MIN (8ull << 20)
-#define RECENT_CACHE_MAX (256ull << 20)
-
-/* The crash test hook (staging.h) at stage, and at "stage-N" during the
- * N-th checkpoint written (from 1), so that tests can stop any of them. */
-static void crash_point(const struct compact *c, const char *stage)
+void ck_compact_crash_point(const struct compact *c, const char *stage)
 {
-	char name[64];
+	char name[96];
 
 	ck_crash_point(stage);
 	snprintf(name, sizeof(name), "%s-%u", stage, c->seq + 1);
 	ck_crash_point(name);
 }
 
-/* A file version, cut into chunks. */
-struct fver {
-	const struct ck_file_info *f;
-	struct ck_storage_info *s;
-	size_t ns;
-	struct ck_tensor_info *t;
-	size_t nt;
-	struct ck_layout lay;
-};
-
-static void fver_clear(struct fver *v)
+void ck_compact_fver_clear(struct fver *v)
 {
 	ck_layout_clear(&v->lay);
 	ck_storage_info_free(v->s, v->ns);
@@ -96,7 +50,7 @@ static void fver_clear(struct fver *v)
 	memset(v, 0, sizeof(*v));
 }
 
-static int fver_load(struct ck_store *st, const struct ck_file_info *f, struct fver *v)
+int ck_compact_fver_load(struct ck_store *st, const struct ck_file_info *f, struct fver *v)
 {
 	int rc;
 
@@ -108,28 +62,15 @@ static int fver_load(struct ck_store *st, const struct ck_file_info *f, struct f
 	if (rc == 0)
 		rc = ck_layout_build(&v->lay, f->size, v->s, v->ns, v->t, v->nt);
 	if (rc < 0)
-		fver_clear(v);
+		ck_compact_fver_clear(v);
 	return rc;
 }
 
-/* The newer versions of a file (same path in the next newer checkpoints,
- * nearest first) whose chunks serve as delta references: a tensor that
- * a partial save left out of the next checkpoint is found in a later one.
- * Eight: a layer an LLMTailor-like policy saves every fifth time finds
- * its last version (docs/bench.md). */
-#define NEWER_MAX 8
-
-struct refs {
-	struct fver v[NEWER_MAX];
-	struct ck_fmap m[NEWER_MAX];
-	size_t n;
-};
-
-static void refs_clear(struct refs *r)
+void ck_compact_refs_clear(struct refs *r)
 {
 	for (size_t i = 0; i < r->n; i++) {
 		ck_fmap_clear(&r->m[i]);
-		fver_clear(&r->v[i]);
+		ck_compact_fver_clear(&r->v[i]);
 	}
 	r->n = 0;
 }
@@ -198,8 +139,7 @@ static int start_packs(struct compact *c)
 	return open_writer(c, end);
 }
 
-/* A new pack once the current one passed CK_PACK_ROTATE_BYTES. */
-static int maybe_rotate(struct compact *c)
+int ck_compact_maybe_rotate(struct compact *c)
 {
 	int rc;
 
@@ -214,11 +154,8 @@ static int maybe_rotate(struct compact *c)
 	return open_writer(c, 0);
 }
 
-/* The reference for a chunk of v: the same chunk (same tensor, same
- * number inside it) of the nearest newer version that has it with the same
- * length and other bytes. */
-static int pick_ref(const struct refs *r, const struct ck_layout_chunk *lc, struct ck_hash128 h,
-		    struct ck_hash128 *ref)
+int ck_compact_pick_ref(const struct refs *r, const struct ck_layout_chunk *lc, struct ck_hash128 h,
+			struct ck_hash128 *ref)
 {
 	for (size_t i = 0; r && lc->ident && i < r->n; i++) {
 		long j = ck_layout_find(&r->v[i].lay, lc->ident, lc->index);
@@ -233,10 +170,8 @@ static int pick_ref(const struct refs *r, const struct ck_layout_chunk *lc, stru
 	return 0;
 }
 
-/* Stores chunk h (c->raw) as a pack record, replacing a raw location into
- * the file being packed (keeping its tail). */
-static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, const struct ck_layout_chunk *lc,
-		      uint32_t tail, const struct refs *refs, struct ck_fmap *map)
+int ck_compact_pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, const struct ck_layout_chunk *lc,
+			  uint32_t tail, const struct refs *refs, struct ck_fmap *map)
 {
 	struct ck_chunk_loc loc = { .where = CK_CHUNK_PACKED, .tail = tail };
 	const uint8_t *payload, *ref = NULL;
@@ -246,7 +181,7 @@ static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, cons
 	uint64_t off, stored;
 	int rc;
 
-	if (pick_ref(refs, lc, h, &refh)) {
+	if (ck_compact_pick_ref(refs, lc, h, &refh)) {
 		unsigned depth;
 		int meets;
 
@@ -262,13 +197,15 @@ static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, cons
 			ref = c->dec.out;
 	}
 	rc = ck_chunk_encode(c->enc, c->raw, lc->len, lc->elem, ref, ref_len, &desc, &payload);
+	if (rc == 0 && c->dry)
+		goto count;
 	if (rc == 0)
-		rc = maybe_rotate(c);
+		rc = ck_compact_maybe_rotate(c);
 	if (rc == 0)
 		rc = ck_pack_append(c->w, &desc, payload, &off);
 	if (rc < 0)
 		return ck_fail(c->err, -rc, "pack %u: cannot append a record: %s", c->pack_id, strerror(-rc));
-	crash_point(c, "compact-append");
+	ck_compact_crash_point(c, "compact-append");
 	loc.codec = desc.codec;
 	loc.elem = desc.elem_size;
 	loc.raw_len = desc.raw_len;
@@ -282,6 +219,7 @@ static int pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, cons
 		rc = ck_chunk_raise_tails(txn, c->st, loc.ref, tail + 1);
 	if (rc < 0)
 		return ck_fail(c->err, -rc, "index: %s", strerror(-rc));
+count:
 	if (ck_codec_needs_ref(desc.codec)) {
 		c->s.delta_chunks++;
 		c->s.delta_bytes += lc->len;
@@ -359,7 +297,7 @@ static int map_chunk(struct compact *c, MDB_txn *txn, int fd, struct fver *v, si
 		map->dedup_bytes += lc->len;
 		return 0;
 	}
-	rc = pack_chunk(c, txn, h, lc, rc == 0 ? loc.tail : 0, refs, map);
+	rc = ck_compact_pack_chunk(c, txn, h, lc, rc == 0 ? loc.tail : 0, refs, map);
 	ck_chunk_loc_clear(&loc);
 	return rc;
 }
@@ -405,7 +343,7 @@ out:
 	return rc;
 }
 
-static int put_fmap(MDB_txn *txn, struct ck_store *st, uint64_t file_id, const struct ck_fmap *m)
+int ck_compact_put_fmap(MDB_txn *txn, struct ck_store *st, uint64_t file_id, const struct ck_fmap *m)
 {
 	struct ck_buf b = CK_BUF_INIT;
 	uint8_t key[8];
@@ -465,7 +403,7 @@ out:
 	return rc;
 }
 
-static int files_of(struct ck_store *st, const struct ck_ckpt_info *ck, struct ck_file_info **f, size_t *n)
+int ck_compact_files_of(struct ck_store *st, const struct ck_ckpt_info *ck, struct ck_file_info **f, size_t *n)
 {
 	*f = NULL;
 	*n = 0;
@@ -480,15 +418,14 @@ static const struct ck_file_info *same_path(const struct ck_file_info *f, size_t
 	return NULL;
 }
 
-/* The newer versions of relpath in the newer checkpoints' files. */
-static void refs_load(struct compact *c, MDB_txn *txn, struct ck_file_info *const *nf, const size_t *nn,
-		      size_t nnewer, const char *relpath, struct refs *r)
+void ck_compact_refs_load(struct compact *c, MDB_txn *txn, struct ck_file_info *const *nf, const size_t *nn,
+			  size_t nother, const char *relpath, struct refs *r)
 {
 	r->n = 0;
-	for (size_t k = 0; k < nnewer && r->n < NEWER_MAX; k++) {
+	for (size_t k = 0; k < nother && r->n < NEWER_MAX; k++) {
 		const struct ck_file_info *g = same_path(nf[k], nn[k], relpath);
 
-		if (!g || g->kind == CK_FILE_BAD || fver_load(c->st, g, &r->v[r->n]) < 0)
+		if (!g || g->kind == CK_FILE_BAD || ck_compact_fver_load(c->st, g, &r->v[r->n]) < 0)
 			continue;
 		if (ck_fmap_lookup(txn, c->st, g->id, &r->m[r->n]) == 0 && r->m[r->n].nchunks == r->v[r->n].lay.n &&
 		    ck_layout_index(&r->v[r->n].lay) == 0) {
@@ -496,7 +433,7 @@ static void refs_load(struct compact *c, MDB_txn *txn, struct ck_file_info *cons
 			continue;
 		}
 		ck_fmap_clear(&r->m[r->n]);
-		fver_clear(&r->v[r->n]);
+		ck_compact_fver_clear(&r->v[r->n]);
 	}
 }
 
@@ -514,9 +451,9 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 
 	if (nnewer > NEWER_MAX)
 		nnewer = NEWER_MAX;
-	rc = files_of(c->st, ck, &f, &n);
+	rc = ck_compact_files_of(c->st, ck, &f, &n);
 	for (size_t k = 0; k < nnewer && rc == 0; k++)
-		rc = files_of(c->st, &newer[k], &nf[k], &nn[k]);
+		rc = ck_compact_files_of(c->st, &newer[k], &nf[k], &nn[k]);
 	if (rc < 0) {
 		rc = ck_fail(c->err, -rc, "%s/%s: cannot list files: %s", ck->series, ck->name, strerror(-rc));
 		goto out;
@@ -548,16 +485,16 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 			rc = ck_fail(c->err, -rc, "index: file map: %s", strerror(-rc));
 			break;
 		}
-		rc = fver_load(c->st, &f[i], &v);
+		rc = ck_compact_fver_load(c->st, &f[i], &v);
 		if (rc < 0) {
 			rc = ck_fail(c->err, -rc, "%s: %s", f[i].src_path, strerror(-rc));
 			break;
 		}
 		if (pack)
-			refs_load(c, txn, nf, nn, nnewer, f[i].relpath, &refs);
+			ck_compact_refs_load(c, txn, nf, nn, nnewer, f[i].relpath, &refs);
 		rc = map_file(c, txn, &v, pack, &refs, &map);
 		if (rc == 0) {
-			rc = put_fmap(txn, c->st, f[i].id, &map);
+			rc = ck_compact_put_fmap(txn, c->st, f[i].id, &map);
 			if (rc < 0)
 				ck_fail(c->err, -rc, "index: %s", strerror(-rc));
 			if (pack) {
@@ -568,43 +505,57 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 			ck_fmap_clear(&map);
 			changed++;
 		}
-		refs_clear(&refs);
-		fver_clear(&v);
+		ck_compact_refs_clear(&refs);
+		ck_compact_fver_clear(&v);
 		if (rc == 0 && pack && c->progress)
 			c->progress(c->pctx, ck->series, ck->name, f[i].relpath, &c->s);
 	}
 	if (rc < 0 || !changed)
 		goto out;
-	if (pack) {
-		rc = ck_pack_sync(c->w);
-		if (rc < 0) {
-			ck_fail(c->err, -rc, "pack %u: sync: %s", c->pack_id, strerror(-rc));
-			goto out;
-		}
-		crash_point(c, "compact-synced");
-	}
-	rc = write_packmap(c, txn, ck, f, n);
-	if (rc < 0)
-		goto out;
-	crash_point(c, "compact-packmap");
-	rc = ck_meta_put_u64(txn, c->st, CK_META_PACK_CUR, c->pack_id);
-	if (rc == 0)
-		rc = ck_meta_put_u64(txn, c->st, CK_META_PACK_END, ck_pack_writer_end(c->w));
-	if (rc == 0)
-		rc = ck_mdb_errno(mdb_txn_commit(txn));
+	rc = ck_compact_commit(c, txn, ck, f, n, "compact", NULL, NULL);
 	txn = NULL;
-	if (rc < 0) {
-		ck_fail(c->err, -rc, "index: commit: %s", strerror(-rc));
-		goto out;
-	}
-	crash_point(c, "compact-committed");
-	c->seq++;
 out:
 	if (txn)
 		mdb_txn_abort(txn);
 	ck_file_info_free(f, n);
 	for (size_t k = 0; k < NEWER_MAX; k++)
 		ck_file_info_free(nf[k], nn[k]);
+	return rc;
+}
+
+int ck_compact_commit(struct compact *c, MDB_txn *txn, const struct ck_ckpt_info *ck, const struct ck_file_info *f,
+		      size_t n, const char *prefix, int (*before_packmap)(struct compact *, MDB_txn *, void *),
+		      void *arg)
+{
+	char stage[32];
+	int rc = ck_pack_sync(c->w);
+
+	if (rc < 0) {
+		ck_fail(c->err, -rc, "pack %u: sync: %s", c->pack_id, strerror(-rc));
+		goto fail;
+	}
+	snprintf(stage, sizeof(stage), "%s-synced", prefix);
+	ck_compact_crash_point(c, stage);
+	if (before_packmap && (rc = before_packmap(c, txn, arg)) < 0)
+		goto fail;
+	rc = write_packmap(c, txn, ck, f, n);
+	if (rc < 0)
+		goto fail;
+	snprintf(stage, sizeof(stage), "%s-packmap", prefix);
+	ck_compact_crash_point(c, stage);
+	rc = ck_meta_put_u64(txn, c->st, CK_META_PACK_CUR, c->pack_id);
+	if (rc == 0)
+		rc = ck_meta_put_u64(txn, c->st, CK_META_PACK_END, ck_pack_writer_end(c->w));
+	if (rc == 0)
+		rc = ck_mdb_errno(mdb_txn_commit(txn));
+	if (rc < 0)
+		return ck_fail(c->err, -rc, "index: commit: %s", strerror(-rc));
+	snprintf(stage, sizeof(stage), "%s-committed", prefix);
+	ck_compact_crash_point(c, stage);
+	c->seq++;
+	return 0;
+fail:
+	mdb_txn_abort(txn);
 	return rc;
 }
 
@@ -626,12 +577,12 @@ static int follow_pack_position(struct compact *c)
 	return open_writer(c, end);
 }
 
-/* Under the commit and index locks, as a commit: one checkpoint. */
-static int locked_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const struct ck_ckpt_info *newer,
-			     size_t nnewer, int pack)
+int ck_compact_locked(struct compact *c, int (*fn)(struct compact *, void *), void *arg)
 {
 	int commit_fd, index_fd, rc;
 
+	if (c->dry)
+		return fn(c, arg);   /* writes nothing, on a store that may be read-only */
 	rc = ck_store_commit_lock(c->st, &commit_fd, c->err);
 	if (rc < 0)
 		return rc;
@@ -641,11 +592,33 @@ static int locked_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, c
 		if (rc == 0)
 			rc = follow_pack_position(c);
 		if (rc == 0)
-			rc = do_checkpoint(c, ck, newer, nnewer, pack);
+			rc = fn(c, arg);
 		ck_store_unlock(index_fd);
 	}
 	ck_store_unlock(commit_fd);
 	return rc;
+}
+
+struct exact_job {
+	const struct ck_ckpt_info *ck, *newer;
+	size_t nnewer;
+	int pack;
+};
+
+static int exact_job(struct compact *c, void *arg)
+{
+	const struct exact_job *j = arg;
+
+	return do_checkpoint(c, j->ck, j->newer, j->nnewer, j->pack);
+}
+
+/* Under the commit and index locks, as a commit: one checkpoint. */
+static int locked_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const struct ck_ckpt_info *newer,
+			     size_t nnewer, int pack)
+{
+	struct exact_job j = { ck, newer, nnewer, pack };
+
+	return ck_compact_locked(c, exact_job, &j);
 }
 
 /* Whether path lies under STORE/data/ (the store owns it). */
@@ -682,16 +655,38 @@ static void drop_raw(struct compact *c, const struct ck_ckpt_info *ck)
 	ck_file_info_free(f, n);
 }
 
-static void note_failure(struct compact *c, const struct ck_ckpt_info *ck, int rc)
+void ck_compact_note_failure(struct compact *c, const struct ck_ckpt_info *ck, int rc)
 {
 	ck_warn("compact %s/%s: %s", ck->series, ck->name, c->err ? c->err->msg : strerror(-rc));
 	if (!c->first_rc)
 		c->first_rc = rc;
 }
 
+/* The lossy policy compaction applies to series: 1 and *p, or 0. */
+static int series_policy(struct compact *c, const char *series, struct ck_lossy_policy *p)
+{
+	struct ck_error why = { { 0 } };
+	int rc;
+
+	if (c->o->no_lossy)
+		return 0;
+	if (c->o->lossy) {
+		*p = *c->o->lossy;
+		return 1;
+	}
+	rc = ck_lossy_policy_get(c->st->path, series, p, &why);
+	if (rc == 0)
+		return 1;
+	if (rc != -ENOENT)
+		ck_warn("%s: lossy policy of %s not applied: %s", c->st->path, series, why.msg);
+	return 0;
+}
+
 static int compact_series(struct compact *c, const char *series)
 {
 	struct ck_ckpt_info *ck;
+	struct ck_lossy_policy policy;
+	unsigned char *lossy = NULL;
 	size_t n, newest = 0, live = 0;
 	int rc;
 
@@ -703,19 +698,36 @@ static int compact_series(struct compact *c, const char *series)
 			newest = i, live++;
 	if (live == 0)
 		goto out;
+	if (series_policy(c, series, &policy)) {
+		lossy = calloc(n, 1);
+		if (!lossy) {
+			rc = ck_fail(c->err, ENOMEM, "out of memory");
+			goto out;
+		}
+		rc = ck_compact_lossy_plan(c, ck, n, &policy, lossy);
+		if (rc < 0)
+			goto out;
+	}
+	if (c->dry)
+		goto lossy_pass;
 	/* The newest stays raw: its chunks are mapped as raw locations, the
 	 * references of the reverse deltas and sources of dedup. */
 	rc = locked_checkpoint(c, &ck[newest], NULL, 0, 0);
 	if (rc < 0)
-		note_failure(c, &ck[newest], rc);
+		ck_compact_note_failure(c, &ck[newest], rc);
+	/* Checkpoints to be coded lossily are left to that pass: packed
+	 * exactly first, they would be coded twice. */
 	for (size_t i = n; i-- > 0 && !(c->o->stop && *c->o->stop);) {
-		if (i == newest)
+		if (i == newest || (lossy && lossy[i]))
 			continue;
 		rc = locked_checkpoint(c, &ck[i], &ck[i + 1], n - i - 1, 1);
 		if (rc < 0)
-			note_failure(c, &ck[i], rc);
+			ck_compact_note_failure(c, &ck[i], rc);
 	}
-	if (c->o->keep_raw) {
+lossy_pass:
+	if (lossy)
+		ck_compact_lossy_series(c, ck, n, &policy, lossy);
+	if (c->o->keep_raw && !c->dry) {
 		size_t kept = 0;
 
 		for (size_t i = n; i-- > 0;) {
@@ -726,6 +738,7 @@ static int compact_series(struct compact *c, const char *series)
 	}
 	rc = 0;
 out:
+	free(lossy);
 	ck_ckpt_info_free(ck, n);
 	return rc;
 }
@@ -741,9 +754,10 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 	double t0 = ck_monotonic_s();
 	int rc;
 
-	if (st->readonly)
+	c.dry = c.o->dry_run;
+	if (st->readonly && !c.dry)
 		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
-	if (!st->packs_ready)
+	if (!ck_pack_ready(st))
 		return ck_fail(err, EIO, "%s: index lacks the packed store's databases", st->path);
 	c.k = c.o->anchor_k ? c.o->anchor_k : CK_PACK_DEFAULT_ANCHOR_K;
 	if (c.k > CK_PACK_MAX_CHAIN)
@@ -760,7 +774,7 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 		ck_fail(err, -rc, "zstd level %d: %s", copts.level, strerror(-rc));
 		goto out;
 	}
-	rc = start_packs(&c);
+	rc = c.dry ? 0 : start_packs(&c);
 	if (rc < 0)
 		goto out;
 	if (c.o->series) {

@@ -179,7 +179,11 @@ static int apply_file(struct rebuild *b, const struct ck_file_info *f, const str
 		return -EINVAL;
 	rc = ck_fmap_lookup(b->txn, b->st, f->id, &have);
 	if (rc == 0) {
-		int same = (have.flags & CK_FMAP_PACKED) == (m->flags & CK_FMAP_PACKED);
+		/* applied already, or the packmap is older: a lossy map replaces an
+		 * exact one (a lossy pass cut short before its index commit), never
+		 * the other way */
+		unsigned k = CK_FMAP_PACKED | CK_FMAP_LOSSY;
+		int same = (have.flags & k) == (m->flags & k) || (have.flags & CK_FMAP_LOSSY);
 
 		ck_fmap_clear(&have);
 		if (same)

@@ -13,6 +13,24 @@
 #define LOC_HDR 56
 #define FMAP_HDR 48
 #define FMAP_CHUNK 24
+#define FMAP_LOSSY_HDR 16     /* method, 3 reserved, count, bound */
+#define FMAP_LOSSY_ENT 24     /* storage, dtype, 3 reserved, max_abs, max_err */
+
+static uint64_t bits_of(double d)
+{
+	uint64_t u;
+
+	memcpy(&u, &d, sizeof(u));
+	return u;
+}
+
+static double double_of(uint64_t u)
+{
+	double d;
+
+	memcpy(&d, &u, sizeof(d));
+	return d;
+}
 
 void ck_chunk_key(uint8_t out[16], struct ck_hash128 h)
 {
@@ -150,7 +168,52 @@ int ck_fmap_put(struct ck_buf *b, const struct ck_fmap *m)
 		rc |= ck_buf_putc(b, (uint8_t)c->elem);
 		rc |= ck_buf_put(b, "\0\0\0", 3);
 	}
+	if (m->flags & CK_FMAP_LOSSY) {
+		rc |= ck_buf_putc(b, (uint8_t)m->lossy_method);
+		rc |= ck_buf_put(b, "\0\0\0", 3);
+		rc |= ck_buf_put_le32(b, m->nlossy);
+		rc |= ck_buf_put_le64(b, bits_of(m->lossy_bound));
+		for (uint32_t i = 0; i < m->nlossy && rc == 0; i++) {
+			rc |= ck_buf_put_le32(b, m->lossy[i].storage);
+			rc |= ck_buf_putc(b, (uint8_t)m->lossy[i].dtype);
+			rc |= ck_buf_put(b, "\0\0\0", 3);
+			rc |= ck_buf_put_le64(b, bits_of(m->lossy[i].max_abs));
+			rc |= ck_buf_put_le64(b, bits_of(m->lossy[i].max_err));
+		}
+	}
 	return rc ? -ENOMEM : 0;
+}
+
+/* The lossy section at p (n bytes, all of what follows the chunks). */
+static int get_lossy(const uint8_t *p, size_t n, struct ck_fmap *out, struct ck_error *err)
+{
+	uint32_t prev = 0;
+
+	if (n < FMAP_LOSSY_HDR || p[0] == 0 || p[1] || p[2] || p[3])
+		return ck_fail(err, EIO, "file map: bad lossy section");
+	out->lossy_method = p[0];
+	out->nlossy = ck_le32(p + 4);
+	out->lossy_bound = double_of(ck_le64(p + 8));
+	if ((n - FMAP_LOSSY_HDR) / FMAP_LOSSY_ENT != out->nlossy || (n - FMAP_LOSSY_HDR) % FMAP_LOSSY_ENT ||
+	    !(out->lossy_bound > 0 && out->lossy_bound < 1))
+		return ck_fail(err, EIO, "file map: lossy section of %zu bytes for %u storages", n, out->nlossy);
+	out->lossy = calloc(out->nlossy ? out->nlossy : 1, sizeof(*out->lossy));
+	if (!out->lossy)
+		return ck_fail(err, ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < out->nlossy; i++) {
+		const uint8_t *q = p + FMAP_LOSSY_HDR + (size_t)i * FMAP_LOSSY_ENT;
+		struct ck_lossy_storage *l = &out->lossy[i];
+
+		l->storage = ck_le32(q);
+		l->dtype = (enum ck_dtype)q[4];
+		l->max_abs = double_of(ck_le64(q + 8));
+		l->max_err = double_of(ck_le64(q + 16));
+		if ((i && l->storage <= prev) || q[5] || q[6] || q[7] || !(l->max_abs >= 0) || !(l->max_err >= 0) ||
+		    l->max_err > l->max_abs * out->lossy_bound)
+			return ck_fail(err, EIO, "file map: lossy storage %u out of order or past its bound", i);
+		prev = l->storage;
+	}
+	return 0;
 }
 
 int ck_fmap_get(const void *data, size_t n, struct ck_fmap *out, struct ck_error *err)
@@ -168,7 +231,11 @@ int ck_fmap_get(const void *data, size_t n, struct ck_fmap *out, struct ck_error
 	out->delta_bytes = ck_le64(p + 24);
 	out->plain_bytes = ck_le64(p + 32);
 	out->stored_bytes = ck_le64(p + 40);
-	if ((n - FMAP_HDR) / FMAP_CHUNK != out->nchunks || (n - FMAP_HDR) % FMAP_CHUNK)
+	if ((out->flags & ~(unsigned)(CK_FMAP_PACKED | CK_FMAP_LOSSY)) ||
+	    ((out->flags & CK_FMAP_LOSSY) && !(out->flags & CK_FMAP_PACKED)))
+		return ck_fail(err, EIO, "file map: flags 0x%x", out->flags);
+	if (out->nchunks > (n - FMAP_HDR) / FMAP_CHUNK ||
+	    (!(out->flags & CK_FMAP_LOSSY) && (n - FMAP_HDR) != (size_t)out->nchunks * FMAP_CHUNK))
 		return ck_fail(err, EIO, "file map: %zu bytes for %u chunks", n, out->nchunks);
 	out->chunks = calloc(out->nchunks ? out->nchunks : 1, sizeof(*out->chunks));
 	if (!out->chunks)
@@ -193,14 +260,26 @@ int ck_fmap_get(const void *data, size_t n, struct ck_fmap *out, struct ck_error
 		return ck_fail(err, EIO, "file map: chunks add up to %llu bytes, not its size",
 			       (unsigned long long)total);
 	}
+	if (out->flags & CK_FMAP_LOSSY) {
+		size_t at = FMAP_HDR + (size_t)out->nchunks * FMAP_CHUNK;
+		int rc = get_lossy(p + at, n - at, out, err);
+
+		if (rc < 0) {
+			ck_fmap_clear(out);
+			return rc;
+		}
+	}
 	return 0;
 }
 
 void ck_fmap_clear(struct ck_fmap *m)
 {
 	free(m->chunks);
+	free(m->lossy);
 	m->chunks = NULL;
 	m->nchunks = 0;
+	m->lossy = NULL;
+	m->nlossy = 0;
 }
 
 int ck_fmap_lookup(MDB_txn *txn, struct ck_store *st, uint64_t file_id, struct ck_fmap *out)
@@ -325,6 +404,43 @@ int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_fil
 	out->delta_bytes = m.delta_bytes;
 	out->plain_bytes = m.plain_bytes;
 	out->stored_bytes = m.stored_bytes;
+	if (m.flags & CK_FMAP_LOSSY) {
+		out->lossy = 1;
+		out->lossy_method = m.lossy_method;
+		out->lossy_bound = m.lossy_bound;
+		out->lossy_storages = m.nlossy;
+		for (uint32_t i = 0; i < m.nlossy; i++)
+			if (m.lossy[i].max_abs > 0 && m.lossy[i].max_err / m.lossy[i].max_abs > out->lossy_max_rel)
+				out->lossy_max_rel = m.lossy[i].max_err / m.lossy[i].max_abs;
+	}
+	ck_fmap_clear(&m);
+	return 0;
+}
+
+int ck_store_file_lossy(struct ck_store *st, uint64_t file_id, struct ck_lossy_storage **out, size_t *n)
+{
+	struct ck_fmap m;
+	MDB_txn *txn;
+	int rc;
+
+	*out = NULL;
+	*n = 0;
+	if (!ck_pack_ready(st))
+		return 0;
+	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
+	if (rc)
+		return ck_mdb_errno(rc);
+	rc = ck_fmap_lookup(txn, st, file_id, &m);
+	mdb_txn_abort(txn);
+	if (rc == -ENOENT)
+		return 0;
+	if (rc < 0)
+		return rc;
+	if (m.flags & CK_FMAP_LOSSY) {
+		*out = m.lossy;
+		*n = m.nlossy;
+		m.lossy = NULL;
+	}
 	ck_fmap_clear(&m);
 	return 0;
 }

@@ -66,6 +66,8 @@ int ck_chunk_store(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, const
 
 /* ---- fmaps: file id -> its file map ---- */
 #define CK_FMAP_PACKED 0x01   /* served from chunks; else a raw file with its chunks mapped */
+#define CK_FMAP_LOSSY 0x02    /* packed, some storages coded lossily: a lossy section
+			       * follows the chunks (docs/format.md, "Lossy records") */
 
 struct ck_fmap_chunk {
 	struct ck_hash128 hash;
@@ -79,6 +81,11 @@ struct ck_fmap {
 	uint64_t dedup_bytes, delta_bytes, plain_bytes, stored_bytes;
 	struct ck_fmap_chunk *chunks;
 	uint32_t nchunks;
+	/* CK_FMAP_LOSSY: how, and every storage coded lossily */
+	unsigned lossy_method;                 /* CK_LOSSY_METHOD_* (include/ckptfs/lossy.h) */
+	double lossy_bound;                    /* relative to each storage's max_abs */
+	struct ck_lossy_storage *lossy;
+	uint32_t nlossy;
 };
 
 int ck_fmap_put(struct ck_buf *b, const struct ck_fmap *m);

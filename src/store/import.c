@@ -425,9 +425,15 @@ static int import_checkpoint(const struct import_ctx *ic, const char *series, co
 			ck_fail(ic->err, -rc, "out of memory");
 			goto out;
 		}
-		ck_ingest_report(&files[n], ic->report, ic->rctx);
 		n++;
 	}
+	rc = ck_ingest_dcp_names(files, n, ic->st->rules);
+	if (rc < 0) {
+		ck_fail(ic->err, -rc, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		ck_ingest_report(&files[i], ic->report, ic->rctx);
 	rc = ck_commit_checkpoint(ic->st, pattern, &ck, files, n, ic->err);
 out:
 	for (i = 0; i < n; i++)

@@ -12,7 +12,7 @@
 #include "ckptfs/store.h"
 
 #define CK_STORE_MARKER "ckptfs-store 1\n"
-#define CK_STORE_MARKER_FILE "ckptfs-store"
+#define CK_STORE_MARKER_FILE CK_STORE_MARKER_NAME
 #define CK_STORE_INDEX_DIR "index"
 #define CK_STORE_LAYERS_FILE "layers.conf"
 #define CK_STORE_LOCK_FILE "index.lock"      /* writers: shared; reindex: exclusive */
@@ -93,7 +93,11 @@ int ck_store_index_current(struct ck_store *st, struct ck_error *err);
  *   ckpts:    series NUL step(u64, sign bit flipped) name
  *   files:    ckpt_id(u64) relpath
  *   storages: file_id(u64) index(u32)
- *   tensors:  file_id(u64) index(u32) */
+ *   tensors:  file_id(u64) index(u32)
+ * A name or relpath that would make the key longer than LMDB's limit
+ * (CK_KEY_MAX) is cut where the key reaches CK_KEY_MAX - 16 bytes and
+ * followed by its XXH3-128; its record holds it whole. */
+#define CK_KEY_MAX 511
 int ck_key_ckpt(struct ck_buf *k, const char *series, int64_t step, const char *name);
 int ck_key_ckpt_prefix(struct ck_buf *k, const char *series);
 int ck_key_file(struct ck_buf *k, uint64_t ckpt_id, const char *relpath);

@@ -214,14 +214,32 @@ int ck_store_list_checkpoints(struct ck_store *st, const char *series, struct ck
 	return rc;
 }
 
+static int relpath_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ck_file_info *)a)->relpath, ((const struct ck_file_info *)b)->relpath);
+}
+
+/* Keys are in path order but for paths too long for a key (index.h):
+ * listings are in path order, as manifests are. */
+static int sorted_files(int rc, struct ck_file_info **f, const size_t *n)
+{
+	if (rc == 0 && *n > 1)
+		qsort(*f, *n, sizeof(**f), relpath_cmp);
+	return rc;
+}
+
 int ck_txn_list_files(MDB_txn *txn, struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n)
 {
-	return scan_id(txn, st->files, ckpt_id, dec_file, clr_file, sizeof(**out), (void **)out, n);
+	int rc = scan_id(txn, st->files, ckpt_id, dec_file, clr_file, sizeof(**out), (void **)out, n);
+
+	return sorted_files(rc, out, n);
 }
 
 int ck_store_list_files(struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n)
 {
-	return list_id(st, st->files, ckpt_id, dec_file, clr_file, sizeof(**out), (void **)out, n);
+	int rc = list_id(st, st->files, ckpt_id, dec_file, clr_file, sizeof(**out), (void **)out, n);
+
+	return sorted_files(rc, out, n);
 }
 
 int ck_store_list_storages(struct ck_store *st, uint64_t file_id, struct ck_storage_info **out, size_t *n)

@@ -1,9 +1,9 @@
 /* Manifest text: writer and strict parser (docs/format.md, "Manifests").
  *
- *   ckptfs-manifest 1
+ *   ckptfs-manifest 2
  *   series name="run1" pattern=none created-ns=1712...
  *   checkpoint name="checkpoint-20" step=20 single-file=no imported-ns=1712... source="/data/run1/checkpoint-20" files=2
- *   file path="model.pt" kind=torch physical="/data/..." dev=2049 ino=77 size=4567 mtime-ns=1712... storages=1 tensors=1 error=none
+ *   file path="model.pt" kind=torch physical="/data/..." dev=2049 ino=77 size=4567 mtime-ns=1712... uid=1000 gid=1000 mode=0640 storages=1 tensors=1 error=none
  *   storage key="0" offset=1024 length=256 xxh3-128=<32 hex digits>
  *   tensor name="lm_head.weight" layer="head" dtype=float32 shape=[8,8] storage="0" offset=0
  *   ...
@@ -114,6 +114,10 @@ static int validate(const struct ck_manifest *m, struct ck_error *err)
 					       f->info.relpath, t->name);
 		}
 	}
+	for (i = 1; i < m->nfiles; i++)
+		if (!m->files[i].info.has_owner != !m->files[0].info.has_owner)
+			return ck_fail(err, EINVAL, "file '%s': owner recorded for some files only",
+				       m->files[i].info.relpath);
 	if (c->is_file && (m->nfiles != 1 || m->files[0].info.relpath[0]))
 		return ck_fail(err, EINVAL, "a single-file checkpoint has exactly one file, with an empty path");
 	return 0;
@@ -240,6 +244,16 @@ static void w_file(struct wr *w, const struct ck_ingest *f)
 	w_u64(w, f->info.size);
 	w_raw(w, " mtime-ns=");
 	w_i64(w, f->info.mtime_ns);
+	if (f->info.has_owner) {
+		char mode[16];
+
+		w_raw(w, " uid=");
+		w_u64(w, f->info.owner.uid);
+		w_raw(w, " gid=");
+		w_u64(w, f->info.owner.gid);
+		snprintf(mode, sizeof(mode), " mode=%04o", f->info.owner.mode & 07777);
+		w_raw(w, mode);
+	}
 	w_raw(w, " storages=");
 	w_u64(w, f->nst);
 	w_raw(w, " tensors=");
@@ -292,7 +306,8 @@ int ck_manifest_write(struct ck_buf *out, const struct ck_manifest *m, struct ck
 	if (rc < 0)
 		return rc;
 	w_raw(&w, MAGIC);
-	w_u64(&w, CK_MANIFEST_VERSION);
+	/* One spelling per manifest: owners on every file line, or on none. */
+	w_u64(&w, m->nfiles && !m->files[0].info.has_owner ? CK_MANIFEST_VERSION_NO_OWNER : CK_MANIFEST_VERSION);
 	w_raw(&w, "\nseries name=");
 	w_str(&w, m->ckpt.series);
 	w_raw(&w, " pattern=");
@@ -682,7 +697,38 @@ static void count(struct cur *c, uint64_t *n, uint64_t max, const char *what)
 	}
 }
 
-static void parse_file(struct cur *c, struct ck_manifest *m)
+/* Exactly four octal digits, at most 07777. */
+static void mode4(struct cur *c, uint32_t *out)
+{
+	uint32_t v = 0;
+
+	if (c->rc)
+		return;
+	for (int i = 0; i < 4; i++) {
+		if (c->p >= c->end || *c->p < '0' || *c->p > '7') {
+			fail_at(c, EINVAL, "expected a mode of four octal digits");
+			return;
+		}
+		v = v << 3 | (uint32_t)(*c->p++ - '0');
+	}
+	*out = v;
+}
+
+static void u32(struct cur *c, uint32_t *out)
+{
+	const char *start = c->p;
+	uint64_t v = 0;
+
+	u64(c, &v);
+	if (!c->rc && v > UINT32_MAX) {
+		c->p = start;
+		fail_at(c, EINVAL, "number out of range");
+		return;
+	}
+	*out = (uint32_t)v;
+}
+
+static void parse_file(struct cur *c, struct ck_manifest *m, uint64_t version)
 {
 	uint64_t nst = 0, nt = 0, i;
 	struct ck_ingest *f;
@@ -713,6 +759,15 @@ static void parse_file(struct cur *c, struct ck_manifest *m)
 	u64(c, &f->info.size);
 	lit(c, " mtime-ns=");
 	i64(c, &f->info.mtime_ns);
+	if (version >= 2) {
+		lit(c, " uid=");
+		u32(c, &f->info.owner.uid);
+		lit(c, " gid=");
+		u32(c, &f->info.owner.gid);
+		lit(c, " mode=");
+		mode4(c, &f->info.owner.mode);
+		f->info.has_owner = !c->rc;
+	}
 	lit(c, " storages=");
 	count(c, &nst, UINT32_MAX, "storages");
 	lit(c, " tensors=");
@@ -782,9 +837,9 @@ static void parse_header(struct cur *c, struct ck_manifest *m)
 		return;
 	}
 	u64(c, &version);
-	if (!c->rc && version != CK_MANIFEST_VERSION) {
-		c->rc = ck_fail(c->err, EPROTONOSUPPORT, "manifest format %" PRIu64 " (this ckptfs reads %d)",
-				version, CK_MANIFEST_VERSION);
+	if (!c->rc && version != CK_MANIFEST_VERSION && version != CK_MANIFEST_VERSION_NO_OWNER) {
+		c->rc = ck_fail(c->err, EPROTONOSUPPORT, "manifest format %" PRIu64 " (this ckptfs reads %d and %d)",
+				version, CK_MANIFEST_VERSION_NO_OWNER, CK_MANIFEST_VERSION);
 		return;
 	}
 	eol(c);
@@ -829,7 +884,7 @@ static void parse_header(struct cur *c, struct ck_manifest *m)
 		return;
 	}
 	while (m->nfiles < nfiles && !c->rc)
-		parse_file(c, m);
+		parse_file(c, m, version);
 }
 
 int ck_manifest_parse(const char *text, size_t len, struct ck_manifest *out, struct ck_error *err)

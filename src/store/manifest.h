@@ -18,7 +18,10 @@
 #include "ckptfs/store.h"
 #include "ckptfs/ingest.h"
 
-#define CK_MANIFEST_VERSION 1
+/* Version 2 adds each file's owner, group and mode (written when every
+ * file has them, as imports now record); version 1 manifests are read. */
+#define CK_MANIFEST_VERSION 2
+#define CK_MANIFEST_VERSION_NO_OWNER 1
 #define CK_MANIFEST_DIR "manifests"
 #define CK_MANIFEST_SUFFIX ".manifest"
 /* Bounds on untrusted manifests (the writer refuses what the parser would). */

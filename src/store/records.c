@@ -10,6 +10,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "index.h"
 
@@ -62,14 +63,30 @@ int ck_key_ckpt_prefix(struct ck_buf *k, const char *series)
 	return ck_buf_put(k, series, strlen(series) + 1);   /* with the NUL separator */
 }
 
+/* Appends s, or where the key would pass CK_KEY_MAX, as many of its first
+ * bytes as fit before its XXH3-128 (16 bytes, canonical), so that the key
+ * is exactly CK_KEY_MAX bytes: two names of 255 bytes (series and
+ * checkpoint) or a deep path in a checkpoint still make a key. */
+static int put_key_tail(struct ck_buf *k, const char *s)
+{
+	size_t n = strlen(s);
+	XXH128_canonical_t c;
+
+	if (k->len + n <= CK_KEY_MAX)
+		return ck_buf_put(k, s, n);
+	XXH128_canonicalFromHash(&c, XXH3_128bits(s, n));
+	if (ck_buf_put(k, s, CK_KEY_MAX - k->len - sizeof(c.digest)) < 0 || ck_buf_put(k, c.digest, sizeof(c.digest)) < 0)
+		return -ENOMEM;
+	return 0;
+}
+
 int ck_key_ckpt(struct ck_buf *k, const char *series, int64_t step, const char *name)
 {
 	uint8_t be[8];
 
 	/* Flipping the sign bit makes negative steps sort before positive ones. */
 	ck_set_be64(be, (uint64_t)step ^ (1ULL << 63));
-	if (ck_key_ckpt_prefix(k, series) < 0 || ck_buf_put(k, be, 8) < 0 ||
-	    ck_buf_put(k, name, strlen(name)) < 0)
+	if (ck_key_ckpt_prefix(k, series) < 0 || ck_buf_put(k, be, 8) < 0 || put_key_tail(k, name) < 0)
 		return -ENOMEM;
 	return 0;
 }
@@ -80,9 +97,15 @@ int ck_key_file(struct ck_buf *k, uint64_t ckpt_id, const char *relpath)
 
 	k->len = 0;
 	ck_set_be64(be, ckpt_id);
-	if (ck_buf_put(k, be, 8) < 0 || ck_buf_put(k, relpath, strlen(relpath)) < 0)
+	if (ck_buf_put(k, be, 8) < 0 || put_key_tail(k, relpath) < 0)
 		return -ENOMEM;
 	return 0;
+}
+
+/* Whether the files key of relpath holds a shortened form of it. */
+static int relpath_shortened(const char *relpath)
+{
+	return 8 + strlen(relpath) > CK_KEY_MAX;
 }
 
 /* ---- value reader ---- */
@@ -279,40 +302,60 @@ int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, struct ck_ckpt_info *out
 	return rc;
 }
 
-/* ---- file: ver u8, kind u8, rsv u16, ntensors u32, id u64, dev u64, ino u64,
- *      size u64, mtime_ns i64, nstorages u32, src_len u32, err_len u32, rsv u32 | src err ---- */
+/* ---- file: ver u8, kind u8, flags u16, ntensors u32, id u64, dev u64, ino u64,
+ *      size u64, mtime_ns i64, nstorages u32, src_len u32, err_len u32, then
+ *      format 1 (flags 0): rsv u32 | src err
+ *      format 2: mode u32, uid u32, gid u32 | src err [relpath]
+ *      flags: FILE_OWNER (mode, uid, gid: the file's owner at import),
+ *      FILE_RELPATH (the relpath is the rest of the value: the key holds a
+ *      shortened form of it) ---- */
 
 #define FILE_HDR 64
+#define FILE_HDR_2 72
+#define FILE_FORMAT_2 2
+#define FILE_OWNER 1u
+#define FILE_RELPATH 2u
 
 int ck_rec_put_file(struct ck_buf *b, const struct ck_file_info *f, uint32_t nstorages)
 {
 	size_t ns = strlen(f->src_path), ne = f->error ? strlen(f->error) : 0;
+	uint16_t flags = (f->has_owner ? FILE_OWNER : 0) | (relpath_shortened(f->relpath) ? FILE_RELPATH : 0);
 
-	if (ck_buf_putc(b, CK_STORE_FORMAT) < 0 || ck_buf_putc(b, (uint8_t)f->kind) < 0 ||
-	    ck_buf_put_le16(b, 0) < 0 || ck_buf_put_le32(b, f->ntensors) < 0 ||
+	if (ck_buf_putc(b, flags ? FILE_FORMAT_2 : CK_STORE_FORMAT) < 0 || ck_buf_putc(b, (uint8_t)f->kind) < 0 ||
+	    ck_buf_put_le16(b, flags) < 0 || ck_buf_put_le32(b, f->ntensors) < 0 ||
 	    ck_buf_put_le64(b, f->id) < 0 || ck_buf_put_le64(b, f->dev) < 0 ||
 	    ck_buf_put_le64(b, f->ino) < 0 || ck_buf_put_le64(b, f->size) < 0 ||
 	    ck_buf_put_le64(b, (uint64_t)f->mtime_ns) < 0 || ck_buf_put_le32(b, nstorages) < 0 ||
 	    ck_buf_put_le32(b, (uint32_t)ns) < 0 || ck_buf_put_le32(b, (uint32_t)ne) < 0 ||
-	    ck_buf_put_le32(b, 0) < 0 || ck_buf_put(b, f->src_path, ns) < 0 || ck_buf_put(b, f->error, ne) < 0)
+	    ck_buf_put_le32(b, f->has_owner ? f->owner.mode & 07777 : 0) < 0)
+		return -ENOMEM;
+	if (flags && (ck_buf_put_le32(b, f->has_owner ? f->owner.uid : 0) < 0 ||
+		      ck_buf_put_le32(b, f->has_owner ? f->owner.gid : 0) < 0))
+		return -ENOMEM;
+	if (ck_buf_put(b, f->src_path, ns) < 0 || ck_buf_put(b, f->error, ne) < 0)
+		return -ENOMEM;
+	if ((flags & FILE_RELPATH) && ck_buf_put(b, f->relpath, strlen(f->relpath)) < 0)
 		return -ENOMEM;
 	return 0;
 }
 
 int ck_rec_get_file(const MDB_val *k, const MDB_val *v, struct ck_file_info *out)
 {
-	uint32_t ns, ne;
+	uint32_t ns, ne, mode, uid = 0, gid = 0;
+	uint16_t flags;
 	uint8_t kind;
 	struct rd r;
-	int rc;
+	int rc, format2;
 
 	memset(out, 0, sizeof(*out));
 	if (k->mv_size < 8)
 		return -EIO;
 	out->ckpt_id = ck_key_get_id(k->mv_data);
-	rd_init(&r, v, FILE_HDR, CK_STORE_FORMAT);
+	format2 = v->mv_size >= 1 && ((const uint8_t *)v->mv_data)[0] == FILE_FORMAT_2;
+	rd_init(&r, v, format2 ? FILE_HDR_2 : FILE_HDR, format2 ? FILE_FORMAT_2 : CK_STORE_FORMAT);
 	kind = rd_u8(&r);
-	rd_skip(&r, 2);
+	flags = rd_u8(&r);
+	flags |= (uint16_t)(rd_u8(&r) << 8);
 	out->ntensors = rd_u32(&r);
 	out->id = rd_u64(&r);
 	out->dev = rd_u64(&r);
@@ -322,20 +365,37 @@ int ck_rec_get_file(const MDB_val *k, const MDB_val *v, struct ck_file_info *out
 	rd_u32(&r);
 	ns = rd_u32(&r);
 	ne = rd_u32(&r);
-	rd_skip(&r, 4);
-	if (kind > CK_FILE_BAD)
+	mode = rd_u32(&r);
+	if (format2) {
+		uid = rd_u32(&r);
+		gid = rd_u32(&r);
+	}
+	/* One way to write each record: format 2 only for what format 1 cannot hold. */
+	if (kind > CK_FILE_BAD || (format2 ? !flags || (flags & ~(FILE_OWNER | FILE_RELPATH)) : flags != 0) ||
+	    (!(flags & FILE_OWNER) && (mode || uid || gid)) || (mode & ~07777u))
 		r.bad = 1;
+	if (flags & FILE_OWNER) {
+		out->has_owner = 1;
+		out->owner.mode = mode;
+		out->owner.uid = uid;
+		out->owner.gid = gid;
+	}
 	out->kind = (enum ck_file_kind)kind;
 	rc = rd_str(&r, ns, &out->src_path);
 	if (rc == 0 && ne)
 		rc = rd_str(&r, ne, &out->error);
+	if (rc == 0 && (flags & FILE_RELPATH) && !r.bad && r.off < r.len)
+		rc = rd_str(&r, r.len - r.off, &out->relpath);
 	if (rc == 0)
 		rc = rd_end(&r);
-	if (rc == 0) {
+	if (rc == 0 && !out->relpath) {
 		out->relpath = dup_bytes((const uint8_t *)k->mv_data + 8, k->mv_size - 8);
 		if (!out->relpath)
 			rc = -ENOMEM;
 	}
+	/* The key must be the one this relpath makes. */
+	if (rc == 0 && relpath_shortened(out->relpath) != !!(flags & FILE_RELPATH))
+		rc = -EIO;
 	if (rc < 0)
 		ck_file_info_clear(out);
 	return rc;

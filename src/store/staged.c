@@ -98,12 +98,16 @@ static int validate(struct staged *s)
 		if (rc < 0)
 			return ck_fail(s->err, -rc, "out of memory");
 		s->ningested++;
+	}
+	if (ck_ingest_dcp_names(s->files, s->n, s->st->rules) < 0)
+		return ck_fail(s->err, ENOMEM, "out of memory");
+	for (i = 0; i < s->n; i++) {
 		ck_ingest_report(&s->files[i], s->report, s->rctx);
 		if (s->files[i].info.kind == CK_FILE_BAD &&
-		    ck_buf_printf(&s->reasons, "%s: %s\n", s->rel[i], s->files[i].info.error) < 0)
+		    ck_reason_add(&s->reasons, "%s: %s", s->rel[i], s->files[i].info.error) < 0)
 			return ck_fail(s->err, ENOMEM, "out of memory");
 	}
-	if (ck_dcp_check(s->src, s->rel, s->n, &s->reasons) < 0)
+	if (ck_dcp_check(s->rel, s->n, &s->reasons) < 0)
 		return ck_fail(s->err, ENOMEM, "out of memory");
 	return 0;
 }
@@ -112,7 +116,13 @@ int ck_store_write_reason(const char *dir, const char *text, struct ck_error *er
 {
 	char *path = ck_path_join(dir, CK_QUARANTINE_REASON);
 	int rc = path ? ck_file_replace(path, text, strlen(text), err) : ck_fail(err, ENOMEM, "out of memory");
+	struct stat sb;
 
+	/* The REASON belongs to whoever the quarantined directory belongs to
+	 * (a crash before this leaves it root's, readable as before). */
+	if (rc == 0 && (stat(dir, &sb) < 0 || chown(path, sb.st_uid, sb.st_gid) < 0 ||
+			chmod(path, sb.st_mode & 0644) < 0))
+		rc = ck_fail(err, errno, "%s: %s", path, strerror(errno));
 	free(path);
 	return rc;
 }
@@ -165,7 +175,7 @@ static int quarantine(struct staged *s)
 	struct ck_error why = { { 0 } };
 	time_t now = time(NULL);
 	struct tm tm;
-	int rc, i;
+	int rc, i, keep;
 
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y%m%dT%H%M%SZ", &tm);
@@ -177,12 +187,16 @@ static int quarantine(struct staged *s)
 		rc = ck_fail(s->err, ENOMEM, "out of memory");
 		goto out;
 	}
-	/* Quarantined twice in one second: a suffix keeps both. */
+	/* Quarantined twice in one second: a suffix keeps both.  The staged
+	 * name is cut so that name, time and suffix fit NAME_MAX (255). */
+	keep = (int)strlen(s->staged_name);
+	if (keep > 255 - 20)
+		keep = 255 - 20;
 	for (i = 0, rc = -EEXIST; rc == -EEXIST && i < 100; i++) {
 		if (i == 0)
-			sprintf(name, "%s.%s", s->staged_name, stamp);
+			sprintf(name, "%.*s.%s", keep, s->staged_name, stamp);
 		else
-			sprintf(name, "%s.%s-%d", s->staged_name, stamp, i);
+			sprintf(name, "%.*s.%s-%d", keep, s->staged_name, stamp, i);
 		rc = rename_durably(s->src, dir, name, &moved, &why);
 	}
 	if (rc < 0) {

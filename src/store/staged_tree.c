@@ -5,6 +5,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -71,7 +72,7 @@ static int walk(struct tree *t, const char *root, const char *rel, int depth)
 			rc = ck_fail(t->err, errno, "%s/%s: %s", dir, de->d_name, strerror(errno));
 		} else if (S_ISDIR(sb.st_mode)) {
 			if (depth >= MAX_DEPTH)
-				rc = ck_buf_printf(t->reasons, "%s: directories nested deeper than %d\n", child,
+				rc = ck_reason_add(t->reasons, "%s: directories nested deeper than %d", child,
 						   MAX_DEPTH);
 			else
 				rc = walk(t, root, child, depth + 1);
@@ -79,7 +80,7 @@ static int walk(struct tree *t, const char *root, const char *rel, int depth)
 			rc = tree_push(t, child);
 			child = NULL;
 		} else {
-			rc = ck_buf_printf(t->reasons, "%s: not a regular file or directory (%s)\n", child,
+			rc = ck_reason_add(t->reasons, "%s: not a regular file or directory (%s)", child,
 					   S_ISLNK(sb.st_mode) ? "a symbolic link" : "a special file");
 		}
 		if (rc == -ENOMEM)
@@ -156,6 +157,30 @@ int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error 
 	return fsync_dirs(root, rel, n, err);
 }
 
+int ck_reason_add(struct ck_buf *reasons, const char *fmt, ...)
+{
+	va_list ap;
+	char *line;
+	int n, rc = 0;
+
+	va_start(ap, fmt);
+	n = vsnprintf(NULL, 0, fmt, ap);
+	va_end(ap);
+	line = n >= 0 ? malloc((size_t)n + 1) : NULL;
+	if (!line)
+		return -ENOMEM;
+	va_start(ap, fmt);
+	vsnprintf(line, (size_t)n + 1, fmt, ap);
+	va_end(ap);
+	for (const char *p = line; *p && rc == 0; p++)
+		rc = *p == '\\' ? ck_buf_puts(reasons, "\\\\") : *p == '\n' ? ck_buf_puts(reasons, "\\n")
+									      : ck_buf_putc(reasons, (uint8_t)*p);
+	if (rc == 0)
+		rc = ck_buf_putc(reasons, '\n');
+	free(line);
+	return rc < 0 ? -ENOMEM : 0;
+}
+
 static int mkdir_durable(const char *path, struct ck_error *err)
 {
 	int rc = ck_mkdir_durable(path);
@@ -163,18 +188,42 @@ static int mkdir_durable(const char *path, struct ck_error *err)
 	return rc < 0 ? ck_fail(err, -rc, "%s: %s", path, strerror(-rc)) : 0;
 }
 
+/* A series directory made under data/ or quarantine/ takes the owner,
+ * group and mode of the series' directory under staging/ (the one a
+ * writable mount made for whoever created the series), which the mount
+ * shows for the series once its first checkpoint is committed. */
+static int copy_series_owner(const char *store, const char *series, const char *dir, struct ck_error *err)
+{
+	char *top = ck_path_join(store, CK_STORE_STAGING_DIR), *staged = top ? ck_path_join(top, series) : NULL;
+	struct stat sb;
+	int rc = 0;
+
+	if (!staged)
+		rc = ck_fail(err, ENOMEM, "out of memory");
+	else if (stat(staged, &sb) == 0 && S_ISDIR(sb.st_mode) &&
+		 (chown(dir, sb.st_uid, sb.st_gid) < 0 || chmod(dir, sb.st_mode & 07777) < 0))
+		rc = ck_fail(err, errno, "%s: %s", dir, strerror(errno));
+	free(top);
+	free(staged);
+	return rc;
+}
+
 int ck_store_area_dir(const char *store, const char *area, const char *series, char **out, struct ck_error *err)
 {
 	char *top = ck_path_join(store, area), *dir = top ? ck_path_join(top, series) : NULL;
-	int rc;
+	struct stat sb;
+	int rc, made;
 
 	if (!top || !dir) {
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto out;
 	}
 	rc = mkdir_durable(top, err);
+	made = rc == 0 && stat(dir, &sb) < 0;
 	if (rc == 0)
 		rc = mkdir_durable(dir, err);
+	if (rc == 0 && made && strcmp(area, CK_STORE_STAGING_DIR) != 0)
+		rc = copy_series_owner(store, series, dir, err);
 	if (rc == 0) {
 		*out = dir;
 		dir = NULL;

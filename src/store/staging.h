@@ -28,7 +28,9 @@ int ck_tree_list(const char *root, char ***rel, size_t *n, struct ck_buf *reason
 /* fsync of every listed file and of every directory under root, root too. */
 int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error *err);
 /* mkdir of STORE/area and STORE/area/series as needed, each new entry
- * made durable (fsync of its parent).  0 or -errno with err. */
+ * made durable (fsync of its parent).  A new series directory under data/
+ * or quarantine/ takes the owner, group and mode of STORE/staging/series
+ * when there is one.  0 or -errno with err. */
 int ck_store_area_dir(const char *store, const char *area, const char *series, char **out, struct ck_error *err);
 /* Calls fn(ctx, series, name, path) for every entry NAME (of any type) of
  * every directory STORE/area/SERIES, "." and ".." aside, in directory
@@ -38,13 +40,20 @@ int ck_store_area_dir(const char *store, const char *area, const char *series, c
 typedef int (*ck_area_entry_fn)(void *ctx, const char *series, const char *name, const char *path);
 int ck_store_area_each(const char *store, const char *area, ck_area_entry_fn fn, void *ctx);
 
-/* Writes dir/REASON durably (temporary file, fsync, rename, fsync of dir). */
+/* Appends one problem to a REASON text: the printf-style line, with a
+ * backslash written "\\" and a newline "\n" (names are data: a path may
+ * hold either), then a newline.  0 or -ENOMEM. */
+int ck_reason_add(struct ck_buf *reasons, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Writes dir/REASON durably (temporary file, fsync, rename, fsync of dir),
+ * owned by dir's owner and group, readable as dir is (mode 0644 & dir's). */
 int ck_store_write_reason(const char *dir, const char *text, struct ck_error *err);
 
 /* Torch Distributed Checkpoint (DCP) completeness of the listed files: in
- * every directory, .distcp files need a .metadata beside them, and every
- * data file a .metadata names must be there.  Appends a "relpath: why"
- * line to reasons for each problem.  0 or -ENOMEM. */
-int ck_dcp_check(const char *root, char *const *rel, size_t n, struct ck_buf *reasons);
+ * every directory, .distcp files need a .metadata beside them (what a
+ * .metadata names is ck_ingest_dcp_names's to check).  Appends a
+ * "relpath: why" line to reasons for each problem.  0 or
+ * -ENOMEM. */
+int ck_dcp_check(char *const *rel, size_t n, struct ck_buf *reasons);
 
 #endif

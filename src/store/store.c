@@ -172,14 +172,17 @@ static int check_index_present(const char *dir, const char *idx, struct ck_error
 int ck_store_init(const char *dir, struct ck_error *err)
 {
 	struct ck_store st = { 0 };
-	char *idx = NULL, *marker = NULL;
+	char *idx = NULL, *marker = NULL, *data = NULL;
 	struct stat sb;
 	int rc;
 
-	if (mkdir(dir, 0755) < 0 && errno != EEXIST)
+	/* Only the store's owner reads the index, manifests and the
+	 * checkpoints under it; users go through the mount (ckptctl(1)). */
+	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return ck_fail(err, errno, "%s: %s", dir, strerror(errno));
 	marker = ck_path_join(dir, CK_STORE_MARKER_FILE);
 	idx = ck_path_join(dir, CK_STORE_INDEX_DIR);
+	data = ck_path_join(dir, CK_STORE_DATA_DIR);
 	if (!marker || !idx) {
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto out;
@@ -198,6 +201,16 @@ int ck_store_init(const char *dir, struct ck_error *err)
 			     dir);
 		goto out;
 	}
+	if (chmod(dir, 0700) < 0) {
+		rc = ck_fail(err, errno, "%s: %s", dir, strerror(errno));
+		goto out;
+	}
+	/* STORE/data is the mount's root directory: its owner and mode are the
+	 * root's (chmod 1777 lets every user create series, as in /tmp). */
+	if (!data || mkdir(data, 0755) < 0 || chmod(data, 0755) < 0) {
+		rc = ck_fail(err, data ? errno : ENOMEM, "%s: %s", data ? data : dir, strerror(data ? errno : ENOMEM));
+		goto out;
+	}
 	if (mkdir(idx, 0755) < 0) {
 		rc = ck_fail(err, errno, "%s: %s", idx, strerror(errno));
 		goto out;
@@ -211,6 +224,7 @@ int ck_store_init(const char *dir, struct ck_error *err)
 out:
 	free(marker);
 	free(idx);
+	free(data);
 	return rc;
 }
 

@@ -40,14 +40,24 @@ struct ck_vpacked {
 
 static int probe(struct ck_view *v, struct phys_file *pf)
 {
+	struct ck_file_pack_info pi;
 	int rc;
 
 	if (atomic_load(&pf->packed_known))
 		return 1;
-	rc = ck_store_file_packed(v->store, pf->info.id);
-	if (rc > 0)
+	if (atomic_load(&pf->raw_pinned))
+		return 0;
+	rc = ck_store_file_pack_info(v->store, pf->info.id, &pi);
+	if (rc < 0 || !pi.packed)
+		return rc;
+	/* Decided under the lock phys_open_fd opens the raw file under. */
+	pthread_mutex_lock(&v->lock);
+	if (pi.lossy && pf->fd >= 0)
+		atomic_store(&pf->raw_pinned, 1);
+	else
 		atomic_store(&pf->packed_known, 1);
-	return rc;
+	pthread_mutex_unlock(&v->lock);
+	return atomic_load(&pf->packed_known);
 }
 
 int packed_setup(struct ck_view *v)
@@ -184,6 +194,12 @@ int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off, int a
 	return decode(p, buf, len, off);
 }
 
+void packed_hint(struct ck_vpacked *p, const struct ck_byte_range *r, size_t n)
+{
+	if (n)
+		ck_packed_prefetch_ranges(p->file, r, n);
+}
+
 /* Compaction cuts chunks at every storage's start and end, so the bytes
  * between storages (zip local headers, names, padding) decode on their
  * own, small: parsing an older packed version for a composite costs
@@ -237,7 +253,7 @@ int ck_extent_read(const struct ck_extent *e, void *buf)
 		return 0;
 	}
 	if (e->packed)
-		return packed_read(e->packed, buf, e->len, e->fd_off, 1);
+		return packed_read(e->packed, buf, e->len, e->fd_off, !e->hinted);
 	return ck_pread_full(e->fd, buf, (size_t)e->len, e->fd_off);
 }
 

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <string.h>
 #include <unistd.h>
 #include <xxhash.h>
@@ -20,6 +21,12 @@ int phys_open_fd(struct ck_view *v, struct phys_file *pf)
 	if (rc)
 		return rc < 0 ? rc : 0;   /* packed: read through the pack, no fd */
 	pthread_mutex_lock(&v->lock);
+	if (pf->fd < 0 && atomic_load(&pf->packed_known)) {
+		/* a refresh found it packed meanwhile */
+		pthread_mutex_unlock(&v->lock);
+		rc = packed_get(v, pf, NULL);
+		return rc < 0 ? rc : 0;
+	}
 	if (pf->fd < 0) {
 		fd = open(pf->info.src_path, O_RDONLY | O_CLOEXEC);
 		if (fd < 0) {
@@ -33,17 +40,38 @@ int phys_open_fd(struct ck_view *v, struct phys_file *pf)
 	return rc;
 }
 
+/* The raw file the view holds open is still the one imported (its path
+ * may be gone). */
+static int pinned_check(struct phys_file *pf)
+{
+	struct stat sb;
+
+	if (pf->fd < 0 || fstat(pf->fd, &sb) < 0)
+		return -ESTALE;
+	return (uint64_t)sb.st_dev == pf->info.dev && (uint64_t)sb.st_ino == pf->info.ino &&
+	       (uint64_t)sb.st_size == pf->info.size &&
+	       (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec == pf->info.mtime_ns ? 0 : -ESTALE;
+}
+
 /* Identity check on every open: a file changed behind the store's back is
- * refused, never served. */
+ * refused, never served.  The stat also gives the file's owner and mode
+ * now, which the permission checks of the open use. */
 int phys_check(struct ck_view *v, struct phys_file *pf)
 {
 	struct ck_error err;
-	int rc;
+	struct ck_owner o;
+	int rc, packed;
 
-	rc = packed_get(v, pf, NULL);
-	if (rc)
-		return rc < 0 ? rc : 0;   /* packed chunks are checked by hash on decode */
-	rc = ck_file_check(&pf->info, &err);
+	packed = packed_get(v, pf, NULL);
+	if (packed < 0)
+		return packed;
+	rc = ck_file_check_owner(&pf->info, &o, &err);
+	if (rc == 0)
+		phys_owner_update(v, pf, &o);
+	if (packed)
+		return 0;                 /* packed chunks are checked by hash on decode */
+	if (rc && atomic_load(&pf->raw_pinned) && pinned_check(pf) == 0)
+		return 0;                 /* coded lossily and removed: the open file is the one imported */
 	if (rc && packed_recheck(v, pf) > 0)
 		return 0;                 /* compaction packed it and removed the raw file */
 	if (rc) {
@@ -59,6 +87,11 @@ static int range_cmp(const void *a, const void *b)
 	const struct phys_range *x = a, *y = b;
 
 	return x->offset < y->offset ? -1 : x->offset > y->offset;
+}
+
+static int range_key_cmp(const void *a, const void *b)
+{
+	return strcmp((*(struct phys_range *const *)a)->key, (*(struct phys_range *const *)b)->key);
 }
 
 int phys_load_ranges(struct ck_view *v, struct phys_file *pf)
@@ -94,11 +127,30 @@ int phys_load_ranges(struct ck_view *v, struct phys_file *pf)
 	pf->nranges = n;
 	if (n > 1)
 		qsort(pf->ranges, n, sizeof(*pf->ranges), range_cmp);
+	pf->ranges_by_key = malloc((n + 1) * sizeof(*pf->ranges_by_key));
+	if (!pf->ranges_by_key) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < n; i++)
+		pf->ranges_by_key[i] = &pf->ranges[i];
+	if (n > 1)
+		qsort(pf->ranges_by_key, n, sizeof(*pf->ranges_by_key), range_key_cmp);
 	pf->ranges_loaded = 1;
 out:
 	pthread_mutex_unlock(&v->lock);
 	ck_storage_info_free(si, n);
 	return rc;
+}
+
+struct phys_range *phys_find_range(struct phys_file *pf, const char *key)
+{
+	struct phys_range k = { .key = (char *)key }, *kp = &k, **r;
+
+	if (!pf->ranges_by_key)
+		return NULL;
+	r = bsearch(&kp, pf->ranges_by_key, pf->nranges, sizeof(*r), range_key_cmp);
+	return r ? *r : NULL;
 }
 
 int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off)
@@ -218,6 +270,30 @@ out:
 	return rc;
 }
 
+int phys_read_dcp(struct ck_view *v, struct phys_file *pf, struct ck_dcp_meta **out)
+{
+	struct ck_error err = { "" };
+	uint8_t *data = NULL;
+	int rc;
+
+	*out = NULL;
+	rc = phys_open_fd(v, pf);
+	if (rc)
+		return rc;
+	rc = pf->info.size > CK_INGEST_MAX_PICKLE ? -EFBIG : 0;
+	data = rc ? NULL : malloc(pf->info.size + 1);
+	if (!rc && !data)
+		rc = -ENOMEM;
+	if (!rc)
+		rc = phys_read(pf, data, pf->info.size, 0);
+	if (!rc)
+		rc = ck_dcp_parse(data, pf->info.size, out, &err);
+	free(data);
+	if (rc)
+		ck_err("%s: cannot read it as a DCP .metadata: %s", pf->info.src_path, err.msg[0] ? err.msg : strerror(-rc));
+	return rc;
+}
+
 /* Hashes [r->offset, +length) of the file.  pread, not mmap: a file
  * truncated behind our back must give an error, not SIGBUS in the daemon.
  * The kernel is told up front that the whole range is needed, so it reads
@@ -252,30 +328,39 @@ static int hash_range(struct phys_file *pf, const struct phys_range *r, XXH128_h
 	return rc;
 }
 
-/* Verifies a range once in the life of the view and compares it with the
- * hash recorded at import.  The kernel sends several reads of one range at
- * once (readahead); the first reader hashes, the others wait for its
- * verdict instead of hashing the same bytes again. */
-int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r)
+/* Claims r for hashing (1: the caller hashes it, then calls range_settle),
+ * or gives the verdict another thread reached (0, *verdict 0 or -EIO),
+ * waiting for it while that thread is hashing.  The kernel sends several
+ * reads of one range at once (readahead); the first reader hashes, the
+ * others wait for its verdict instead of hashing the same bytes again. */
+static int range_claim(struct ck_view *v, struct phys_range *r, int *verdict)
 {
-	XXH128_hash_t h;
-	int state = 0, rc;
+	int state = RANGE_UNCHECKED;
 
-	if (!atomic_compare_exchange_strong(&r->state, &state, RANGE_HASHING)) {
-		if (state == RANGE_HASHING) {
-			pthread_mutex_lock(&v->verify_lock);
-			while ((state = atomic_load(&r->state)) == RANGE_HASHING)
-				pthread_cond_wait(&v->verify_done, &v->verify_lock);
-			pthread_mutex_unlock(&v->verify_lock);
-		}
-		return state == RANGE_GOOD ? 0 : -EIO;
+	if (atomic_compare_exchange_strong(&r->state, &state, RANGE_HASHING))
+		return 1;
+	if (state == RANGE_HASHING) {
+		pthread_mutex_lock(&v->verify_lock);
+		while ((state = atomic_load(&r->state)) == RANGE_HASHING)
+			pthread_cond_wait(&v->verify_done, &v->verify_lock);
+		pthread_mutex_unlock(&v->verify_lock);
 	}
-	rc = hash_range(pf, r, &h);
-	if (rc) {
+	*verdict = state == RANGE_GOOD ? 0 : -EIO;
+	return 0;
+}
+
+/* Records the verdict on a claimed range: read_rc is the read's result,
+ * h the hash of the bytes read.  0 when the bytes are right, else -EIO. */
+static int range_settle(struct ck_view *v, struct phys_file *pf, struct phys_range *r, int read_rc,
+			const XXH128_hash_t *h)
+{
+	int state;
+
+	if (read_rc) {
 		ck_err("%s/%s: tensor '%s': read of %s failed: %s", pf->ckpt->info.name,
-		       pf->info.relpath, r->key, pf->info.src_path, strerror(-rc));
-		state = 0;   /* a read error may pass: let the next reader try again */
-	} else if (h.low64 != r->hash_lo || h.high64 != r->hash_hi) {
+		       pf->info.relpath, r->key, pf->info.src_path, strerror(-read_rc));
+		state = RANGE_UNCHECKED;   /* a read error may pass: let the next reader try again */
+	} else if (h->low64 != r->hash_lo || h->high64 != r->hash_hi) {
 		ck_err("%s/%s: tensor '%s': content hash mismatch in %s at offset %llu (%llu bytes): "
 		       "the file changed or is damaged; refusing to serve it",
 		       pf->ckpt->info.name, pf->info.relpath, r->key, pf->info.src_path,
@@ -289,6 +374,30 @@ int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range
 	pthread_cond_broadcast(&v->verify_done);
 	pthread_mutex_unlock(&v->verify_lock);
 	return state == RANGE_GOOD ? 0 : -EIO;
+}
+
+/* Verifies a range once in the life of the view and compares it with the
+ * hash recorded at import. */
+int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r)
+{
+	XXH128_hash_t h = { 0, 0 };
+	int verdict, rc;
+
+	if (!range_claim(v, r, &verdict))
+		return verdict;
+	rc = hash_range(pf, r, &h);
+	return range_settle(v, pf, r, rc, &h);
+}
+
+int phys_verify_bytes(struct ck_view *v, struct phys_file *pf, struct phys_range *r, const void *bytes)
+{
+	XXH128_hash_t h;
+	int verdict;
+
+	if (!range_claim(v, r, &verdict))
+		return verdict;
+	h = XXH3_128bits(bytes, (size_t)r->length);
+	return range_settle(v, pf, r, 0, &h);
 }
 
 /* Ranges of one file verified by several threads: each takes the next
@@ -383,6 +492,7 @@ void phys_free(struct phys_file *pf)
 	for (size_t i = 0; i < pf->nranges; i++)
 		free(pf->ranges[i].key);
 	free(pf->ranges);
+	free(pf->ranges_by_key);
 	tz_archive_free(&pf->ar);
 	pk_doc_free(pf->doc);
 	st_file_free(&pf->st);

@@ -9,6 +9,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -16,6 +17,7 @@
 
 #include "ckptfs/clock.h"
 #include "ckptfs/log.h"
+#include "ckptfs/str.h"
 #include "view_internal.h"
 
 /* --- building ------------------------------------------------------------- */
@@ -202,12 +204,194 @@ static int add_checkpoint(struct ck_view *v, struct view_series *s, struct ck_ck
 	return rc;
 }
 
+/* --- DCP saves -------------------------------------------------------------- */
+
+/* A DCP save's directory shows the data files of one save only: that of
+ * the newest checkpoint (at or before the one being built) with a
+ * .metadata there.  Older saves' data files share its file names
+ * (__0_3.distcp) but not its contents; the merged .metadata reaches the
+ * ones it needs under CK_VIEW_DCP_FROM (dcp.c). */
+struct dcp_owner {
+	const char *dir;            /* the save's directory in the checkpoint, dlen bytes */
+	size_t dlen;
+	const struct view_ckpt *ck;
+};
+
+struct dcp_owners {
+	struct dcp_owner *v;
+	size_t n;
+};
+
+static size_t dir_len(const char *rel)
+{
+	const char *slash = strrchr(rel, '/');
+
+	return slash ? (size_t)(slash - rel) : 0;
+}
+
+static const struct dcp_owner *owner_of(const struct dcp_owners *o, const char *dir, size_t dlen)
+{
+	for (size_t i = 0; i < o->n; i++)
+		if (o->v[i].dlen == dlen && !strncmp(o->v[i].dir, dir, dlen))
+			return &o->v[i];
+	return NULL;
+}
+
+/* The saves of checkpoint ck (newest first) that no newer one already owns. */
+static int note_owners(struct dcp_owners *o, const struct view_ckpt *ck)
+{
+	for (size_t k = 0; k < ck->nfiles; k++) {
+		const char *rel = ck->files[k]->info.relpath;
+		size_t dlen = dir_len(rel);
+		struct dcp_owner *nv;
+
+		if (ck->files[k]->reclaimed || strcmp(rel + dlen + (dlen > 0), CK_DCP_METADATA) ||
+		    owner_of(o, rel, dlen))
+			continue;
+		nv = realloc(o->v, (o->n + 1) * sizeof(*nv));
+		if (!nv)
+			return -ENOMEM;
+		o->v = nv;
+		o->v[o->n++] = (struct dcp_owner){ rel, dlen, ck };
+	}
+	return 0;
+}
+
+static int other_save(const struct dcp_owners *o, const struct view_ckpt *ck, const char *rel)
+{
+	const struct dcp_owner *w;
+
+	if (!ck_ends_with(rel, CK_DCP_DATA_SUFFIX))
+		return 0;
+	w = owner_of(o, rel, dir_len(rel));
+	return w && w->ck != ck;
+}
+
+/* The node at dir (dlen bytes, relative) under the checkpoint node, or NULL. */
+static struct ck_vnode *node_at(struct ck_vnode *n, const char *dir, size_t dlen)
+{
+	while (n && dlen) {
+		const char *slash = memchr(dir, '/', dlen);
+		size_t len = slash ? (size_t)(slash - dir) : dlen;
+
+		n = len ? child_named(n, dir, len) : n;
+		dir += len + (slash != NULL);
+		dlen -= len + (slash != NULL);
+	}
+	return n;
+}
+
+/* A pending CK_VIEW_DCP_FROM beside each merged save's .metadata. */
+static int add_dcp_from(struct ck_view *v, struct ck_vnode *cn, const struct dcp_owners *o)
+{
+	for (size_t i = 0; i < o->n; i++) {
+		struct ck_vnode *dir = node_at(cn, o->v[i].dir, o->v[i].dlen), *meta, *from;
+
+		meta = dir && dir->is_dir ? child_named(dir, CK_DCP_METADATA, strlen(CK_DCP_METADATA)) : NULL;
+		if (!meta || meta->nversions < 2 || !dcp_is_metadata(meta) ||
+		    child_named(dir, CK_VIEW_DCP_FROM, strlen(CK_VIEW_DCP_FROM)))
+			continue;
+		from = node_new(v, dir, CK_VIEW_DCP_FROM, strlen(CK_VIEW_DCP_FROM), 1);
+		if (!from)
+			return -ENOMEM;
+		from->ckpt = cn->ckpt;
+		from->dcp_meta = meta;
+		atomic_store(&from->dcp_pending, 1);
+	}
+	return 0;
+}
+
+/* Makes path (under from: "<checkpoint>/<file>") a file node of pf. */
+static int place_from(struct ck_view *v, struct ck_vnode *from, const char *path, const char *rel,
+		      struct phys_file *pf, struct node_list *dirs)
+{
+	struct ck_vnode *dir = from, *n;
+	const char *p = path;
+
+	for (;;) {
+		const char *slash = strchr(p, '/');
+		size_t len = slash ? (size_t)(slash - p) : strlen(p);
+
+		n = child_named(dir, p, len);
+		if (!slash) {
+			if (n)
+				return 0;
+			n = node_new(v, dir, p, len, 0);
+			if (!n)
+				return -ENOMEM;
+			n->ckpt = from->ckpt;
+			n->own_relpath = strdup(rel);
+			n->relpath = n->own_relpath;
+			return n->own_relpath ? add_version(n, pf) : -ENOMEM;
+		}
+		if (!n) {
+			n = node_new(v, dir, p, len, 1);
+			if (!n || node_list_add(dirs, n))
+				return -ENOMEM;
+			n->ckpt = from->ckpt;
+		}
+		dir = n;
+		p = slash + 1;
+	}
+}
+
+static void sort_children(struct ck_vnode *n);
+
+int view_dcp_populate(struct ck_view *v, struct ck_vnode *from)
+{
+	struct node_list dirs = { NULL, 0, 0 };
+	struct ck_vfile *f;
+	int rc;
+
+	rc = view_node_vfile(v, from->dcp_meta, &f);
+	if (rc)
+		return rc;
+	pthread_rwlock_wrlock(&v->ns_lock);
+	if (atomic_load(&from->dcp_pending)) {
+		const char *mrel = from->dcp_meta->relpath ? from->dcp_meta->relpath : "";
+		size_t dlen = dir_len(mrel);
+
+		for (size_t i = 0; i < f->nfrom && !rc; i++) {
+			size_t n = dlen + 1 + strlen(CK_VIEW_DCP_FROM) + 1 + strlen(f->from[i].path) + 1;
+			char *rel = malloc(n);
+
+			if (!rel) {
+				rc = -ENOMEM;
+				break;
+			}
+			snprintf(rel, n, "%.*s%s%s/%s", (int)dlen, mrel, dlen ? "/" : "", CK_VIEW_DCP_FROM,
+				 f->from[i].path);
+			rc = place_from(v, from, f->from[i].path, rel, f->from[i].pf, &dirs);
+			free(rel);
+		}
+		sort_children(from);
+		for (size_t i = 0; i < dirs.len; i++)
+			sort_children(dirs.n[i]);
+		atomic_store(&from->dcp_pending, 0);
+		v->ns_changes++;
+	}
+	pthread_rwlock_unlock(&v->ns_lock);
+	node_list_free(&dirs);
+	ck_vfile_put(f);
+	return rc;
+}
+
+/* Before a directory's children are read. */
+static int ensure_children(struct ck_view *v, const struct ck_vnode *dir)
+{
+	if (!atomic_load(&dir->dcp_pending))
+		return 0;
+	return view_dcp_populate(v, (struct ck_vnode *)dir) ? -EIO : 0;
+}
+
 /* The node of checkpoint i: its own files first (the newest versions), then
- * those of every earlier checkpoint of the series (union of paths). */
+ * those of every earlier checkpoint of the series (union of paths), except
+ * data files of DCP saves other than the one each save directory shows. */
 static int add_checkpoint_node(struct ck_view *v, struct view_series *s, size_t i)
 {
 	struct view_ckpt *ck = s->ckpts[i];
 	struct ck_vnode *cn = node_new(v, s->dir, ck->info.name, strlen(ck->info.name), !ck->info.is_file);
+	struct dcp_owners owners = { NULL, 0 };
 	int rc = 0;
 
 	if (!cn)
@@ -219,17 +403,22 @@ static int add_checkpoint_node(struct ck_view *v, struct view_series *s, size_t 
 
 		if (older->info.is_file != ck->info.is_file)
 			continue;
+		if (!ck->info.is_file)
+			rc = note_owners(&owners, older);
 		for (size_t k = 0; k < older->nfiles && !rc; k++) {
 			if (older->files[k]->reclaimed)
 				continue;
 			if (ck->info.is_file) {
 				if (!older->files[k]->info.relpath[0])
 					rc = add_version(cn, older->files[k]);
-			} else {
+			} else if (!other_save(&owners, older, older->files[k]->info.relpath)) {
 				rc = place_file(v, cn, ck, older->files[k]);
 			}
 		}
 	}
+	if (!rc)
+		rc = add_dcp_from(v, cn, &owners);
+	free(owners.v);
 	if (cn->nversions)
 		cn->relpath = "";
 	/* A deleted checkpoint is never listed, but stays a source of newer ones. */
@@ -269,6 +458,7 @@ static struct view_series *add_series(struct ck_view *v, const char *name)
 		free(s);
 		return NULL;
 	}
+	s->dir->series = s;
 	v->series[v->nseries++] = s;
 	return s;
 }
@@ -309,6 +499,7 @@ static void view_free_nodes(struct ck_view *v)
 		free(n->children);
 		free(n->versions);
 		free(n->name);
+		free(n->own_relpath);
 		free(n);
 	}
 	free(v->nodes);
@@ -489,8 +680,10 @@ static int lookup_locked(const struct ck_vnode *dir, const char *name, const str
 int ck_view_lookup(struct ck_view *v, const struct ck_vnode *dir, const char *name,
 		   const struct ck_vnode **out)
 {
-	int rc;
+	int rc = ensure_children(v, dir);
 
+	if (rc)
+		return rc;
 	pthread_rwlock_rdlock(&v->ns_lock);
 	rc = lookup_locked(dir, name, out);
 	pthread_rwlock_unlock(&v->ns_lock);
@@ -503,6 +696,9 @@ int ck_view_child(struct ck_view *v, const struct ck_vnode *dir, size_t i, const
 
 	if (!dir->is_dir)
 		return -ENOTDIR;
+	rc = ensure_children(v, dir);
+	if (rc)
+		return rc;
 	pthread_rwlock_rdlock(&v->ns_lock);
 	if (i >= dir->nchildren)
 		rc = -ENOENT;
@@ -520,6 +716,9 @@ int ck_view_children(struct ck_view *v, const struct ck_vnode *dir, const struct
 
 	if (!dir->is_dir)
 		return -ENOTDIR;
+	rc = ensure_children(v, dir);
+	if (rc)
+		return rc;
 	pthread_rwlock_rdlock(&v->ns_lock);
 	/* One more than needed: malloc(0) may answer NULL. */
 	c = malloc((dir->nchildren + 1) * sizeof(*c));
@@ -547,12 +746,10 @@ uint64_t ck_view_namespace_changes(struct ck_view *v)
 
 int ck_view_resolve(struct ck_view *v, const char *path, const struct ck_vnode **out)
 {
-	const struct ck_vnode *n;
+	const struct ck_vnode *n = ck_view_root(v);
 	char name[4096];
 	int rc = 0;
 
-	pthread_rwlock_rdlock(&v->ns_lock);
-	n = v->nodes[0];
 	while (*path && !rc) {
 		const char *slash = strchr(path, '/');
 		size_t len = slash ? (size_t)(slash - path) : strlen(path);
@@ -564,11 +761,10 @@ int ck_view_resolve(struct ck_view *v, const char *path, const struct ck_vnode *
 		if (len) {
 			memcpy(name, path, len);
 			name[len] = 0;
-			rc = lookup_locked(n, name, &n);
+			rc = ck_view_lookup(v, n, name, &n);
 		}
 		path += len + (slash ? 1 : 0);
 	}
-	pthread_rwlock_unlock(&v->ns_lock);
 	if (!rc)
 		*out = n;
 	return rc;
@@ -672,6 +868,7 @@ static int reload_series(struct ck_view *v, struct view_series *s, uint64_t *cha
 	struct view_series **retired = realloc(v->retired, (v->nretired + 1) * sizeof(*retired));
 	struct ck_vnode **h = realloc(v->hidden, (v->nhidden + 1) * sizeof(*h));
 	size_t i;
+	int rc;
 
 	if (retired)
 		v->retired = retired;
@@ -690,7 +887,10 @@ static int reload_series(struct ck_view *v, struct view_series *s, uint64_t *cha
 	v->hidden[v->nhidden++] = s->dir;
 	note_changed(changed, max, nchanged, v->nodes[0]->ino);
 	ck_info("refresh: series %s has a checkpoint inserted before its newest: reloaded", s->name);
-	return load_series(v, s->name);
+	rc = load_series(v, s->name);
+	/* The new directory went last: lookups search the root's children by name. */
+	sort_children(v->nodes[0]);
+	return rc;
 }
 
 /* Follows one known series: checkpoints deleted (hidden), reclaimed (their
@@ -742,6 +942,7 @@ static int refresh_series(struct ck_view *v, struct view_series *s, uint64_t *ch
 
 		rc = append_checkpoints(v, s, infos, j, n);
 		sort_children(s->dir);
+		view_owner_forget(v, s->dir);   /* the newest checkpoint's directory holds it */
 		note_changed(changed, max, nchanged, s->dir->ino);
 		ck_info("refresh: series %s: %zu new checkpoint(s), newest %s", s->name, s->nckpts - first,
 			s->ckpts[s->nckpts - 1]->info.name);
@@ -898,6 +1099,25 @@ int view_node_vfile(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out
 	return rc;
 }
 
+int view_node_tensors(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out)
+{
+	struct ck_vfile *f;
+	int rc = view_node_vfile(v, n, &f);
+
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&v->build_lock);
+	if (f->tensors_pending)
+		rc = dcp_list_items(v, n, f);
+	pthread_mutex_unlock(&v->build_lock);
+	if (rc) {
+		ck_vfile_put(f);
+		return rc;
+	}
+	*out = f;
+	return 0;
+}
+
 int ck_view_open_file(struct ck_view *v, const struct ck_vnode *cn, struct ck_vfile **out)
 {
 	struct ck_vnode *n = (struct ck_vnode *)cn;
@@ -924,23 +1144,29 @@ int ck_view_getattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_vatt
 {
 	struct ck_vnode *n = (struct ck_vnode *)cn;
 	struct ck_vfile *f;
+	struct ck_owner o;
 
 	memset(out, 0, sizeof(*out));
 	out->ino = n->ino;
 	out->mtime_ns = n->mtime_ns;
+	view_node_owner(v, n, &o);
+	out->uid = o.uid;
+	out->gid = o.gid;
 	if (n->is_dir) {
 		uint32_t subdirs = 0;
 
+		if (ensure_children(v, n))
+			return -EIO;
 		pthread_rwlock_rdlock(&v->ns_lock);
 		for (size_t i = 0; i < n->nchildren; i++)
 			subdirs += n->children[i]->is_dir;
 		out->mtime_ns = n->mtime_ns;
 		pthread_rwlock_unlock(&v->ns_lock);
-		out->mode = S_IFDIR | 0555;
+		out->mode = S_IFDIR | o.mode;
 		out->nlink = 2 + subdirs;
 		return 0;
 	}
-	out->mode = S_IFREG | 0444;
+	out->mode = S_IFREG | o.mode;
 	out->nlink = 1;
 	if (!view_node_vfile(v, n, &f)) {
 		out->size = f->size;
@@ -954,21 +1180,80 @@ int ck_view_getattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_vatt
 
 /* --- provenance ------------------------------------------------------------- */
 
+/* The storages of one physical file coded lossily, with their byte ranges. */
+struct lossy_ranges {
+	const struct phys_file *pf;
+	struct ck_lossy_storage *l;
+	uint64_t *off, *len;
+	double bound;
+	size_t n;
+};
+
+static void lossy_ranges_clear(struct lossy_ranges *r)
+{
+	free(r->l);
+	free(r->off);
+	free(r->len);
+	memset(r, 0, sizeof(*r));
+}
+
+static void lossy_ranges_load(struct ck_view *v, const struct phys_file *pf, struct lossy_ranges *r)
+{
+	struct ck_storage_info *si = NULL;
+	struct ck_file_pack_info pi;
+	size_t ns = 0;
+
+	if (r->pf == pf)
+		return;
+	lossy_ranges_clear(r);
+	r->pf = pf;
+	if (ck_store_file_pack_info(v->store, pf->info.id, &pi) < 0 || !pi.lossy ||
+	    ck_store_file_lossy(v->store, pf->info.id, &r->l, &r->n) < 0 ||
+	    ck_store_list_storages(v->store, pf->info.id, &si, &ns) < 0)
+		goto none;
+	r->off = calloc(r->n ? r->n : 1, sizeof(*r->off));
+	r->len = calloc(r->n ? r->n : 1, sizeof(*r->len));
+	if (!r->off || !r->len)
+		goto none;
+	for (size_t i = 0; i < r->n; i++) {
+		if (r->l[i].storage >= ns)
+			goto none;
+		r->off[i] = si[r->l[i].storage].offset;
+		r->len[i] = si[r->l[i].storage].length;
+	}
+	r->bound = pi.lossy_bound;
+	ck_storage_info_free(si, ns);
+	return;
+none:
+	ck_storage_info_free(si, ns);
+	lossy_ranges_clear(r);
+	r->pf = pf;
+}
+
 int ck_view_tensors(struct ck_view *v, const struct ck_vnode *cn, ck_vtensor_fn fn, void *ctx)
 {
 	struct ck_vnode *n = (struct ck_vnode *)cn;
 	const struct ck_layer_rules *rules = ck_store_layer_rules(v->store);
+	struct lossy_ranges lr = { 0 };
 	struct ck_vfile *f;
 	char layer[128];
 	int rc;
 
-	rc = view_node_vfile(v, n, &f);
+	rc = view_node_tensors(v, n, &f);
 	if (rc)
 		return rc;
 	for (size_t i = 0; i < f->ntensors && !rc; i++) {
 		const struct vtensor_src *t = &f->tensors[i];
 		const char *stored = phys_tensor_layer(v, t->pf, t->name);
-		struct ck_vtensor vt;
+		struct ck_vtensor vt = { 0 };
+
+		lossy_ranges_load(v, t->pf, &lr);
+		for (size_t k = 0; k < lr.n; k++)
+			if (t->offset >= lr.off[k] && t->offset - lr.off[k] < lr.len[k]) {
+				vt.lossy_bound = lr.bound;
+				vt.lossy_max_abs = lr.l[k].max_abs;
+				vt.lossy_max_err = lr.l[k].max_err;
+			}
 
 		if (!stored && (!rules || ck_layer_of(rules, t->name, layer, sizeof(layer))))
 			strcpy(layer, "other");
@@ -983,15 +1268,19 @@ int ck_view_tensors(struct ck_view *v, const struct ck_vnode *cn, ck_vtensor_fn 
 		vt.src_file_id = t->pf->info.id;
 		vt.src_offset = t->offset;
 		vt.nbytes = t->nbytes;
+		vt.source = (struct ck_vsource *)t->pf;
+		vt.contiguous = t->contiguous;
+		vt.node = t->node;
 		rc = fn(ctx, &vt);
 	}
+	lossy_ranges_clear(&lr);
 	ck_vfile_put(f);
 	return rc;
 }
 
 static const char *const xattr_names[] = {
 	"user.ckptfs.sources", "user.ckptfs.step", "user.ckptfs.checkpoint", "user.ckptfs.kind",
-	"user.ckptfs.error",
+	"user.ckptfs.error", "user.ckptfs.lossy",
 };
 
 static const char *kind_name(enum ck_file_kind k)
@@ -1018,7 +1307,7 @@ int ck_view_getxattr(struct ck_view *v, const struct ck_vnode *cn, const char *n
 	if (n->is_dir || !n->nversions)
 		return -ENODATA;
 	if (!strcmp(name, "user.ckptfs.kind"))
-		return ck_buf_puts(out, kind_name(n->versions[0].pf->info.kind));
+		return ck_buf_puts(out, dcp_is_metadata(n) ? "dcp-metadata" : kind_name(n->versions[0].pf->info.kind));
 	if (!strcmp(name, "user.ckptfs.error")) {
 		struct ck_vfile *f;
 		int rc;
@@ -1035,6 +1324,8 @@ int ck_view_getxattr(struct ck_view *v, const struct ck_vnode *cn, const char *n
 	}
 	if (!strcmp(name, "user.ckptfs.sources"))
 		return provenance_json(v, n, out);
+	if (!strcmp(name, "user.ckptfs.lossy"))
+		return lossy_json(v, n, out);
 	return -ENODATA;
 }
 
@@ -1061,6 +1352,14 @@ int ck_view_listxattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_bu
 					continue;
 				}
 			}
+		}
+		if (!strcmp(name, "user.ckptfs.lossy")) {   /* only on a file served lossily */
+			struct ck_buf scratch = CK_BUF_INIT;
+			int lossy = lossy_json(v, n, &scratch) == 0;
+
+			ck_buf_free(&scratch);
+			if (!lossy)
+				continue;
 		}
 		rc = ck_buf_put(out, name, strlen(name) + 1);
 	}

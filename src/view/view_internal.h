@@ -6,6 +6,8 @@
 #include <stdatomic.h>
 #include <stdint.h>
 
+#include "ckptfs/dcp.h"
+#include "ckptfs/packstore.h"
 #include "ckptfs/pickle.h"
 #include "ckptfs/safetensors.h"
 #include "ckptfs/store.h"
@@ -31,6 +33,7 @@ struct phys_file {
 	int checked;                /* identity verified at least once */
 	struct phys_range *ranges;  /* sorted by offset */
 	size_t nranges;
+	struct phys_range **ranges_by_key;   /* the same, sorted by key */
 	int ranges_loaded;
 	struct ck_tensor_info *tinfo;   /* the index's tensor records, sorted by name */
 	size_t ntinfo;
@@ -47,6 +50,14 @@ struct phys_file {
 	 * through the pack and the raw file may be gone. */
 	atomic_int packed_known;
 	_Atomic(struct ck_vpacked *) packed;    /* opened on first use */
+	/* Coded lossily after this view opened the raw file: its bytes are
+	 * no longer the packed form's, so the view keeps reading the raw file
+	 * through fd (which holds them even once compaction removed the
+	 * file), and a file is never served half exact, half lossy. */
+	atomic_int raw_pinned;
+	/* Owner, group and mode (owners.c; under the view's lock) */
+	struct ck_owner owner;
+	int owner_state;            /* 0 not looked at yet, else where owner came from */
 };
 
 struct view_ckpt {
@@ -84,7 +95,18 @@ struct ck_vnode {
 	struct ck_vfile *vfile;     /* built composite, cached (under view->lock) */
 	int build_error;
 	int64_t mtime_ns;
+	struct view_series *series; /* series directories: theirs */
+	struct ck_owner owner;      /* directories: what they show (owners.c; view->lock) */
+	int owner_known;
+	char *own_relpath;          /* relpath when the view made it up (older DCP data files) */
+	struct ck_vnode *dcp_meta;  /* a DCP save's directory of older data files
+				     * (CK_VIEW_DCP_FROM): the .metadata node beside it */
+	atomic_int dcp_pending;     /* ... whose children are not made yet (view_dcp_populate) */
 };
+
+/* The directory of a DCP save that shows the data files of older saves
+ * its merged .metadata draws on: <dir>/.ckptfs-from/<checkpoint>/<file>. */
+#define CK_VIEW_DCP_FROM ".ckptfs-from"
 
 struct ck_view {
 	struct ck_store *store;
@@ -127,6 +149,14 @@ struct vtensor_src {
 	uint64_t shape[CK_MAX_DIMS];
 	struct phys_file *pf;
 	uint64_t offset, nbytes;
+	int contiguous;             /* the bytes are the tensor in C order */
+	const struct pk_node *node; /* torch: its node in the source version's pickle */
+};
+
+/* An older save's data file that a merged DCP .metadata names. */
+struct vdcp_from {
+	struct phys_file *pf;
+	char *path;                 /* under CK_VIEW_DCP_FROM: "<checkpoint>/<file>" */
 };
 
 struct ck_vfile {
@@ -139,9 +169,17 @@ struct ck_vfile {
 	struct phys_file **srcs;    /* distinct physical files used */
 	size_t nsrcs;
 	struct vtensor_src *tensors;
-	size_t ntensors;
-	const char *kind;           /* "torch", "safetensors", "safetensors-index", "file" */
+	size_t ntensors, captensors;
+	int tensors_pending;        /* a DCP .metadata served as saved: its items not listed yet
+				     * (view_node_tensors) */
+	const char *kind;           /* "torch", "safetensors", "safetensors-index", "dcp-metadata", "file" */
 	int synthesized;            /* 0: served as the physical file is */
+	int own_order;              /* built: packed bytes are decoded ahead in this file's order */
+	struct pk_doc *tree_doc;    /* torch: nodes of the merged tree (NULL: it is the newest's) */
+	const struct pk_node *tree; /* torch: the state tree the file serves */
+	char *note;                 /* why it is not merged as far as it could be, or NULL */
+	struct vdcp_from *from;     /* DCP .metadata: the older data files it names */
+	size_t nfrom;
 	_Atomic uint64_t ahead_upto;    /* ranges before this offset were queued for checking */
 };
 
@@ -157,9 +195,20 @@ void verify_ahead_post(struct ck_vfile *f, size_t i);
 int phys_open_fd(struct ck_view *v, struct phys_file *pf);
 int phys_check(struct ck_view *v, struct phys_file *pf);
 int phys_load_ranges(struct ck_view *v, struct phys_file *pf);
+/* The loaded range of key, or NULL (O(log n)). */
+struct phys_range *phys_find_range(struct phys_file *pf, const char *key);
 int phys_parse(struct ck_view *v, struct phys_file *pf);
 int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off);
+/* The file read as a DCP .metadata (not cached: a save of 80,000 chunks
+ * parses into some 300 MB): 0 and *out (free with ck_dcp_free), -EINVAL
+ * (not a DCP .metadata, logged) or -errno. */
+int phys_read_dcp(struct ck_view *v, struct phys_file *pf, struct ck_dcp_meta **out);
 int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r);
+/* As phys_verify_range, hashing bytes (r->length of them: the range as the
+ * caller just read it) instead of reading the file again, so that what the
+ * caller goes on to serve is exactly what was checked.  A range checked
+ * already, or being checked by another thread, keeps that verdict. */
+int phys_verify_bytes(struct ck_view *v, struct phys_file *pf, struct phys_range *r, const void *bytes);
 /* phys_verify_range of r[0..n), on several threads when they are large
  * (a whole file before the kernel reads it itself).  0 or the first -errno. */
 int phys_verify_ranges(struct ck_view *v, struct phys_file *pf, struct phys_range **r, size_t n);
@@ -167,6 +216,22 @@ int phys_verify_ranges(struct ck_view *v, struct phys_file *pf, struct phys_rang
  * name, e.g. an optimizer's param_names), or NULL. */
 const char *phys_tensor_layer(struct ck_view *v, struct phys_file *pf, const char *name);
 void phys_free(struct phys_file *pf);
+
+/* dcp.c: DCP saves.  dcp_is_metadata: whether n is a save's .metadata (a
+ * file of that name, kind other: the import checked it).
+ * dcp_build_metadata: its composite from the versions pfs[0..np) (newest
+ * first): the saves of the series merged (ck_dcp_merge), older items'
+ * data files listed in f->from, or, with no older save, the newest as it
+ * is without reading it (f->tensors_pending).  dcp_list_items: lists the
+ * items of such a composite (call under build_lock). */
+int dcp_is_metadata(const struct ck_vnode *n);
+int dcp_build_metadata(struct ck_view *v, struct ck_vnode *n, struct phys_file **pfs, size_t np,
+		       struct ck_vfile *f);
+int dcp_list_items(struct ck_view *v, struct ck_vnode *n, struct ck_vfile *f);
+/* view.c: makes the children of a pending CK_VIEW_DCP_FROM directory
+ * from its .metadata's composite, once (call without ns_lock): 0, or
+ * -errno when the composite cannot be built. */
+int view_dcp_populate(struct ck_view *v, struct ck_vnode *from);
 
 /* vfile.c: building */
 struct ck_vfile *vfile_new(const char *kind);
@@ -176,6 +241,12 @@ int vfile_add_mem(struct ck_vfile *f, const void *p, size_t len);
 int vfile_add_phys(struct ck_vfile *f, struct phys_file *pf, uint64_t off, uint64_t len);
 int vfile_add_tensor(struct ck_vfile *f, const char *name, enum ck_dtype dt, int ndim,
 		     const uint64_t *shape, struct phys_file *pf, uint64_t off, uint64_t nbytes);
+/* The last tensor added: its node in a pickle and whether its bytes are
+ * contiguous (vfile_add_tensor assumes they are). */
+void vfile_tensor_origin(struct ck_vfile *f, const struct pk_node *node, int contiguous);
+/* Counts pf among the files the composite draws on without an extent of it
+ * (a file a DCP .metadata names): identity-checked on open, kept by gc. */
+int vfile_add_src(struct ck_vfile *f, struct phys_file *pf);
 /* Resolves mem pointers after all bytes are added. */
 int vfile_freeze(struct ck_vfile *f);
 void vfile_free(struct ck_vfile *f);
@@ -188,12 +259,20 @@ int merge_trees(struct pk_doc *doc, struct pk_node **roots, size_t n, struct pk_
 
 /* composite.c */
 int composite_build(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out);
+/* A torch.save archive of the state tree root (whose storages' user is
+ * their phys_file) laid out like layout's records, into f, with its
+ * tensors recorded.  what names the file in error messages. */
+int composite_torch_file(const char *what, struct phys_file *layout, const struct pk_node *root,
+			 struct ck_vfile *f);
 
 /* index.c: *.safetensors.index.json regenerated from the composite shards */
 int composite_build_index(struct ck_view *v, struct ck_vnode *n, struct phys_file **pfs, size_t np,
 			  struct ck_vfile *f);
 /* view.c */
 int view_node_vfile(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out);
+/* view_node_vfile, with every tensor of the composite listed (DCP saves
+ * served as saved list theirs on first use). */
+int view_node_tensors(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out);
 
 /* A growable array of nodes (refs.c, warm.c); zero-initialized is empty. */
 struct node_list {
@@ -225,6 +304,9 @@ int packed_recheck(struct ck_view *v, struct phys_file *pf);
  * the contents (not a parser), whose forward reads have the following
  * chunks decoded ahead. */
 int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off, int ahead);
+/* Has r[0..n), the ranges a reader takes next in that order, decoded ahead
+ * (replacing the last hint). */
+void packed_hint(struct ck_vpacked *p, const struct ck_byte_range *r, size_t n);
 /* As packed_read for a container parser, which reads headers only: the
  * bytes of the storage ranges r[0..n) (sorted) read as zeros, undecoded. */
 int packed_read_headers(struct ck_vpacked *p, const struct phys_range *r, size_t n, void *buf,
@@ -236,7 +318,19 @@ void packed_free(struct ck_vpacked *p);
  * from: a build skips it even before a refresh prunes it. */
 int view_version_reclaimed(struct ck_view *v, struct phys_file *pf);
 
+/* owners.c: owners and modes (docs/design.md, "Owners and modes").
+ * phys_owner: pf's owner (looked at once, then cached); phys_owner_update:
+ * pf's owner now, from a stat of the file that is still the imported one;
+ * view_node_owner: what node n shows (a file's composite is built);
+ * view_owner_forget: directory n looks again at what it is made of. */
+void phys_owner(struct ck_view *v, struct phys_file *pf, struct ck_owner *out);
+void phys_owner_update(struct ck_view *v, struct phys_file *pf, const struct ck_owner *o);
+void view_node_owner(struct ck_view *v, struct ck_vnode *n, struct ck_owner *out);
+void view_owner_forget(struct ck_view *v, struct ck_vnode *n);
+
 /* provenance.c */
 int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out);
+/* The user.ckptfs.lossy xattr: -ENODATA for a file served exactly. */
+int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out);
 
 #endif

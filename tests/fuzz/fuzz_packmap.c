@@ -1,7 +1,8 @@
 /* Fuzz target: the packed store's parsers of stored bytes.
  *
  * Input: a packmap (STORE/manifests/SERIES/CKPT.packmap).  It is parsed;
- * whatever parses is written back and must parse to the same maps.  The
+ * whatever parses is written back and must parse to the same maps (a
+ * lossy map's bound and per-storage errors included).  The
  * same bytes also go to the file map and chunk location decoders of the
  * index records (a damaged index is untrusted too).
  */
@@ -26,6 +27,10 @@ static void same_map(const struct ck_fmap *a, const struct ck_fmap *b)
 	     a->stored_bytes == b->stored_bytes);
 	for (uint32_t i = 0; i < a->nchunks; i++)
 		need(ck_hash128_eq(a->chunks[i].hash, b->chunks[i].hash) && a->chunks[i].len == b->chunks[i].len);
+	need(a->nlossy == b->nlossy && (!a->nlossy || (a->lossy_bound == b->lossy_bound &&
+						       a->lossy_method == b->lossy_method)));
+	for (uint32_t i = 0; i < a->nlossy; i++)
+		need(a->lossy[i].storage == b->lossy[i].storage && a->lossy[i].max_err == b->lossy[i].max_err);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

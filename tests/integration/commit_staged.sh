@@ -76,7 +76,7 @@ ck_py commit_check.py dcp_metadata "$store/staging/dcp/dcp_2/.metadata" __0_0.di
 commit 3 dcp/dcp_1
 quarantined dcp dcp_1 "^__0_0.distcp: DCP data file without a .metadata"
 commit 3 dcp/dcp_2
-quarantined dcp dcp_2 "^.metadata: names data file __0_0.distcp, which is not there"
+quarantined dcp dcp_2 "^.metadata: 'w' is stored in __0_0.distcp, which is not there"
 "$CKPTCTL" ls "$store" dcp >/dev/null 2>&1 && fail "series dcp exists after only torn saves"
 
 "$CKPTCTL" quarantine "$store" --json >"$tmp/q.json"

@@ -16,6 +16,8 @@ export CKPT_BUILDDIR CKPT_SRCDIR CKPT_FIXTURES TORCH_PYTHON CKPTFS CKPTCTL
 _ck_mounts=""
 _ck_fs_mounts=""
 _ck_tmp=""
+_ck_users=""
+_ck_groups=""
 
 ck_cleanup() {
 	for m in $_ck_mounts; do
@@ -28,6 +30,8 @@ ck_cleanup() {
 		umount "$m" 2>/dev/null || { sleep 1; umount "$m" 2>/dev/null; } || umount -l "$m" 2>/dev/null || true
 	done
 	[ -n "$_ck_tmp" ] && rm -rf "$_ck_tmp"
+	for u in $_ck_users; do userdel "$u" 2>/dev/null || true; done
+	for g in $_ck_groups; do groupdel "$g" 2>/dev/null || true; done
 	return 0
 }
 trap ck_cleanup EXIT INT TERM
@@ -51,6 +55,50 @@ need_fuse() {
 
 need_torch() {
 	"$TORCH_PYTHON" -c 'import torch' 2>/dev/null || skip "$TORCH_PYTHON cannot import torch"
+}
+
+# need_users: root, with the tools to make users and act as them.
+need_users() {
+	[ "$(id -u)" = 0 ] || skip "not root: cannot act as other users"
+	for _nu in useradd userdel groupadd groupdel setpriv; do
+		command -v "$_nu" >/dev/null 2>&1 || skip "no $_nu"
+	done
+	id nobody >/dev/null 2>&1 || skip "no user nobody"
+}
+
+# /etc/passwd is locked while another test adds a user: try again a while.
+_ck_retry() {
+	_cr_i=0
+	until "$@" 2>/dev/null; do
+		_cr_i=$((_cr_i + 1))
+		[ $_cr_i -lt 50 ] || fail "$* failed"
+		sleep 0.2
+	done
+}
+
+# ck_group NAME: a group, removed on exit.
+ck_group() {
+	_ck_retry groupadd "$1"
+	_ck_groups="$_ck_groups $1"
+}
+
+# ck_user NAME [PRIMARY_GROUP [SUPPLEMENTARY_GROUP]]: a user without a home
+# or a login (its own group as primary unless one is given), removed on exit.
+ck_user() {
+	if [ -n "${2:-}" ]; then
+		_ck_retry useradd -M -N -s /usr/sbin/nologin -g "$2" ${3:+-G "$3"} "$1"
+	else
+		_ck_retry useradd -M -U -s /usr/sbin/nologin ${3:+-G "$3"} "$1"
+		_ck_groups="$_ck_groups $1"
+	fi
+	_ck_users="$1 $_ck_users"
+}
+
+# ck_as USER COMMAND...: runs COMMAND as USER, with its groups.
+ck_as() {
+	_ca_u=$1
+	shift
+	setpriv --reuid="$_ca_u" --regid="$(id -g "$_ca_u")" --init-groups -- "$@"
 }
 
 # Creates a scratch directory removed on exit; prints its path.

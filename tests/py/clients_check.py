@@ -16,8 +16,8 @@ shows exactly what a machine checked.
       each checkpoint through the mount against the offline merge.
   clients_check.py dcp-save DIR STEPS   a DCP save of a model trained STEPS steps
   clients_check.py dcp-load DIR STEPS   DCP load from DIR equals that model
-      (where torch's DCP does not import, as 1.13's under Python 3.11, both
-      write and read its torch 2.x layout by hand)
+      (torch 1.13's prototype DCP with flat keys, imported through
+      dcp_series's shim on Python >= 3.11)
   clients_check.py hf-trainer OUT_DIR STOP
       the transformers Trainer (tiny Llama, deterministic, 20 steps) up to
       step STOP, saving every 5 steps, resuming from OUT_DIR's newest
@@ -32,6 +32,7 @@ import sys
 
 import torch
 
+import dcp_series
 import deepcompare
 import offline_merge
 import safetensors_ref
@@ -200,70 +201,22 @@ def dcp_state(steps):
 
 
 def dcp_module():
-    """torch's DCP, or None where it does not import (torch 1.13's prototype,
-    torch.distributed._shard.checkpoint, fails on Python >= 3.11)."""
-    try:
-        import torch.distributed.checkpoint as dcp
-        return dcp
-    except ImportError:
-        pass
-    try:
-        import torch.distributed._shard.checkpoint as dcp
-        return dcp
-    except Exception as e:
-        absent("torch's DCP module", "%s: %s; writing its 2.x layout by hand instead" % (type(e).__name__, e))
-        return None
+    """torch's DCP: torch.distributed.checkpoint (torch >= 2), or 1.13's
+    prototype imported with dcp_series's dataclass shim (Python >= 3.11)."""
+    return dcp_series.import_dcp()
 
 
 def flat_state(state):
     return dict([("model." + k, v) for k, v in state["model"].items()] + [("step", state["step"])])
 
 
-def dcp_write_layout(path, items):
-    """What torch 2.x's FileSystemWriter (single_file_per_rank) writes for
-    items (FQN -> tensor or object): every item a whole torch.save zip
-    appended to __0_0.distcp, then the pickled index in .metadata.tmp
-    renamed to .metadata (docs/formats.md §4.1).  Also bench/dcp_layout.py's.
-    """
-    import io
-    import pickle
-    os.makedirs(path)
-    storage, offset = {}, 0
-    with open(os.path.join(path, "__0_0.distcp"), "wb") as data:
-        for fqn, t in items.items():
-            blob = io.BytesIO()
-            torch.save(t.clone() if isinstance(t, torch.Tensor) else t, blob)
-            data.write(blob.getvalue())
-            storage[fqn] = {"relative_path": "__0_0.distcp", "offset": offset, "length": blob.tell()}
-            offset += blob.tell()
-    with open(os.path.join(path, ".metadata.tmp"), "wb") as f:
-        pickle.dump({"storage_data": storage}, f, protocol=4)
-    os.rename(os.path.join(path, ".metadata.tmp"), os.path.join(path, ".metadata"))
-
-
-def dcp_load_by_hand(path):
-    import io
-    import pickle
-    with open(os.path.join(path, ".metadata"), "rb") as f:
-        storage = pickle.load(f)["storage_data"]
-    flat = {}
-    for fqn, where in storage.items():
-        with open(os.path.join(path, where["relative_path"]), "rb") as f:
-            f.seek(where["offset"])
-            flat[fqn] = torch.load(io.BytesIO(f.read(where["length"])), weights_only=True)
-    return {"model": {k[6:]: v for k, v in flat.items() if k.startswith("model.")}, "step": flat["step"]}
-
-
 def dcp_save(path, steps):
     dcp = dcp_module()
-    if dcp is None:
-        dcp_write_layout(path, flat_state(dcp_state(steps)))
-        how = "by hand, torch 2.x layout"
-    elif hasattr(dcp, "save"):
+    if hasattr(dcp, "save"):
         dcp.save(dcp_state(steps), checkpoint_id=path)
         how = "dcp.save"
-    else:   # torch 1.13's prototype API
-        dcp.save_state_dict(dcp_state(steps), dcp.FileSystemWriter(path), no_dist=True)
+    else:   # torch 1.13's prototype API: flat keys
+        dcp.save_state_dict(flat_state(dcp_state(steps)), dcp.FileSystemWriter(path), no_dist=True)
         how = "save_state_dict"
     print("DCP save (%s) into %s" % (how, path))
 
@@ -272,13 +225,13 @@ def dcp_load(path, steps):
     dcp = dcp_module()
     want = dcp_state(steps)
     got = {"model": {k: torch.zeros_like(v) for k, v in want["model"].items()}, "step": torch.tensor(0)}
-    if dcp is None:
-        got = dcp_load_by_hand(path)
-    elif hasattr(dcp, "load"):
+    if hasattr(dcp, "load"):
         dcp.load(got, checkpoint_id=path)
     else:
+        got = flat_state(got)
         dcp.load_state_dict(got, dcp.FileSystemReader(path), no_dist=True)
-    deepcompare.assert_same(flat_state(got), flat_state(want), "DCP load of " + path)
+        want = flat_state(want)
+    deepcompare.assert_same(got, want, "DCP load of " + path)
     print("DCP load from %s equals the saved state" % path)
 
 

@@ -6,8 +6,8 @@
   commit_check.py hostile PATH MARKER
       a torch.save file whose pickle calls os.system("touch MARKER") on load.
   commit_check.py dcp_metadata PATH DATA_FILE
-      a pickled stand-in for a DCP .metadata naming DATA_FILE as the file
-      that holds its tensor (relative_path, as _StorageInfo has it).
+      a DCP .metadata (torch 2.x's layout, one tensor "w") naming DATA_FILE
+      (12 bytes, as __0_0.distcp) as the file that holds it.
   commit_check.py same SERVED_DIR ORIGINAL_DIR [SERVED_DIR ORIGINAL_DIR...]
       every file of each ORIGINAL_DIR reads back the same from its
       SERVED_DIR: .pt files load bit-exactly the same, other files are
@@ -18,7 +18,6 @@ Every check failure raises (exit 1) with what differed.
 
 import json
 import os
-import pickle
 import sys
 
 import torch
@@ -53,10 +52,18 @@ def hostile(path, marker):
 
 
 def dcp_metadata(path, data_file):
-    meta = {"state_dict_metadata": {"w": {"size": [4]}},
-            "storage_data": {"w": {"relative_path": data_file, "offset": 0, "length": 16}}}
+    """The .metadata of a one-tensor save ("w") by the tests' torch 2.x
+    layout writer, its data file renamed data_file."""
+    import tempfile
+
+    import dcp_series
+    with tempfile.TemporaryDirectory() as d:
+        dcp_series.write_layout(os.path.join(d, "s"), {"w": torch.zeros(4)}, {"w": ("w",)})
+        with open(os.path.join(d, "s", ".metadata"), "rb") as f:
+            data = f.read()
+    assert data.count(b"__0_0.distcp") == 1 and len(data_file.encode()) == 12, "a name of the same length"
     with open(path, "wb") as f:
-        pickle.dump(meta, f, protocol=4)
+        f.write(data.replace(b"__0_0.distcp", data_file.encode()))
 
 
 def same(*pairs):

@@ -1,5 +1,6 @@
 /* Test tool: parses a pickle with pk_parse and writes it again with pk_emit.
- *   pk_reemit IN OUT     (IN or OUT may be "-" for stdin / stdout)
+ *   pk_reemit [-p PROTOCOL] IN OUT     (IN or OUT may be "-" for stdin / stdout;
+ *                                      PROTOCOL 2 by default, "same": the source's)
  * Exits 1 with the parser's or emitter's message on stderr when either
  * fails, so tests can check both the bytes and the refusals. */
 #include "config.h"
@@ -36,14 +37,22 @@ int main(int argc, char **argv)
 {
 	struct ck_buf out = CK_BUF_INIT;
 	struct ck_error err = { "" };
+	struct pk_emit_opts opts = { NULL, NULL, 0, 2 };
+	int same = 0;
 	struct pk_doc *doc = NULL;
 	unsigned char *in;
 	size_t len;
 	FILE *f;
 	int rc = 1;
 
+	if (argc == 5 && !strcmp(argv[1], "-p")) {
+		same = !strcmp(argv[2], "same");
+		opts.protocol = same ? 2 : atoi(argv[2]);
+		argv += 2;
+		argc -= 2;
+	}
 	if (argc != 3) {
-		fprintf(stderr, "usage: pk_reemit IN OUT\n");
+		fprintf(stderr, "usage: pk_reemit [-p PROTOCOL] IN OUT\n");
 		return 2;
 	}
 	f = strcmp(argv[1], "-") ? fopen(argv[1], "rb") : stdin;
@@ -58,7 +67,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "%s: out of memory\n", argv[1]);
 		return 2;
 	}
-	if (pk_parse(in, len, NULL, &doc, &err) || pk_emit(pk_doc_root(doc), NULL, &out, &err)) {
+	if (pk_parse(in, len, NULL, &doc, &err) ||
+	    (same && (opts.protocol = pk_doc_protocol(doc)) < 2 ? (opts.protocol = 2) : 0) ||
+	    pk_emit(pk_doc_root(doc), &opts, &out, &err)) {
 		fprintf(stderr, "%s: %s\n", argv[1], err.msg);
 		goto done;
 	}

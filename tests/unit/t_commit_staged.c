@@ -25,7 +25,6 @@ static const char *fixture;   /* a valid safetensors file */
 
 /* A pickle (protocol 2) of {'relative_path': '__0_0.distcp'}: what a DCP
  * .metadata says of the data file holding a tensor. */
-static const char dcp_metadata[] = "\x80\x02}X\x0d\x00\x00\x00relative_pathX\x0c\x00\x00\x00__0_0.distcps.";
 
 /* Whether STORE/rel exists. */
 static int exists(const char *rel)
@@ -133,13 +132,21 @@ static void test_commit_and_quarantine(struct ck_store *st)
 
 	stage("checkpoint-8", 0);
 	SETUP(mkdir(pathf(p, sizeof(p), "%s/staging/run/checkpoint-8/dcp", store), 0755) == 0);
-	write_bytes(pathf(p, sizeof(p), "%s/staging/run/checkpoint-8/dcp/.metadata", store), dcp_metadata,
-		    sizeof(dcp_metadata) - 1);
-	commit(st, "checkpoint-8", NULL, -EBADMSG, "dcp/.metadata: names data file __0_0.distcp, which is not there");
+	{
+		const char *src = getenv("CKPT_SRCDIR") ? getenv("CKPT_SRCDIR") : ".";
+		uint8_t *md = read_file(pathf(p, sizeof(p), "%s/tests/unit/data/dcp/layout24-2rank-step20.metadata", src),
+					&n);
+
+		SETUP(md);
+		write_bytes(pathf(p, sizeof(p), "%s/staging/run/checkpoint-8/dcp/.metadata", store), md, n);
+		free(md);
+	}
+	commit(st, "checkpoint-8", NULL, -EBADMSG, "dcp/.metadata: 'optim.param_groups.0.lr' is stored in "
+						   "__0_0.distcp, which is not there");
 
 	stage("checkpoint-9", 0);
 	write_bytes(pathf(p, sizeof(p), "%s/staging/run/checkpoint-9/.metadata", store), "\x80\x02}q", 4);
-	commit(st, "checkpoint-9", NULL, -EBADMSG, ".metadata: not a complete pickle");
+	commit(st, "checkpoint-9", NULL, -EBADMSG, ".metadata: not a valid DCP .metadata: pickle: ");
 
 	stage("checkpoint-10", 0);
 	SETUP(symlink("/etc/passwd", pathf(p, sizeof(p), "%s/staging/run/checkpoint-10/link", store)) == 0);
@@ -148,9 +155,15 @@ static void test_commit_and_quarantine(struct ck_store *st)
 
 	/* A complete DCP directory commits. */
 	stage("checkpoint-11", 0);
-	write_bytes(pathf(p, sizeof(p), "%s/staging/run/checkpoint-11/.metadata", store), dcp_metadata,
-		    sizeof(dcp_metadata) - 1);
-	write_bytes(pathf(p, sizeof(p), "%s/staging/run/checkpoint-11/__0_0.distcp", store), "data", 4);
+	for (int k = 0; k < 2; k++) {
+		static const char *const names[2] = { ".metadata", "__0_0.distcp" };
+		const char *src = getenv("CKPT_SRCDIR") ? getenv("CKPT_SRCDIR") : ".";
+		uint8_t *b = read_file(pathf(p, sizeof(p), "%s/tests/unit/data/dcp/one-tensor/%s", src, names[k]), &n);
+
+		SETUP(b);
+		write_bytes(pathf(p, sizeof(p), "%s/staging/run/checkpoint-11/%s", store, names[k]), b, n);
+		free(b);
+	}
 	commit(st, "checkpoint-11", NULL, 0, NULL);
 	CHECK(count_checkpoints(st, "checkpoint-11") == 2, "checkpoint-11 not listed");
 }

@@ -63,7 +63,15 @@ static void test_defaults(void)
 	CHECK(cfg.writer.markers == CK_MARK_ALL && cfg.writer.nmarker_files == 0 && cfg.writer.marker_grace == 1);
 	CHECK(!strcmp(fuse_opts(&cfg), ""));
 	CHECK(ckfs_finish_fuse_opts(&cfg) == 0);
-	CHECK(!strcmp(fuse_opts(&cfg), "subtype=ckptfs,fsname=/store,max_read=1048576"));
+	CHECK(!strcmp(fuse_opts(&cfg), "subtype=ckptfs,fsname=/store,default_permissions,max_read=1048576"));
+	CHECK(cfg.permissions == 1);
+	ckfs_config_free(&cfg);
+
+	/* -o nopermissions: the kernel checks nothing either. */
+	CHECK(parse(&cfg, "/store", "/mnt", "-o", "nopermissions,allow_other", NULL) == 0);
+	CHECK(cfg.permissions == 0);
+	CHECK(ckfs_finish_fuse_opts(&cfg) == 0);
+	CHECK(!strcmp(fuse_opts(&cfg), "allow_other,subtype=ckptfs,fsname=/store,max_read=1048576"));
 	ckfs_config_free(&cfg);
 }
 
@@ -154,7 +162,7 @@ static void test_fuse_options(void)
 	CHECK(parse(&cfg, "/s", "/m", "-o", "allow_other,fsname=a\\,b,default_permissions",
 		    "-o", "nosuid,subtype=mine,noexec", NULL) == 0);
 	CHECK(!strcmp(fuse_opts(&cfg), "allow_other,fsname=a\\,b,default_permissions,nosuid,subtype=mine,noexec"));
-	CHECK(ckfs_finish_fuse_opts(&cfg) == 0);	/* no default fsname/subtype now */
+	CHECK(ckfs_finish_fuse_opts(&cfg) == 0);	/* no default fsname/subtype now, nor a second default_permissions */
 	CHECK(!strcmp(fuse_opts(&cfg),
 		      "allow_other,fsname=a\\,b,default_permissions,nosuid,subtype=mine,noexec,max_read=1048576"));
 	ckfs_config_free(&cfg);
@@ -162,7 +170,7 @@ static void test_fuse_options(void)
 	/* A store path with a comma or backslash is escaped for fuse_opt. */
 	CHECK(parse(&cfg, "/x,y\\z", "/m", NULL) == 0);
 	CHECK(ckfs_finish_fuse_opts(&cfg) == 0);
-	CHECK(!strcmp(fuse_opts(&cfg), "subtype=ckptfs,fsname=/x\\,y\\\\z,max_read=1048576"));
+	CHECK(!strcmp(fuse_opts(&cfg), "subtype=ckptfs,fsname=/x\\,y\\\\z,default_permissions,max_read=1048576"));
 	ckfs_config_free(&cfg);
 }
 

@@ -45,6 +45,10 @@ static void file_init(struct ck_ingest *f, const char *relpath, enum ck_file_kin
 	f->info.ino = UINT64_MAX;
 	f->info.size = 12345;
 	f->info.mtime_ns = -1;
+	f->info.has_owner = 1;
+	f->info.owner.uid = UINT32_MAX;
+	f->info.owner.gid = 0;
+	f->info.owner.mode = 07640;
 }
 
 /* A checkpoint with one file of each kind, every dtype, 0 and 16
@@ -118,6 +122,8 @@ static int same_manifest(const struct ck_manifest *a, const struct ck_manifest *
 		    !same_str(x->info.src_path, y->info.src_path) || x->info.dev != y->info.dev ||
 		    x->info.ino != y->info.ino || x->info.size != y->info.size ||
 		    x->info.mtime_ns != y->info.mtime_ns || x->info.ntensors != y->info.ntensors ||
+		    x->info.has_owner != y->info.has_owner || x->info.owner.uid != y->info.owner.uid ||
+		    x->info.owner.gid != y->info.owner.gid || x->info.owner.mode != y->info.owner.mode ||
 		    !same_str(x->info.error, y->info.error) || x->nst != y->nst || x->nt != y->nt)
 			return 0;
 		for (j = 0; j < x->nst; j++) {
@@ -255,8 +261,14 @@ static void strictness(const struct ck_buf *text)
 	ck_manifest_clear(&m);
 	free(t);
 
-	expect_refused(text, "ckptfs-manifest 1", "ckptfs-manifest 2", -EPROTONOSUPPORT, "future version");
-	expect_refused(text, "ckptfs-manifest 1", "ckptfs-manifesto 1", -EINVAL, "not a manifest");
+	expect_refused(text, "ckptfs-manifest 2", "ckptfs-manifest 3", -EPROTONOSUPPORT, "future version");
+	expect_refused(text, "ckptfs-manifest 2", "ckptfs-manifesto 2", -EINVAL, "not a manifest");
+	expect_refused(text, "ckptfs-manifest 2", "ckptfs-manifest 1", -EINVAL, "owners in a version 1 manifest");
+	expect_refused(text, " uid=4294967295", "", -EINVAL, "version 2 without an owner");
+	expect_refused(text, "uid=4294967295", "uid=4294967296", -EINVAL, "uid over u32");
+	expect_refused(text, "mode=7640", "mode=640", -EINVAL, "mode of three digits");
+	expect_refused(text, "mode=7640", "mode=7680", -EINVAL, "mode with an 8");
+	expect_refused(text, "mode=7640", "mode=17640", -EINVAL, "mode of five digits");
 	expect_refused(text, "size=12345", "size=012345", -EINVAL, "leading zero");
 	expect_refused(text, "created-ns=0", "created-ns=-0", -EINVAL, "-0");
 	expect_refused(text, "dev=2049", "dev=18446744073709551616", -EINVAL, "u64 overflow");
@@ -297,7 +309,7 @@ static void strictness(const struct ck_buf *text)
 	expect_refused(text, "error=none\n", "error=none\nextra\n", -EINVAL, "unknown line");
 	expect_refused(text, "xxh3-128=0123456789abcdef", "xxh3-128=0123456789ABCDEF", -EINVAL, "uppercase hash");
 	expect_refused(text, "pattern=\"", "pattern=none \"", -EINVAL, "none and a string");
-	expect_refused(text, "ckptfs-manifest 1\n", "", -EINVAL, "no header line");
+	expect_refused(text, "ckptfs-manifest 2\n", "", -EINVAL, "no header line");
 
 	/* Nothing but a valid checksum line, and an empty text. */
 	{
@@ -334,9 +346,32 @@ static void writer_refusals(void)
 	m.files[0].t[0].ndim = CK_MAX_DIMS + 1;
 	CHECK(ck_manifest_write(&b, &m, &err) == -EINVAL, "17 dimensions written");
 	m.files[0].t[0].ndim = 0;
+	m.files[2].info.has_owner = 0;
+	CHECK(ck_manifest_write(&b, &m, &err) == -EINVAL && strstr(err.msg, "owner"),
+	      "owners of some files only written: %s", err.msg);
+	m.files[2].info.has_owner = 1;
 	CHECK(ck_manifest_write(&b, &m, &err) == 0 && b.len > 6, "valid manifest refused: %s", err.msg);
 	ck_manifest_clear(&m);
 	ck_buf_free(&b);
+}
+
+/* A store imported before owners were recorded keeps its manifests: they
+ * read as version 1 and write back the same. */
+static void without_owners(void)
+{
+	struct ck_buf text = CK_BUF_INIT;
+	struct ck_manifest m;
+
+	sample(&m);
+	for (size_t i = 0; i < m.nfiles; i++) {
+		memset(&m.files[i].info.owner, 0, sizeof(m.files[i].info.owner));
+		m.files[i].info.has_owner = 0;
+	}
+	round_trip(&m, &text);
+	CHECK(text.len > 18 && !memcmp(text.data, "ckptfs-manifest 1\n", 18), "no owners: not written as version 1");
+	CHECK(!memmem(text.data, text.len, " uid=", 5), "version 1 manifest with an owner");
+	ck_manifest_clear(&m);
+	ck_buf_free(&text);
 }
 
 static void single_file(void)
@@ -448,6 +483,7 @@ int main(void)
 	}
 	ck_buf_free(&text);
 	writer_refusals();
+	without_owners();
 	single_file();
 	paths();
 	store_and_rollback();

@@ -46,7 +46,7 @@ static void test_tensors_and_rename(void)
 	struct pk_doc *doc = pk_doc_new(), *back = NULL;
 	struct ck_buf out = CK_BUF_INIT;
 	struct ck_error err = { "" };
-	struct pk_emit_opts opts = { rename_key, NULL, 0 };
+	struct pk_emit_opts opts = { rename_key, NULL, 0, 2 };
 	struct pk_node *root, *s0, *s0b, *s1, *s2, *ta, *tb, *tc, *td;
 	const struct pk_tensor *t;
 	uint64_t shape2[2] = { 2, 3 }, shape1[1] = { 3 };

@@ -2,6 +2,9 @@
 #
 # CPython pickles many kinds of objects with protocols 0..5; pk_reemit
 # (pk_parse + pk_emit) turns each into protocol 2, and Python checks that:
+#   - re-emitted in its own protocol (3, 4, 5: framing, MEMOIZE,
+#     STACK_GLOBAL, sets, large strs and bytes outside frames), a source
+#     comes back byte for byte;
 #   - pickle.loads of the output equals the original (identity of shared
 #     and recursive objects included);
 #   - output of a protocol-2 source is byte-identical to the source;
@@ -36,8 +39,8 @@ def fail(msg):
     print('FAIL:', msg)
 
 
-def reemit(data):
-    r = subprocess.run([tool, '-', '-'], input=data, capture_output=True)
+def reemit(data, proto=None):
+    r = subprocess.run([tool] + (['-p', 'same'] if proto else []) + ['-', '-'], input=data, capture_output=True)
     if r.returncode:
         raise RuntimeError(r.stderr.decode().strip())
     return r.stdout
@@ -104,6 +107,8 @@ objects = {
     'recursive_list': rec_list,
     'recursive_dict': rec_dict,
     'recursive_tuple': rec_tuple,
+    'large': ['y' * 70000, b'z' * 70000, bytearray(b'q' * 70000), ['a%d' % i for i in range(20000)]],
+    'sets_big': [set(range(2500)), frozenset(range(1000)), set(range(1000))],
 }
 
 for name, obj in objects.items():
@@ -125,6 +130,14 @@ for name, obj in objects.items():
             fail('%s p%d: attribute lost' % (name, proto))
         if proto == 2 and out != src:
             fail('%s: protocol-2 source not re-emitted byte for byte' % name)
+        if proto >= 3:
+            try:
+                same_proto = reemit(src, proto)
+            except RuntimeError as e:
+                fail('%s p%d in its protocol: %s' % (name, proto, e))
+            else:
+                if same_proto != src:
+                    fail('%s: protocol-%d source not re-emitted byte for byte' % (name, proto))
         ok_src, val_src = weights_only(src)
         if ok_src:
             wo_checked += 1

@@ -17,10 +17,6 @@
 #include "t_writer_util.h"
 #include "testutil.h"
 
-/* A pickle (protocol 2) of {'relative_path': '__0_0.distcp'}: what a DCP
- * .metadata says of the data file holding a tensor. */
-static const char dcp_metadata[] = "\x80\x02}X\x0d\x00\x00\x00relative_pathX\x0c\x00\x00\x00__0_0.distcps.";
-
 void tw_init(struct tw_env *e, const char *name)
 {
 	struct ck_error err = { { 0 } };
@@ -131,14 +127,24 @@ void tw_text(const struct tw_env *e, const char *rel, const char *text)
 	write_bytes(tw_path(e, p, sizeof(p), rel), text, strlen(text));
 }
 
+/* A real DCP save of one tensor (torch 1.13, tests/unit/data/dcp/one-tensor):
+ * the commit checks what its .metadata names. */
 void tw_dcp(const struct tw_env *e, const char *rel)
 {
-	char p[1024], r[600];
+	static const char *const names[] = { "__0_0.distcp", ".metadata" };
+	const char *srcdir = getenv("CKPT_SRCDIR") ? getenv("CKPT_SRCDIR") : ".";
+	char p[1024], r[600], src[1024];
 
 	tw_mkdirs(e, rel);
-	write_bytes(tw_path(e, p, sizeof(p), pathf(r, sizeof(r), "%s/__0_0.distcp", rel)), "data", 4);
-	write_bytes(tw_path(e, p, sizeof(p), pathf(r, sizeof(r), "%s/.metadata", rel)), dcp_metadata,
-		    sizeof(dcp_metadata) - 1);
+	for (size_t i = 0; i < 2; i++) {
+		size_t len;
+		uint8_t *data = read_file(pathf(src, sizeof(src), "%s/tests/unit/data/dcp/one-tensor/%s", srcdir,
+						names[i]), &len);
+
+		SETUP(data);
+		write_bytes(tw_path(e, p, sizeof(p), pathf(r, sizeof(r), "%s/%s", rel, names[i])), data, len);
+		free(data);
+	}
 }
 
 static struct timespec age_to[2];

@@ -1,0 +1,144 @@
+/* ckptctl lossy STORE [SERIES [BOUND|off]]: the series' lossy policies,
+ * shown or recorded in STORE/lossy.conf for every later compaction. */
+#include "config.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ckptfs/packstore.h"
+#include "cli.h"
+
+struct lossy_args {
+	struct ck_lossy_policy p;
+	int keep_set, every_set;
+};
+
+static int parse_count(const char *arg, unsigned long max, unsigned long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtoul(arg, &end, 10);
+	return errno || end == arg || *end || arg[0] == '-' || *out > max ? -1 : 0;
+}
+
+static int on_opt(void *ctx, int c, const char *arg)
+{
+	struct lossy_args *a = ctx;
+	unsigned long v;
+
+	switch (c) {
+	case 'E':
+		if (parse_count(arg, 1000000, &v) < 0 || v == 0) {
+			cli_error("--keep-exact: expected a count of at least 1, not '%s'", arg);
+			return CK_EXIT_USAGE;
+		}
+		a->p.keep_newest = (unsigned)v;
+		a->keep_set = 1;
+		return 0;
+	case 'e':
+		if (parse_count(arg, ULONG_MAX, &v) < 0) {
+			cli_error("--exact-every: expected a step count, not '%s'", arg);
+			return CK_EXIT_USAGE;
+		}
+		a->p.exact_every = v;
+		a->every_set = 1;
+		return 0;
+	}
+	return CK_EXIT_USAGE;
+}
+
+static void show(const char *series, const struct ck_lossy_policy *p)
+{
+	printf("%s: lossy within %g x max|x| per tensor; exact: the newest %u", series, p->bound, p->keep_newest);
+	if (p->exact_every)
+		printf(", steps that are multiples of %" PRIu64, p->exact_every);
+	putchar('\n');
+}
+
+static int run(const struct cli_cmd *cmd, int argc, char **argv)
+{
+	static const struct option opts[] = {
+		{ "keep-exact", required_argument, NULL, 'E' },
+		{ "exact-every", required_argument, NULL, 'e' },
+		{ 0, 0, 0, 0 },
+	};
+	struct lossy_args a = { .p = { .keep_newest = CK_LOSSY_KEEP_NEWEST_DEFAULT } };
+	struct ck_lossy_policy_entry *v = NULL;
+	struct ck_error err = { { 0 } };
+	struct ck_store *st;
+	const char *store, *series, *what;
+	size_t n = 0;
+	int rc, nargs;
+
+	rc = cli_getopt(cmd, argc, argv, "", opts, on_opt, &a);
+	if (rc >= 0)
+		return rc;
+	nargs = argc - optind;
+	if (nargs < 1 || nargs > 3)
+		return cli_usage_error(cmd, "expected STORE [SERIES [BOUND|off]]");
+	store = argv[optind];
+	series = nargs > 1 ? argv[optind + 1] : NULL;
+	what = nargs > 2 ? argv[optind + 2] : NULL;
+	if ((a.keep_set || a.every_set) && (!what || strcmp(what, "off") == 0))
+		return cli_usage_error(cmd, "--keep-exact and --exact-every go with a BOUND");
+	if (what && strcmp(what, "off") != 0 && cli_parse_bound(what, &a.p.bound) < 0)
+		return cli_usage_error(cmd, "BOUND: expected a number over 0 and at most %g, or off, not '%s'",
+				       CK_LOSSY_BOUND_MAX, what);
+	st = cli_open_store(store, what == NULL);
+	if (!st)
+		return CK_EXIT_FAILURE;
+	if (what) {
+		rc = ck_lossy_policy_set(st, series, strcmp(what, "off") ? &a.p : NULL, &err);
+		if (rc == 0 && strcmp(what, "off") != 0)
+			show(series, &a.p);
+		else if (rc == 0)
+			printf("%s: exact (no lossy policy)\n", series);
+	} else {
+		rc = ck_lossy_policies_load(store, &v, &n, &err);
+		for (size_t i = 0; i < n && rc == 0; i++)
+			if (!series || strcmp(v[i].series, series) == 0)
+				show(v[i].series, &v[i].p);
+		if (rc == 0 && series) {
+			size_t i;
+
+			for (i = 0; i < n && strcmp(v[i].series, series) != 0; i++)
+				;
+			if (i == n)
+				printf("%s: exact (no lossy policy)\n", series);
+		}
+		ck_lossy_policies_free(v, n);
+	}
+	ck_store_close(st);
+	if (rc < 0) {
+		cli_error("lossy: %s", err.msg[0] ? err.msg : strerror(-rc));
+		return CK_EXIT_FAILURE;
+	}
+	return CK_EXIT_OK;
+}
+
+const struct cli_cmd cli_cmd_lossy = {
+	.name = "lossy",
+	.args = "STORE [SERIES [BOUND|off] [--keep-exact N] [--exact-every K]]",
+	.summary = "show or record the series' lossy policies (opt-in, for compaction)",
+	.help = "Without SERIES, lists the lossy policies recorded in STORE/lossy.conf; with\n"
+		"SERIES alone, that series' policy.  With a BOUND, records that every later\n"
+		"compaction (ckptctl compact, the mount's background compaction) codes the\n"
+		"series' older checkpoints lossily: each float32, bfloat16 or float16 tensor of\n"
+		"at least 4096 elements decodes with every element within BOUND times the\n"
+		"tensor's largest |x| of its original (0 < BOUND <= 0.5).  The newest N\n"
+		"checkpoints, those whose step is a multiple of K, and the tensors they draw\n"
+		"from older checkpoints stay exact.  'off' removes the policy; checkpoints\n"
+		"coded lossily already stay as they are.  'ckptctl compact --dry-run' prints\n"
+		"what a policy would save.\n"
+		"\n"
+		"  --keep-exact N     the newest N checkpoints stay exact (default 2, at least 1)\n"
+		"  --exact-every K    checkpoints whose step is a multiple of K stay exact\n"
+		"\n"
+		"Exit status: 0 done, 1 error.\n",
+	.run = run,
+};
