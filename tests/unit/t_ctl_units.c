@@ -144,6 +144,13 @@ static int health(void *ctx, struct ck_view *v, struct ck_vfile **out)
 	return opens > 3 ? -ENOENT : ck_vfile_from_bytes(v, "json", text, (size_t)n, out);
 }
 
+/* A series file: there for series "up" only. */
+static int flag(void *ctx, const char *series, struct ck_view *v, struct ck_vfile **out)
+{
+	(void)ctx;
+	return strcmp(series, "up") ? -ENOENT : ck_vfile_from_bytes(v, "json", "{\"up\": 1}\n", 10, out);
+}
+
 static void read_whole(struct ck_vfile *f, char *buf, size_t size)
 {
 	struct ck_extent e[4];
@@ -199,6 +206,27 @@ static void test_registry(void)
 	      "gone when its generator says so");
 	CHECK(ck_ctl_resolve(c, "weights", &ino) == 0 && !ck_ctl_volatile(c, ino) && !ck_ctl_renamable(c, ino),
 	      "weights/ stays");
+
+	/* A file in every series directory, there while its generator says so. */
+	CHECK(ck_ctl_register_series_file(c, "flag", flag, NULL) == 0, "register a series file");
+	CHECK(ck_ctl_register_series_file(c, "flag", flag, NULL) == -EEXIST, "a series file's name once");
+	CHECK(ck_ctl_register_series_file(c, "a/b", flag, NULL) == -EINVAL, "a series file: no slash");
+	CHECK(ck_ctl_is_series_file(c, "flag") && !ck_ctl_is_series_file(c, "health.json"), "series file names");
+	CHECK(ck_ctl_lookup_series_file(c, "down", "flag", &attr) == -ENOENT, "absent where its generator says");
+	CHECK(ck_ctl_lookup_series_file(c, "up", "nope", &attr) == -ENOENT, "not registered");
+	CHECK(ck_ctl_lookup_series_file(c, "up", "flag", &attr) == 0 && attr.size == 10 &&
+	      attr.mode == (S_IFREG | 0444) && ck_ctl_owns(attr.ino), "there: %o %llu", (unsigned)attr.mode,
+	      (unsigned long long)attr.size);
+	ino = attr.ino;
+	CHECK(ck_ctl_lookup_series_file(c, "up", "flag", &attr) == 0 && attr.ino == ino, "one inode per series");
+	CHECK(ck_ctl_volatile(c, ino) && ck_ctl_renamable(c, ino), "a series file is built at every open");
+	CHECK(ck_ctl_open_file(c, ino, &f) == 0, "open a series file");
+	read_whole(f, a, sizeof(a));
+	ck_vfile_put(f);
+	CHECK(!strcmp(a, "{\"up\": 1}\n"), "a series file's bytes: %s", a);
+	CHECK(ck_ctl_lookup_series_file(c, "down", "flag", &attr) == -ENOENT, "still absent elsewhere");
+	CHECK(ck_ctl_readdir(c, CK_CTL_ROOT_INO, &d, &n) == 0 && n == 5, "series files are not in .ckptfs");
+	ck_ctl_dirents_free(d, n);
 	ck_ctl_close(c);
 	ck_view_close(v);
 	run_command(pathf(a, sizeof(a), "rm -rf '%s'", store), NULL);
