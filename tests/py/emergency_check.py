@@ -1,4 +1,5 @@
-"""Checks of tests/integration/emergency_resume.sh.
+"""Checks of tests/integration/emergency_resume.sh.  Several run in one
+process when joined by "+" (torch loads once): state A B + emergency C 0.25.
 
   state CKPT_A CKPT_B
       what examples/llmtailor_train.py restores from the two checkpoints
@@ -14,6 +15,8 @@
       reads back complete: the saved layers as the trainer had them at
       STEP (STRAIGHT_DIR/checkpoint-STEP, a run that saved every step),
       the others from the newest committed save before it.
+  same DIR_A DIR_B
+      tests/py/example_check.py's: the two checkpoints are bit-identical.
 """
 
 import json
@@ -28,7 +31,7 @@ sys.path.insert(0, os.path.join(HERE, "..", "..", "examples"))
 
 import llmtailor_train as example  # noqa: E402
 from deepcompare import differences  # noqa: E402
-from example_check import restored_state  # noqa: E402
+from example_check import restored_state, same  # noqa: E402
 
 
 def trainer_state(ckpt):
@@ -84,4 +87,14 @@ def partial(series_dir, step, straight):
 
 
 if __name__ == "__main__":
-    {"state": state, "emergency": emergency, "partial": partial}[sys.argv[1]](*sys.argv[2:])
+    cmds = {"state": state, "emergency": emergency, "partial": partial, "same": same}
+    runs = [[]]
+    for arg in sys.argv[1:]:
+        if arg == "+":
+            runs.append([])
+        else:
+            runs[-1].append(arg)
+    for run in runs:
+        if not run or run[0] not in cmds:
+            sys.exit(__doc__)
+        cmds[run[0]](*run[1:])
