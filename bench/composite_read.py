@@ -17,6 +17,16 @@ compared, in the same run, with the same data read without FUSE:
   memory         the daemon's peak RSS (VmHWM) after reading composites of
                  --gib and of each --rss-gib size
 
+With --resume it measures what a trainer resuming after a mount does
+instead (see docs/bench.md, "first load after a mount"): for each of
+--trials trials a fresh mount with default options, then at once one fresh
+/usr/bin/python3 process loading the newest composite, alternated with one
+loading the plain merged file, the backing files' page cache warm; then a
+second fresh process on the same mount (warm).  Cases: a torch.save
+composite of a partial save, the same after compaction (its older layers
+read from packs), a safetensors composite and a DCP one (2 ranks, loaded
+by torch 1.13's reader through the tests' dcp_series shim).
+
 Prints one line per measurement and a results table (markdown) at the end.
 Numbers are medians of --runs runs.  Needs ckptfs/ckptctl built, FUSE, and
 Debian's torch (python3-torch).  Not a test: nothing here asserts speed.
@@ -324,6 +334,204 @@ def bench_rss(work, gib, results):
     shutil.rmtree(store)
 
 
+# --- first load after a mount (--resume) ------------------------------------
+
+# One fresh process per load, as a resuming trainer is: the time of the
+# load alone (imports excluded), and how often the loader blocked meanwhile
+# (voluntary context switches: waits for the daemon, on a FUSE file), which
+# a busy machine does not blur the way it blurs times.
+LOADER = r"""
+import mmap, os, resource, sys, time, warnings
+import torch
+path = sys.argv[1]
+sys.path.insert(0, sys.argv[2])
+import dcp_series
+waits = resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw
+t = time.perf_counter()
+if os.path.isdir(path):
+    # A DCP save, read by torch 1.13's reader through the tests' shim
+    # (dcp_series), its .metadata included.
+    md = dcp_series.read_metadata(path)
+    dcp_series.load(path, dcp_series.template_of(md))
+elif path.endswith(".safetensors"):
+    # What safetensors.torch.load_file does (no safetensors package here):
+    # map the file, copy each tensor out of the mapping.
+    import json, struct
+    warnings.simplefilter("ignore")
+    with open(path, "rb") as f:
+        mm = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)
+    (n,) = struct.unpack("<Q", mm[:8])
+    hdr = json.loads(mm[8:8 + n])
+    hdr.pop("__metadata__", None)
+    out = {}
+    for name, e in hdr.items():
+        b, end = e["data_offsets"]
+        out[name] = torch.frombuffer(mm, dtype=torch.float32, count=(end - b) // 4,
+                                     offset=8 + n + b).reshape(e["shape"]).clone()
+else:
+    torch.load(path, map_location="cpu")
+t = time.perf_counter() - t
+print("%.6f %d" % (t, resource.getrusage(resource.RUSAGE_SELF).ru_nvcsw - waits))
+"""
+
+WAITS = {}   # path -> the loader's blocking waits, per load
+
+
+def load_in_new_process(path):
+    out = subprocess.run([sys.executable, "-B", "-c", LOADER, path, os.path.join(TOP, "tests", "py")],
+                         check=True,
+                         capture_output=True, text=True).stdout.split()
+    WAITS.setdefault(path, []).append(int(out[-1]))
+    return float(out[-2])
+
+
+def make_st_series(run, gib, shapes=None):
+    """The series of make_series as safetensors files (model.safetensors)."""
+    import safetensors_ref
+    shapes = shapes or layer_shapes()
+    per_layer = sum(4 * torch.Size(s).numel() for s in shapes.values())
+    nlayers = max(2, round(gib * (1 << 30) / per_layer))
+    for step in (1, 2):
+        sd = {}
+        for i in range(nlayers):
+            if step == 1 or i % 2:
+                sd.update(layer_state(i, step, shapes))
+        path = os.path.join(run, "checkpoint-%d" % step, "model.safetensors")
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        safetensors_ref.save(sd, path)
+        del sd
+
+
+def make_dcp_series(run, plain, gib, shapes=None):
+    """The series of make_series in DCP's layout (2 ranks): run/step-10
+    every layer, run/step-20 the odd layers; plain/step-20 the offline
+    merge of step 20, as one save."""
+    import dcp_series
+    shapes = shapes or layer_shapes()
+    per_layer = sum(4 * torch.Size(s).numel() for s in shapes.values())
+    nlayers = max(2, round(gib * (1 << 30) / per_layer))
+    merged = {}
+    for step in (10, 20):
+        flat = {}
+        for i in range(nlayers):
+            if step == 10 or i % 2:
+                flat.update(layer_state(i, step, shapes))
+        dcp_series.write_layout(os.path.join(run, "step-%d" % step), flat,
+                                {k: ("model", k[6:]) for k in flat}, "2.4", 2)
+        merged.update(flat)
+        del flat
+    dcp_series.write_layout(os.path.join(plain, "step-20"), merged,
+                            {k: ("model", k[6:]) for k in merged}, "2.4", 2)
+
+
+def files_under(*dirs):
+    return [os.path.join(r, n) for d in dirs for r, _, names in os.walk(d) for n in names]
+
+
+def cat(paths):
+    for p in paths:
+        if os.path.isdir(p):
+            continue
+        with open(p, "rb") as f:
+            while f.read(8 * MIB):
+                pass
+
+
+def resume_trials(store, mnt, rel, plain, backing, trials):
+    """Per trial: fresh default mount, then at once the first load through it
+    and the plain load, in alternating order, then a second (warm) load
+    through the mount and the plain file again.  Returns the lists of
+    (first mount, first plain, warm mount, warm plain) times."""
+    first_m, first_p, warm_m, warm_p = [], [], [], []
+    path = os.path.join(mnt, rel)
+    WAITS.clear()
+    for i in range(trials):
+        cat(backing + [plain])   # page caches of the backing files warm
+        os.makedirs(mnt, exist_ok=True)
+        pidfile = mnt + ".pid"
+        subprocess.run([CKPTFS, store, mnt, "-o", "pidfile=" + pidfile +
+                        ("," + MOUNT_OPTS if MOUNT_OPTS else "")], check=True)
+        with open(pidfile) as f:
+            pid = int(f.read().split()[0])
+        try:
+            if i % 2 == 0:
+                first_m.append(load_in_new_process(path))
+                first_p.append(load_in_new_process(plain))
+            else:
+                first_p.append(load_in_new_process(plain))
+                first_m.append(load_in_new_process(path))
+            warm_m.append(load_in_new_process(path))
+            warm_p.append(load_in_new_process(plain))
+        finally:
+            subprocess.run(["fusermount3", "-u", mnt], check=True)
+            for _ in range(200):
+                if not os.path.exists("/proc/%d" % pid):
+                    break
+                time.sleep(0.05)
+    waits = WAITS.get(path, [])
+    return first_m, first_p, warm_m, warm_p, (waits[0::2], waits[1::2], WAITS.get(plain, []))
+
+
+def bench_resume(work, gib, trials, results):
+    run, store, mnt = (os.path.join(work, n) for n in ("resume", "store-resume", "mnt-resume"))
+    srun, sstore = os.path.join(work, "resume-st"), os.path.join(work, "store-resume-st")
+    plain_dir, splain_dir = os.path.join(work, "plain-resume"), os.path.join(work, "plain-resume-st")
+    log("first load after a mount: %.2f GiB series (checkpoint-2 a partial save)..." % gib)
+    make_series(run, gib)
+    offline_merge.merge_checkpoints([os.path.join(run, "checkpoint-1"),
+                                     os.path.join(run, "checkpoint-2")], plain_dir)
+    make_st_series(srun, gib)
+    offline_merge.merge_checkpoints([os.path.join(srun, "checkpoint-1"),
+                                     os.path.join(srun, "checkpoint-2")], splain_dir)
+    import_store(store, run)
+    import_store(sstore, srun)
+    drun, dstore, dplain = (os.path.join(work, n) for n in ("resume-dcp", "store-resume-dcp", "plain-resume-dcp"))
+    make_dcp_series(drun, dplain, gib)
+    shutil.rmtree(dstore, ignore_errors=True)
+    subprocess.run([CKPTCTL, "init", dstore], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run([CKPTCTL, "import", dstore, drun, "--series", "run"], check=True, stdout=subprocess.DEVNULL)
+    packed = store + "-packed"
+    shutil.rmtree(packed, ignore_errors=True)
+    shutil.copytree(store, packed, symlinks=True)
+    subprocess.run([CKPTCTL, "compact", packed, "--keep-raw", "1", "-q"], check=True)
+
+    raw = [os.path.join(run, c, "model.pt") for c in ("checkpoint-1", "checkpoint-2")]
+    packs = [os.path.join(root, n) for root, _, names in os.walk(os.path.join(packed, "packs"))
+             for n in names]
+    cases = [
+        ("torch.save composite, partial save", store, "resume/checkpoint-2/model.pt",
+         os.path.join(plain_dir, "model.pt"), raw),
+        ("the same, compacted (older layers from packs)", packed, "resume/checkpoint-2/model.pt",
+         os.path.join(plain_dir, "model.pt"), raw + packs),
+        ("safetensors composite, partial save", sstore, "resume-st/checkpoint-2/model.safetensors",
+         os.path.join(splain_dir, "model.safetensors"),
+         [os.path.join(srun, c, "model.safetensors") for c in ("checkpoint-1", "checkpoint-2")]),
+        ("DCP composite, partial save (2 ranks)", dstore, "run/step-20", os.path.join(dplain, "step-20"),
+         files_under(drun, dplain)),
+    ]
+    for label, st, rel, plain, backing in cases:
+        fm, fp, wm, wp, (w_first, w_warm, w_plain) = resume_trials(st, mnt, rel, plain, backing, trials)
+        first = statistics.median(p / m for p, m in zip(fp, fm))
+        warm = statistics.median(p / m for p, m in zip(wp, wm))
+        log("  %s: first load %s s, plain %s s" % (label, " ".join("%.3f" % x for x in fm),
+                                                   " ".join("%.3f" % x for x in fp)))
+        log("  %s: warm load %s s, plain %s s" % (label, " ".join("%.3f" % x for x in wm),
+                                                  " ".join("%.3f" % x for x in wp)))
+        results.append(("%s: first load after a fresh mount, mount / plain" % label,
+                        "%.3f / %.3f s" % (statistics.median(fm), statistics.median(fp)),
+                        "**%.2fx** (median of %d per-trial ratios)" % (first, trials)))
+        results.append(("%s: again (warm), mount / plain" % label,
+                        "%.3f / %.3f s" % (statistics.median(wm), statistics.median(wp)),
+                        "**%.2fx**" % warm))
+        results.append(("%s: loader's blocking waits, first / warm / plain (median)" % label,
+                        "%d / %d / %d" % (statistics.median(w_first), statistics.median(w_warm),
+                                          statistics.median(w_plain)), ""))
+    with open("/proc/loadavg") as f:
+        results.append(("load average at the end", f.read().split()[0], ""))
+    for d in (run, srun, store, sstore, packed, plain_dir, splain_dir, drun, dstore, dplain):
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", required=True, help="scratch directory (needs ~3x --gib free)")
@@ -332,14 +540,22 @@ def main():
     ap.add_argument("--tensors", type=int, default=10000)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--mount-opts", default="", help="extra ckptfs -o options, e.g. verify=none")
+    ap.add_argument("--resume", action="store_true",
+                    help="only the first load after a fresh mount, as a resuming trainer does it")
+    ap.add_argument("--trials", type=int, default=7, help="fresh mounts per case with --resume")
     a = ap.parse_args()
     global MOUNT_OPTS
     MOUNT_OPTS = a.mount_opts
     torch.set_num_threads(1)
     os.makedirs(a.dir, exist_ok=True)
     results = []
-    bench_read(a.dir, a.gib, a.runs, results)
-    bench_many_tensors(a.dir, a.tensors, results)
+    if a.resume:
+        bench_resume(a.dir, a.gib, a.trials, results)
+        a.tensors, a.rss_gib = 0, ""
+    else:
+        bench_read(a.dir, a.gib, a.runs, results)
+    if a.tensors:
+        bench_many_tensors(a.dir, a.tensors, results)
     for g in (float(x) for x in a.rss_gib.split(",") if x):
         bench_rss(a.dir, g, results)
 

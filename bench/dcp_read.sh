@@ -12,4 +12,4 @@ done
 dir=${BENCH_DIR:-/var/tmp/ckptfs-bench-dcp}
 mkdir -p "$dir"
 trap 'for m in "$dir"/mnt "$dir"/lmnt; do fusermount3 -u "$m" 2>/dev/null || true; done; rm -rf "$dir"' EXIT
-CKPTFS="$top/ckptfs" CKPTCTL="$top/ckptctl" "${TORCH_PYTHON:-/usr/bin/python3}" -B "$top/bench/dcp_read.py" --dir "$dir" "$@"
+CKPTFS="${CKPTFS:-$top/ckptfs}" CKPTCTL="${CKPTCTL:-$top/ckptctl}" "${TORCH_PYTHON:-/usr/bin/python3}" -B "$top/bench/dcp_read.py" --dir "$dir" "$@"

@@ -22,5 +22,5 @@ cleanup() {
 	[ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM
-CKPTFS="$top/ckptfs" CKPTCTL="$top/ckptctl" ${TORCH_PYTHON:-/usr/bin/python3} -B "$top/bench/lossy.py" \
+CKPTFS="${CKPTFS:-$top/ckptfs}" CKPTCTL="${CKPTCTL:-$top/ckptctl}" ${TORCH_PYTHON:-/usr/bin/python3} -B "$top/bench/lossy.py" \
 	--work "$dir" "$@"

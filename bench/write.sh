@@ -18,4 +18,4 @@ cleanup() {
 	rm -rf "$dir"
 }
 trap cleanup EXIT
-CKPTFS="$top/ckptfs" CKPTCTL="$top/ckptctl" /usr/bin/python3 -B "$top/bench/write.py" --dir "$dir" "$@"
+CKPTFS="${CKPTFS:-$top/ckptfs}" CKPTCTL="${CKPTCTL:-$top/ckptctl}" /usr/bin/python3 -B "$top/bench/write.py" --dir "$dir" "$@"

@@ -14,6 +14,15 @@ parameter from the newest save that has it).
   llmtailor_train.py --out MNT/run --kill-at 23     ... and SIGKILL itself at step 23
   llmtailor_train.py --out MNT/run --resume         go on from the newest committed one
   llmtailor_train.py --out MNT/run --policy full    every save holds everything
+  llmtailor_train.py --out MNT/run --emergency      also save when ckptfs asks (GPU health)
+
+Emergency saves (--emergency, ckptfs mounted with -o health=nvml): every
+step the trainer looks for OUT/trigger_checkpoint.flag, and when ckptfs has
+put one there (a GPU's risk score reached the threshold) it saves
+checkpoint-STEP at once and waits until ckptfs has committed it.  The save
+holds everything, or with --emergency-partial F and --store STORE the
+fraction F of the layers that changed most by `ckptctl stats`
+(ckptfs_emergency.py beside this file).
 
 Save policy (--policy llmtailor, the default; saves counted from 1):
   save 1, 1+F, 1+2F, ...   everything                        (F = --full-every)
@@ -42,6 +51,7 @@ import os
 import random
 import re
 import shutil
+import sys
 import time
 
 import numpy as np
@@ -239,7 +249,7 @@ def die(why):
     os.kill(os.getpid(), 9)
 
 
-def save_checkpoint(ckpt_dir, t, parts, kill_midway=False):
+def save_checkpoint(ckpt_dir, t, parts, kill_midway=False, emergency=None, changed_most=None):
     """Writes one HF-Trainer-style checkpoint holding only `parts`."""
     os.makedirs(ckpt_dir, exist_ok=True)
     with open(os.path.join(ckpt_dir, "config.json"), "w") as f:
@@ -263,6 +273,10 @@ def save_checkpoint(ckpt_dir, t, parts, kill_midway=False):
     state = {"global_step": t.step, "max_steps": t.total_steps,
              "log_history": [{"step": i + 1, "loss": loss} for i, loss in enumerate(t.losses)],
              "train_batch_size": BATCH, "saved_parts": sorted(parts)}
+    if emergency:
+        state["emergency"] = emergency     # the reason ckptfs gave
+    if changed_most:
+        state["changed_most"] = changed_most   # the ranking a partial emergency save chose by
     with open(os.path.join(ckpt_dir, "trainer_state.json"), "w") as f:
         json.dump(state, f, indent=2, sort_keys=True)
         f.write("\n")
@@ -369,8 +383,17 @@ def train(args):
         print("  resumed at step %d from %s" % (t.step, resume_dir), flush=True)
 
     os.makedirs(args.out, exist_ok=True)
+    watch = None
+    if args.emergency:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from ckptfs_emergency import EmergencyWatch
+        watch = EmergencyWatch(args.out, store=args.store, partial=args.emergency_partial,
+                               ckptctl=args.ckptctl)
+    kill_at = args.kill_at
     t.model.train()
     while t.step < args.steps:
+        if args.step_delay:
+            time.sleep(args.step_delay)
         inputs, targets = sample_batch(corpus)
         logits = t.model(inputs)
         loss = nn.functional.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
@@ -382,9 +405,24 @@ def train(args):
         t.losses.append(loss.item())
 
         saving = t.step % args.save_every == 0
-        if t.step == args.kill_at and not (saving and args.kill_in_save):
+        if t.step == kill_at and not (saving and args.kill_in_save):
             die("after step %d" % t.step)
-        if saving:
+        reason = watch.check() if watch else None
+        if reason:
+            # At once, in place of this step's regular save if it has one.
+            parts = watch.parts() or parts_to_save(1, "full", 1)
+            name = "checkpoint-%d" % t.step
+            save_checkpoint(os.path.join(args.out, name), t, parts, emergency=reason,
+                            changed_most=watch.ranking)
+            committed = watch.answered(reason, os.path.join(args.out, name))
+            print("  step %3d  loss %.4f  emergency save %s (GPU %s risk %.3f): %s%s"
+                  % (t.step, loss.item(), name, reason.get("gpu"), reason.get("score", 0.0), describe(parts),
+                     "" if committed else ", NOT committed"), flush=True)
+            if args.kill_after_emergency is not None:
+                kill_at = t.step + args.kill_after_emergency
+                if args.kill_after_emergency == 0:
+                    die("right after the emergency save at step %d" % t.step)
+        elif saving:
             parts = parts_to_save(t.step // args.save_every, args.policy, args.full_every)
             name = "checkpoint-%d" % t.step
             save_checkpoint(os.path.join(args.out, name), t, parts,
@@ -412,11 +450,23 @@ def parse_args(argv=None):
                    help="SIGKILL itself right after step STEP's update")
     p.add_argument("--kill-in-save", action="store_true",
                    help="with --kill-at at a save step: die halfway through that save instead")
+    p.add_argument("--emergency", action="store_true",
+                   help="save at once when ckptfs puts trigger_checkpoint.flag in --out")
+    p.add_argument("--emergency-partial", type=float, metavar="F",
+                   help="emergency saves hold the fraction F of the layers that changed most (needs --store)")
+    p.add_argument("--store", help="the ckptfs store behind the mount (for --emergency-partial)")
+    p.add_argument("--ckptctl", default="ckptctl", help="ckptctl to run (default: from PATH)")
+    p.add_argument("--kill-after-emergency", type=int, metavar="N",
+                   help="SIGKILL itself N steps after an emergency save (a GPU that then fails)")
+    p.add_argument("--step-delay", type=float, default=0.0, metavar="SEC",
+                   help="sleep SEC seconds every step (a step as long as a real one)")
     args = p.parse_args(argv)
     if args.resume and args.resume_from:
         p.error("--resume and --resume-from exclude each other")
     if args.save_every < 1 or args.full_every < 1:
         p.error("--save-every and --full-every must be at least 1")
+    if args.emergency_partial is not None and not (0 < args.emergency_partial <= 1 and args.store):
+        p.error("--emergency-partial needs a fraction in (0, 1] and --store")
     return args
 
 

@@ -22,6 +22,9 @@ enum ck_exit {
 	/* ckptctl: the data checked is bad (verify: damage found; commit: the
 	 * directory was quarantined). */
 	CK_EXIT_DAMAGED = 3,
+	/* ckptctl resume-info: the series has no checkpoint to resume from
+	 * (none committed, or none the mount can serve whole). */
+	CK_EXIT_NONE = 4,
 	/* Bad command line, for both programs: unknown option or command, bad
 	 * option value, missing or extra operands (sysexits.h's EX_USAGE, so
 	 * that it cannot be mistaken for a result above). */

@@ -92,6 +92,11 @@ void jw_uint(struct jw *w, uint64_t v);
 void jw_double(struct jw *w, double v);
 void jw_bool(struct jw *w, int v);
 void jw_null(struct jw *w);
+/* v as %.6e, or null when !known or v is not finite, padded with spaces to
+ * width characters (13 to 64): a document laid out before its numbers are
+ * known keeps its length once they are filled in (the control
+ * directory's LAYER.json, whose size stat gives before any tensor is read). */
+void jw_fixed(struct jw *w, int known, double v, int width);
 /* 0, or the -errno that stopped the writer. */
 int jw_error(const struct jw *w);
 /* Frees the text; w can be used again from the start. */

@@ -365,4 +365,26 @@ int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_fil
  * (free()), *n 0 for an exact file; or -errno. */
 int ck_store_file_lossy(struct ck_store *st, uint64_t file_id, struct ck_lossy_storage **out, size_t *n);
 
+/* ---- Recipes (docs/format.md, "Recipes"; include/ckptfs/recipe.h) ----
+ *
+ * STORE/recipes/NAME.yaml: a recipe's document as it was added.  Names
+ * follow ck_recipe_name_ok.  No lock: adding links a synced temporary file
+ * to the name (EEXIST when taken), removing unlinks it, and both sync the
+ * directory. */
+#define CK_STORE_RECIPES_DIR "recipes"
+
+/* Adds recipe name with its text (checked already).  0, -EEXIST, -EINVAL
+ * (a bad name), or -errno, with err. */
+int ck_store_recipe_add(const char *store, const char *name, const char *text, size_t len, struct ck_error *err);
+/* The text of recipe name, NUL-terminated (the caller frees it): 0,
+ * -ENOENT, -E2BIG, or -errno, with err. */
+int ck_store_recipe_read(const char *store, const char *name, char **text, size_t *len, struct ck_error *err);
+/* The names of the recipes, sorted (free with ck_strv_free): 0 or -errno. */
+int ck_store_recipe_list(const char *store, char ***names, size_t *n);
+/* stat(2) of a recipe's file (its identity tells versions apart). */
+struct stat;
+int ck_store_recipe_stat(const char *store, const char *name, struct stat *sb);
+/* Removes recipe name: 0, -ENOENT, or -errno, with err. */
+int ck_store_recipe_remove(const char *store, const char *name, struct ck_error *err);
+
 #endif

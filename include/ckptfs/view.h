@@ -26,6 +26,8 @@ struct ck_view;
 struct ck_vnode;
 struct ck_vfile;
 struct ck_vpacked;
+struct ck_vsource;
+struct pk_node;
 
 enum ck_verify_mode {
 	CK_VERIFY_NONE,    /* trust physical files (identity is still checked on open) */
@@ -164,6 +166,12 @@ struct ck_vtensor {
 	uint64_t src_file_id;    /* the store's id of that file version (packed: read with ck_packed_open) */
 	uint64_t src_offset;     /* byte range of the storage in that file */
 	uint64_t nbytes;
+	/* For building files from it (ck_vfile_append_tensor, ck_vsource_read):
+	 * the physical file version, valid while the view is open. */
+	struct ck_vsource *source;
+	int contiguous;          /* the nbytes at src_offset are the tensor in C order */
+	const struct pk_node *node;  /* torch.save: its node in the file's state tree
+				       * (ck_view_file_tree), else NULL */
 	/* The lossy tier: when lossy_bound > 0 the tensor's storage was coded
 	 * lossily, every element within lossy_bound * lossy_max_abs (its
 	 * original's largest |x|) of the original; lossy_max_err is the
@@ -180,6 +188,8 @@ int ck_view_tensors(struct ck_view *v, const struct ck_vnode *n, ck_vtensor_fn f
  * Reference counted. */
 int ck_view_open_file(struct ck_view *v, const struct ck_vnode *n, struct ck_vfile **out);
 void ck_vfile_put(struct ck_vfile *f);
+/* Another reference to f (returned). */
+struct ck_vfile *ck_vfile_get(struct ck_vfile *f);
 uint64_t ck_vfile_size(const struct ck_vfile *f);
 
 /* When the open file's bytes are exactly one raw physical file, whole and
@@ -193,6 +203,36 @@ uint64_t ck_vfile_size(const struct ck_vfile *f);
  * checkpoint, file, tensor and physical file). */
 int ck_vfile_whole_file(struct ck_vfile *f, int *fd);
 
+/* Copies up to len bytes of the file at off (clipped to its size) into
+ * buf: the bytes a read of the mount is served, checked the same way
+ * (-o verify=first).  A hashed range that lies whole inside the piece and
+ * was not checked yet is hashed from the very bytes copied into buf, so
+ * what the caller goes on to hand out is exactly what was checked; ranges
+ * cut by the piece's ends are checked from the file first, as reads do.
+ * Packed bytes are decoded and checked chunk by chunk.  Returns the number
+ * of bytes copied (0 at or past the end) or -EIO (a damaged range, logged
+ * with checkpoint, file, tensor and physical file; buf then holds no
+ * promise).  For pushing a file's bytes into a page cache ahead of its
+ * readers (the daemon's preload). */
+ssize_t ck_vfile_read(struct ck_vfile *f, void *buf, size_t len, uint64_t off);
+
+/* Hands out the file's first limit bytes (all of it when it is shorter),
+ * read and checked by ck_vfile_read, as fn(ctx, off, bytes, len) in file
+ * order: off a multiple of page, len a multiple of page unless the piece
+ * ends at the end of the file; bytes valid during the call.  Pieces end
+ * at range boundaries where the ranges fit in cap bytes, so that each
+ * range is checked from the bytes handed out.  A piece that fails its
+ * check is read again page by page, and only the pages holding bytes that
+ * fail are left out (logged).  buf: cap bytes of the caller's, cap a
+ * multiple of page (a power of two).  Stops once *stop is set (stop may
+ * be NULL) or fn returns non-zero, which it returns; *done: the bytes
+ * handed out.  0, fn's value, or -EINVAL for a bad page or cap.  For
+ * pushing a file into a page cache ahead of its readers (the daemon's
+ * preload). */
+typedef int (*ck_pages_fn)(void *ctx, uint64_t off, const void *bytes, size_t len);
+int ck_vfile_pages(struct ck_vfile *f, uint64_t limit, size_t page, void *buf, size_t cap,
+		   const atomic_int *stop, ck_pages_fn fn, void *ctx, uint64_t *done);
+
 /* One piece of a read: memory (mem != NULL), a physical file range
  * (fd >= 0), or bytes of a packed file version (packed != NULL, at
  * fd_off), which only ck_extent_read can produce. */
@@ -202,6 +242,7 @@ struct ck_extent {
 	int fd;
 	uint64_t fd_off;
 	struct ck_vpacked *packed;
+	int hinted;              /* packed: what comes next was hinted by the file's own order */
 };
 
 /* Describes [off, off+len) clipped to the file size as up to max extents.
@@ -221,8 +262,15 @@ int ck_extent_read(const struct ck_extent *e, void *buf);
  * set.  Those served as saved (one whole raw file, ck_vfile_whole_file)
  * of at most verify_max bytes also get their tensor ranges checked, as
  * their first open would before handing them to the kernel (0: none).
- * For a thread started when the mount goes live.  0 or -ENOMEM. */
-int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max);
+ * Then, unless fn is NULL, calls fn(ctx, path, f, served_as_saved) for each
+ * file built, in the order a listing gives them (series, then checkpoint
+ * files by name), path relative to the root ("run/checkpoint-200/model.pt"),
+ * served_as_saved 1 for those checked for the kernel; f is valid during
+ * the call; a non-zero return stops the walk.  For a thread started when
+ * the mount goes live.  0 or -ENOMEM. */
+typedef int (*ck_warm_fn)(void *ctx, const char *path, struct ck_vfile *f, int served_as_saved);
+int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max, ck_warm_fn fn,
+			void *ctx);
 
 /* Holds off composite builds, after waiting for one under way, until
  * ck_view_resume_builds.  Around a fork() whose child allocates: a build's
@@ -235,5 +283,105 @@ void ck_view_resume_builds(struct ck_view *v);
 /* Grows whenever the view gains a checkpoint (at open, or by a refresh):
  * the daemon's compactor runs only when it changed. */
 uint64_t ck_view_generation(struct ck_view *v);
+
+/* ---- Checkpoints, and files built from composites' tensors ----
+ *
+ * What the control directory (include/ckptfs/ctldir.h) generates: files
+ * whose bytes are tensors of composites, laid out anew (a weights-only
+ * safetensors file, a layer's tensors, a recipe's torch.save), served
+ * like composites (extents of the physical files, first-read hash
+ * verification, packed versions decoded) and never copied. */
+
+/* A checkpoint of a series, as the view has it (strings live as long as
+ * the view). */
+struct ck_vckpt {
+	const char *series;
+	const char *name;
+	int64_t step;
+	int is_file;                 /* a single-file checkpoint */
+	const struct ck_vnode *node; /* its directory (or file) */
+};
+
+/* The checkpoint whose directory or file n is: 0, or -ENOENT when n is not
+ * a checkpoint's node. */
+int ck_view_checkpoint(struct ck_view *v, const struct ck_vnode *n, struct ck_vckpt *out);
+/* The listed (not deleted) checkpoints of a series in ascending step, as
+ * an allocated array (free it).  0, -ENOENT (no such series), -ENOMEM. */
+int ck_view_series_checkpoints(struct ck_view *v, const char *series, struct ck_vckpt **out, size_t *n);
+/* The path of file node n inside its checkpoint ("model.pt", "sub/x.bin";
+ * "" for a single-file checkpoint), or NULL for a directory. */
+const char *ck_vnode_relpath(const struct ck_vnode *n);
+
+/* The composite of the same path as file n in the checkpoint just before
+ * the one that src (a source of one of n's tensors) belongs to, deleted
+ * checkpoints included: where a tensor's previous saved value is.  0,
+ * -ENOENT when src's checkpoint is the first of its series or the
+ * earlier one has no such file. */
+int ck_view_previous_file(struct ck_view *v, const struct ck_vnode *n, const struct ck_vsource *src,
+			  const struct ck_vnode **prev);
+
+/* The state tree a torch.save composite serves (built on first use), its
+ * nodes valid while the view is open: a composed file's tree may point
+ * into it.  0, -EINVAL (not a torch.save file), or the build's error. */
+int ck_view_file_tree(struct ck_view *v, const struct ck_vnode *n, const struct pk_node **root);
+
+/* Reads len bytes at off of a physical file version (raw: the ranges they
+ * touch are verified first, as on a read of a composite; packed: decoded
+ * and checked).  0, or -EIO (logged). */
+int ck_vsource_read(struct ck_view *v, struct ck_vsource *src, void *buf, size_t len, uint64_t off);
+
+/* A new empty file to build, with one reference; kind names it in
+ * provenance ("safetensors", "json", ...; a string that outlives it). */
+int ck_vfile_new(struct ck_view *v, const char *kind, struct ck_vfile **out);
+/* Appends generated bytes (copied). */
+int ck_vfile_append_bytes(struct ck_vfile *f, const void *p, size_t len);
+/* Appends t's bytes (which must be contiguous) and records them as a tensor
+ * called name, for provenance.  0, -EINVAL (not contiguous), -ENOMEM. */
+int ck_vfile_append_tensor(struct ck_vfile *f, const struct ck_vtensor *t, const char *name);
+/* Appends all of another (sealed) file: the same extents, tensors and sources. */
+int ck_vfile_append_file(struct ck_vfile *f, const struct ck_vfile *src);
+/* A sealed file of len generated bytes (copied) with one reference, in one
+ * call: 0 or -ENOMEM. */
+int ck_vfile_from_bytes(struct ck_view *v, const char *kind, const void *p, size_t len, struct ck_vfile **out);
+/* Ends building: no appends after it.  Then f reads like a composite,
+ * except that a reader going forward has the packed bytes it will read
+ * next decoded ahead in this file's order (a built file takes tensors in
+ * its own order, not in the order of the files they come from). */
+int ck_vfile_seal(struct ck_vfile *f);
+/* A torch.save file holding the state tree root, whose tensors are nodes
+ * of the view's trees (ck_view_file_tree, ck_vtensor.node): storages are
+ * renumbered and their records copied as extents, and the archive is laid
+ * out like layout's newest version (a torch.save file node).  what names
+ * it in log lines.  A sealed file with one reference, or -EIO (logged),
+ * -EINVAL (a tensor outside the view's torch.save files), -ENOMEM. */
+int ck_view_compose_torch(struct ck_view *v, const struct ck_vnode *layout, const struct pk_node *root,
+			  const char *what, struct ck_vfile **out);
+/* Re-checks the identity of every physical file a built file uses, as
+ * ck_view_open_file does: 0 or -EIO (logged). */
+int ck_vfile_check(struct ck_vfile *f);
+/* Provenance of a built file as ck_view_getxattr's user.ckptfs.sources
+ * gives it for composites, under the given checkpoint and file labels. */
+int ck_vfile_sources_json(const struct ck_vfile *f, const char *checkpoint, const char *file, struct ck_buf *out);
+/* user.ckptfs.lossy of a built file, as ck_view_getxattr gives it for
+ * composites: -ENODATA when every byte it serves is exact. */
+int ck_vfile_lossy_json(const struct ck_vfile *f, struct ck_buf *out);
+/* The distinct physical file versions a built (or composite) file reads:
+ * i from 0 to ck_vfile_nsources(f) - 1. */
+size_t ck_vfile_nsources(const struct ck_vfile *f);
+struct ck_vsource *ck_vfile_source(const struct ck_vfile *f, size_t i);
+
+/* Owners of files built from tensors (the control directory's), which
+ * are reached through none of the directories holding their sources:
+ * ck_view_sources_owner gives what such a file made of srcs[0..n) shows,
+ * by the rules of composites (the newest source's owner and group; per
+ * class, the permission bits every source grants, less the classes that
+ * cannot search a directory holding a source inside its checkpoint), with
+ * mode 0 when n is 0.  ck_view_sources_access: whether c may do mask on
+ * every source as ck_view_access decides for a composite's (read needs
+ * read permission on each and search permission on the directories
+ * holding it): 0 or -EACCES. */
+void ck_view_sources_owner(struct ck_view *v, struct ck_vsource *const *srcs, size_t n, struct ck_owner *out);
+int ck_view_sources_access(struct ck_view *v, struct ck_vsource *const *srcs, size_t n, const struct ck_cred *c,
+			   int mask);
 
 #endif

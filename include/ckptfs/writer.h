@@ -62,6 +62,11 @@ struct ck_writer_notify {
 	 * hid since the last call (a series reloaded under a new node).
 	 * series NULL (old and new NULL): only the names the view hid. */
 	void (*names_changed)(void *ctx, const char *series, const char *old_name, const char *new_name);
+	/* Checkpoint name of series committed (any commit: rename, setxattr,
+	 * marker, idle), right after the store took it and before the view
+	 * catches up; on the committing thread.  The GPU health watcher's
+	 * emergency flag of the series goes at once. */
+	void (*committed)(void *ctx, const char *series, const char *name);
 };
 
 struct ck_writer;

@@ -19,6 +19,9 @@ static const struct cli_cmd *const commands[] = {
 	&cli_cmd_gc,
 	&cli_cmd_relocate,
 	&cli_cmd_lossy,
+	&cli_cmd_diff,
+	&cli_cmd_recipe,
+	&cli_cmd_resume_info,
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -33,7 +36,7 @@ static void usage(FILE *out)
 		     "                   distributed filesystem (default /var/cache/ckptfs)\n\nCommands:\n");
 	for (i = 0; i < NCOMMANDS; i++) {
 		if (!commands[i]->hidden)
-			fprintf(out, "  %-10s %s\n", commands[i]->name, commands[i]->summary);
+			fprintf(out, "  %-12s %s\n", commands[i]->name, commands[i]->summary);
 	}
 	fprintf(out, "\nRun 'ckptctl COMMAND --help' for a command's options; see ckptctl(1).\n");
 }

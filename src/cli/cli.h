@@ -26,7 +26,9 @@ extern const struct cli_cmd cli_cmd_init, cli_cmd_import, cli_cmd_ls, cli_cmd_sh
 extern const struct cli_cmd cli_cmd_compact;
 extern const struct cli_cmd cli_cmd_gc;
 extern const struct cli_cmd cli_cmd_relocate;
+extern const struct cli_cmd cli_cmd_diff, cli_cmd_recipe;
 extern const struct cli_cmd cli_cmd_lossy;
+extern const struct cli_cmd cli_cmd_resume_info;
 
 /* "ckptctl: <msg>" on stderr. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -1,8 +1,7 @@
 /* ckptctl stats: what a series costs and how its layers change.
  *
  * The numeric core (decoding floating-point tensor bytes, accumulating the
- * squared norms of an update) is kept apart from the store walk so that it
- * can be tested on its own. */
+ * squared norms of an update) is include/ckptfs/tensor_math.h. */
 #ifndef CKPTFS_CLI_STATS_H
 #define CKPTFS_CLI_STATS_H
 
@@ -11,23 +10,7 @@
 
 #include "ckptfs/dtype.h"
 #include "ckptfs/store.h"
-
-/* IEEE 754 binary16 and bfloat16 (the upper half of a binary32), exactly. */
-float stats_f16_to_float(uint16_t h);
-float stats_bf16_to_float(uint16_t b);
-
-/* 1 for the dtypes whose updates are measured: float32, float16, bfloat16,
- * float64.  Other tensors still count for chunk identity. */
-int stats_dtype_is_measured(enum ck_dtype dt);
-
-/* Sums over elements of (cur - prev)^2, prev^2 and cur^2, in double. */
-struct stats_l2 {
-	double diff2, prev2, cur2;
-};
-
-/* Adds n elements of a measured dtype, little-endian as torch and
- * safetensors store them.  prev may be NULL (only cur2 accumulates). */
-void stats_l2_add(struct stats_l2 *acc, enum ck_dtype dt, const void *prev, const void *cur, size_t n);
+#include "ckptfs/tensor_math.h"
 
 /* ---- The store walk (stats_walk.c) ---- */
 
@@ -66,7 +49,7 @@ struct stats_layer {
 	size_t measured;      /* of those, floating-point with the same dtype and size */
 	size_t added;         /* only in the newer checkpoint */
 	uint64_t bytes, chunks, same_chunks;
-	struct stats_l2 l2;
+	struct ck_l2 l2;
 };
 
 /* Collects the composite of series/name from the view and the physical

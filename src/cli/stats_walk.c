@@ -258,7 +258,7 @@ static struct stats_layer *layer_of(struct stats_layer **v, size_t *n, const cha
 /* Reads a tensor (and its predecessor when p is not NULL) chunk by chunk:
  * counts identical chunks into l and adds norms of measured dtypes. */
 static int stream(struct side *ps, struct side *cs, const struct stats_tensor *p, struct stats_tensor *c,
-		  size_t chunk, int measured, struct stats_l2 *acc, uint64_t *same)
+		  size_t chunk, int measured, struct ck_l2 *acc, uint64_t *same)
 {
 	size_t esize = ck_dtype_size(c->dtype);
 	int rc;
@@ -281,7 +281,7 @@ static int stream(struct side *ps, struct side *cs, const struct stats_tensor *p
 			*same += XXH128_isEqual(a, b);
 		}
 		if (measured)
-			stats_l2_add(acc, c->dtype, p ? ps->buf : NULL, cs->buf, len / esize);
+			ck_l2_add(acc, c->dtype, p ? ps->buf : NULL, cs->buf, len / esize);
 		done += len;
 	}
 	return 0;
@@ -291,8 +291,8 @@ static int compare_tensor(struct side *ps, struct side *cs, struct stats_tensor 
 			  size_t chunk, struct stats_layer *l)
 {
 	uint64_t nchunks = (c->nbytes + chunk - 1) / chunk, same = 0;
-	int measured = stats_dtype_is_measured(c->dtype) && c->dtype == p->dtype && c->nbytes == p->nbytes;
-	struct stats_l2 acc = { 0 };
+	int measured = ck_dtype_is_measured(c->dtype) && c->dtype == p->dtype && c->nbytes == p->nbytes;
+	struct ck_l2 acc = { 0 };
 	int rc;
 
 	l->tensors++;
@@ -385,11 +385,5 @@ void stats_layers_free(struct stats_layer *l, size_t n)
 
 double stats_relative_l2(const struct stats_layer *l)
 {
-	if (!l->measured)
-		return NAN;
-	if (l->l2.diff2 == 0)
-		return 0;
-	if (l->l2.prev2 == 0)
-		return NAN;
-	return sqrt(l->l2.diff2 / l->l2.prev2);
+	return l->measured ? ck_l2_relative(&l->l2) : NAN;
 }

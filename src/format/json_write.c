@@ -313,6 +313,19 @@ void jw_null(struct jw *w)
 		w->err = -ENOMEM;
 }
 
+void jw_fixed(struct jw *w, int known, double v, int width)
+{
+	jw_sep(w);
+	if (w->err)
+		return;
+	/* %.6e of a double takes at most 13 characters (-1.234567e+308) */
+	if (width < 13 || width > 64)
+		w->err = -EINVAL;
+	else if ((known && isfinite(v) ? ck_buf_printf(&w->b, "%-*.6e", width, v)
+				       : ck_buf_printf(&w->b, "%-*s", width, "null")) < 0)
+		w->err = -ENOMEM;
+}
+
 int jw_error(const struct jw *w)
 {
 	return w->err;

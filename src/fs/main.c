@@ -23,7 +23,9 @@
 #include "ckptfs/memtune.h"
 #include "ckptfs/store.h"
 #include "ckptfs/writer.h"
+#include "control.h"
 #include "daemon.h"
+#include "health.h"
 #include "listing.h"
 #include "lowlevel.h"
 #include "mount.h"
@@ -242,10 +244,12 @@ static int new_session(struct mount_run *run)
 	    (cfg->debug && fuse_opt_add_arg(&args, "-d")))
 		rc = -ENOMEM;
 	if (!rc) {
-		/* Without -o ro, the table that also serves in-progress directories. */
-		const struct fuse_lowlevel_ops *ops = cfg->read_only ? &ckfs_ops : &ckfs_rw_ops;
+		/* Without -o ro, the table that also serves in-progress
+		 * directories; either way with the control directory. */
+		static struct fuse_lowlevel_ops ops;
 
-		run->se = fuse_session_new(&args, ops, sizeof(*ops), &run->fs);
+		ckfs_control_ops(cfg->read_only ? &ckfs_ops : &ckfs_rw_ops, &ops);
+		run->se = fuse_session_new(&args, &ops, sizeof(ops), &run->fs);
 		if (!run->se)
 			rc = -EINVAL;	/* libfuse said why */
 	}
@@ -311,6 +315,11 @@ static int serve(struct mount_run *run)
 		goto close_view;
 	}
 	run->fs.root_ino = root.ino;
+	rc = ck_ctl_open(run->fs.view, cfg->store, &cfg->ctl, &run->fs.ctl);
+	if (rc) {
+		ck_err("%s: cannot open the control directory: %s", cfg->store, strerror(-rc));
+		goto close_view;
+	}
 	if (!cfg->read_only) {
 		struct ck_writer_notify notify;
 
@@ -322,6 +331,11 @@ static int serve(struct mount_run *run)
 			goto close_view;
 		}
 		run->fs.staging = ck_writer_staging(run->fs.writer);
+	}
+	rc = ckfs_health_setup(&run->fs);
+	if (rc) {
+		ck_err("GPU health: cannot set up the watcher: %s", strerror(-rc));
+		goto close_view;
 	}
 	if (new_session(run))
 		goto close_view;
@@ -364,10 +378,12 @@ static int serve(struct mount_run *run)
 		ck_warn("cannot start the refresh thread: checkpoints imported while mounted stay hidden");
 	if (run->fs.writer)
 		ck_writer_start(run->fs.writer);	/* marker grace, idle commits, compaction */
-	if (cfg->warmup && ckfs_warmup_start(&run->warmup, run->fs.view, ckfs_warm_verify_max(&run->fs)))
+	if (cfg->warmup && ckfs_warmup_start(&run->warmup, &run->fs, ckfs_warm_verify_max(&run->fs)))
 		ck_warn("cannot start the warm-up thread: composites are built at their first open");
+	ckfs_health_start(&run->fs);
 	rc = run_loop(run);
-	ckfs_warmup_stop(&run->warmup);
+	ckfs_health_stop(&run->fs);
+	ckfs_warmup_cancel(&run->warmup);	/* joined once unmounted (warmup.h) */
 	if (run->fs.writer)
 		ck_writer_stop(run->fs.writer);
 	ckfs_refresher_stop(&run->refresher);
@@ -376,8 +392,10 @@ static int serve(struct mount_run *run)
 	else
 		status = CK_EXIT_OK;	/* unmounted, or SIGTERM/SIGINT/SIGHUP */
 unmount:
-	/* Unmounting first also fails a probe still waiting in stat(). */
+	/* Unmounting first also fails a probe still waiting in stat(), and
+	 * a preload's lookup or push. */
 	fuse_session_unmount(run->se);
+	ckfs_warmup_stop(&run->warmup);
 	if (probing)
 		pthread_join(probe, NULL);
 	if (run->probe_failed)
@@ -389,10 +407,12 @@ remove_handlers:
 destroy:
 	fuse_session_destroy(run->se);
 close_view:
+	ckfs_health_free(&run->fs);
 	ck_writer_close(run->fs.writer);
 	ckfs_listings_free(&run->fs);
 	pthread_mutex_destroy(&run->fs.listings_lock);
 	ck_store_mount_release(run->mount_lock);
+	ck_ctl_close(run->fs.ctl);   /* before the view it reads */
 	ck_view_close(run->fs.view);
 	ckfs_passthrough_destroy(&run->fs.passthrough);
 	return status;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "ckptfs/ctldir.h"
 #include "ckptfs/view.h"
 #include "ckptfs/writer.h"
 #include "lowlevel.h"
@@ -31,10 +32,12 @@
 #define CKFS_BLKSIZE (128u * 1024u)
 
 struct ckfs_listing;
+struct ckfs_health;
 
 struct ckfs {
 	const struct ckfs_config *cfg;
 	struct ck_view *view;
+	struct ck_ctl *ctl;     /* MNT/.ckptfs, and series files such as the GPU health flag (control.c) */
 	uint64_t root_ino;      /* the view's inode number of its root */
 	struct fuse_session *se;        /* for invalidations after a commit */
 	struct ck_writer *writer;       /* in-progress directories and commits; NULL with -o ro */
@@ -42,6 +45,7 @@ struct ckfs {
 	struct ckfs_passthrough passthrough;
 	pthread_mutex_t listings_lock;
 	struct ckfs_listing *listings;  /* open directory handles (listing.c) */
+	struct ckfs_health *health;     /* the GPU health watcher (health.c); NULL unless -o health= */
 };
 
 static inline struct ckfs *ckfs_of(fuse_req_t req)

@@ -6,6 +6,7 @@
 
 #include "ckptfs/log.h"
 #include "nodes.h"
+#include "health.h"
 #include "notify.h"
 
 void ckfs_inval_inodes(struct ckfs *fs, const uint64_t *inos, size_t n)
@@ -70,9 +71,15 @@ static void names_changed(void *ctx, const char *series, const char *old_name, c
 		ckfs_inval_commit_names(fs, ckfs_series_dir_ino(fs, series), old_name, new_name);
 }
 
+static void committed(void *ctx, const char *series, const char *name)
+{
+	ckfs_health_committed(ctx, series, name);   /* answers the series' emergency flag */
+}
+
 void ckfs_writer_notify(struct ckfs *fs, struct ck_writer_notify *out)
 {
 	out->ctx = fs;
 	out->inodes_changed = inodes_changed;
 	out->names_changed = names_changed;
+	out->committed = committed;
 }

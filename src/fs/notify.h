@@ -16,7 +16,8 @@
 #include "mount.h"
 
 /* The writer's callbacks (ctx fs): inodes_changed invalidates the inodes,
- * names_changed the names of the series directory (ckfs_inval_commit_names). */
+ * names_changed the names of the series directory (ckfs_inval_commit_names),
+ * committed tells the GPU health watcher (health.h). */
 void ckfs_writer_notify(struct ckfs *fs, struct ck_writer_notify *out);
 /* Attributes and listings of these view inodes changed. */
 void ckfs_inval_inodes(struct ckfs *fs, const uint64_t *inos, size_t n);

@@ -51,7 +51,8 @@ static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
 	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
 	"subtype", "refresh", "commit_idle", "commit_markers", "marker_grace",
-	"cache_size", "compact", "direct_io", "index_dir", NULL,
+	"cache_size", "compact", "direct_io", "index_dir", "preload", "weights_shard", "health", "health_interval",
+	"risk_threshold", "emergency_gap", "emergency_flag", NULL,
 };
 
 static int in_list(const char *const *list, const char *s)
@@ -140,6 +141,20 @@ static int parse_log_level(const char *opt, const char *val, enum ck_log_level *
 		}
 	}
 	return bad_value(opt, "err, warn, info or debug");
+}
+
+/* A fraction: > 0 (or >= 0 with zero_ok) and at most 1. */
+static int parse_fraction(const char *opt, const char *val, int zero_ok, double *out)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(val, &end);
+	if (errno || end == val || *end || !isfinite(v) || v > 1 || v < 0 || (!zero_ok && v == 0))
+		return bad_value(opt, zero_ok ? "a number from 0 to 1" : "a number above 0, at most 1");
+	*out = v;
+	return 0;
 }
 
 static int set_string(char **dst, const char *val)
@@ -271,6 +286,17 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 			cfg->view.cache_bytes = (uint64_t)mib << 20;
 		return rc;
 	}
+	if (KEY("weights_shard") && val) {
+		char *end;
+		unsigned long long v;
+
+		errno = 0;
+		v = strtoull(val, &end, 10);
+		if (errno || end == val || *end || val[0] == '-' || v < 1)
+			return bad_value(opt, "a number of bytes >= 1");
+		cfg->ctl.shard_bytes = v;
+		return 0;
+	}
 	if (KEY("direct_io") && val) {
 		if (strcmp(val, "none") == 0)
 			cfg->direct_io = CKFS_DIO_NONE;
@@ -284,12 +310,39 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 	}
 	if (KEY("compact") && val)
 		return parse_uint(opt, val, 0, 86400 * 7, &cfg->writer.compact_secs);
+	if (KEY("preload") && val) {
+		if (strcmp(val, "auto") == 0) {
+			cfg->preload_mib = CKFS_PRELOAD_AUTO;
+			return 0;
+		}
+		return parse_uint(opt, val, 0, 64u * 1024 * 1024, &cfg->preload_mib);
+	}
 	if (KEY("commit_markers") && val)
 		return parse_markers(cfg, opt, val);
 	if (KEY("marker_grace") && val) {
 		int rc = parse_seconds(opt, val, &cfg->writer.marker_grace);
 
 		return rc ? rc : cfg->writer.marker_grace > 3600 ? bad_value(opt, "at most 3600 seconds") : 0;
+	}
+	if (KEY("health") && val) {
+		if (strcmp(val, "nvml") == 0)
+			cfg->health = 1;
+		else if (strcmp(val, "none") == 0)
+			cfg->health = 0;
+		else
+			return bad_value(opt, "nvml or none");
+		return 0;
+	}
+	if (KEY("health_interval") && val)
+		return parse_uint(opt, val, 1, 3600, &cfg->health_interval);
+	if (KEY("risk_threshold") && val)
+		return parse_fraction(opt, val, 0, &cfg->risk_threshold);
+	if (KEY("emergency_gap") && val)
+		return parse_fraction(opt, val, 1, &cfg->emergency_gap);
+	if (KEY("emergency_flag") && val) {
+		if (!*val || strchr(val, '/') || !strcmp(val, ".") || !strcmp(val, "..") || strlen(val) > 255)
+			return bad_value(opt, "a file name");
+		return set_string(&cfg->emergency_flag, val);
 	}
 	if (KEY("pipe_max_kb") && val)
 		return parse_uint(opt, val, 0, 1024 * 1024, &cfg->pipe_max_kb);
@@ -377,13 +430,18 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->pipe_max_kb = 2048;
 	cfg->refresh_secs = 5;
 	cfg->view.cache_bytes = CK_VIEW_DEFAULT_CACHE;
+	cfg->ctl.shard_bytes = CK_CTL_DEFAULT_SHARD_BYTES;
 	cfg->writer.compact_secs = 60;
 	cfg->direct_io = CKFS_DIO_NONE;
 	cfg->passthrough = 1;
 	cfg->warmup = 1;
+	cfg->preload_mib = CKFS_PRELOAD_AUTO;
 	cfg->permissions = 1;
 	cfg->writer.markers = CK_MARK_ALL;
 	cfg->writer.marker_grace = 1;
+	cfg->health_interval = 10;
+	cfg->risk_threshold = 0.95;
+	cfg->emergency_gap = 0.25;
 }
 
 static int set_positional(struct ckfs_config *cfg, const char *arg)
@@ -512,6 +570,7 @@ void ckfs_config_free(struct ckfs_config *cfg)
 	free(cfg->mountpoint);
 	free(cfg->pidfile);
 	free(cfg->index_dir);
+	free(cfg->emergency_flag);
 	ck_buf_free(&cfg->fuse_opts);
 }
 
@@ -587,6 +646,8 @@ void ckfs_print_help(const char *progname)
 	       "    -o compact=SEC         writable mount: pack committed checkpoints every SEC\n"
 	       "                           seconds after a commit, removing the raw files of all\n"
 	       "                           but the newest of each series (default 60; 0 = never)\n"
+	       "    -o weights_shard=BYTES MNT/.ckptfs/weights/ serves model weights larger than\n"
+	       "                           this as shards with an index (default 5000000000)\n"
 	       "    -o direct_io=WHICH     committed files read without the page cache: none\n"
 	       "                           (default), torch (torch.save files) or all\n"
 	       "    -o passthrough|nopassthrough  let the kernel read files served as they\n"
@@ -594,11 +655,26 @@ void ckfs_print_help(const char *progname)
 	       "                           root; default passthrough)\n"
 	       "    -o warmup|nowarmup     build the composites of each series' newest\n"
 	       "                           checkpoint as soon as the mount is live (default warmup)\n"
+	       "    -o preload=MiB|auto    with warmup: check and copy up to MiB of those files\n"
+	       "                           that the daemon serves into the kernel's page cache,\n"
+	       "                           so that a resume's first load reads cached pages\n"
+	       "                           (default auto: a quarter of the available memory;\n"
+	       "                           0 = none)\n"
 	       "    -o permissions|nopermissions  check every access against the owners and\n"
 	       "                           modes of the files checkpoints are made of, as a\n"
 	       "                           local filesystem does (default permissions);\n"
 	       "                           nopermissions lets whoever reaches the mount read,\n"
 	       "                           write and delete everything\n"
+	       "    -o health=nvml|none    watch the GPUs through NVML (loaded at run time) and\n"
+	       "                           ask trainers for emergency checkpoints: a flag file\n"
+	       "                           in each series written through the mount, and\n"
+	       "                           MNT/.ckptfs/health.json (default none)\n"
+	       "    -o health_interval=SEC seconds between GPU samples (default 10)\n"
+	       "    -o risk_threshold=X    a GPU risk score at or above X raises the flags\n"
+	       "                           (0 < X <= 1, default 0.95)\n"
+	       "    -o emergency_gap=F     no flag while a series' newest checkpoint is younger\n"
+	       "                           than F times its save interval (default 0.25)\n"
+	       "    -o emergency_flag=NAME the flag's file name (default trigger_checkpoint.flag)\n"
 	       "    -o log_level=LEVEL     err, warn, info (default) or debug\n"
 	       "    -o attr_timeout=SEC    attribute cache time (default 3600: files are immutable)\n"
 	       "    -o entry_timeout=SEC   name cache time (default 3600)\n"

@@ -4,6 +4,7 @@
 #define CKPTFS_FS_OPTIONS_H
 
 #include "ckptfs/buf.h"
+#include "ckptfs/ctldir.h"
 #include "ckptfs/log.h"
 #include "ckptfs/view.h"
 #include "ckptfs/writer.h"
@@ -34,7 +35,15 @@ struct ckfs_config {
 	int direct_io;          /* CKFS_DIO_*: which committed files bypass the page cache */
 	int passthrough;        /* -o passthrough (default): the kernel reads whole raw files itself */
 	int warmup;             /* -o warmup (default): build the newest composites at mount */
+	unsigned preload_mib;   /* -o preload: push up to this many MiB of them to the kernel; CKFS_PRELOAD_AUTO */
 	int permissions;        /* -o permissions (default): the kernel and the daemon check access */
+	struct ck_ctl_opts ctl; /* -o weights_shard: the control directory's settings */
+	int health;             /* -o health=nvml: watch the GPUs (health.c) */
+	unsigned health_interval;   /* s between GPU samples */
+	double risk_threshold;  /* a risk score at or above it raises emergency flags */
+	double emergency_gap;   /* no flag while the newest checkpoint is younger than
+				   this fraction of the series' save interval */
+	char *emergency_flag;   /* the flag's name in series directories; NULL: the default */
 	/* Options handed to fuse_session_new() ("ro,allow_other,fsname=..."),
 	 * NUL-terminated, commas inside values escaped. */
 	struct ck_buf fuse_opts;
@@ -50,6 +59,9 @@ struct ckfs_config {
  * first load and costs repeated ones (docs/bench.md).  safetensors and
  * numpy map their files MAP_SHARED, which FUSE refuses on direct I/O
  * files before libfuse 3.17: only `all` gives them direct I/O. */
+/* -o preload=auto: a quarter of the memory available when the warm-up runs. */
+#define CKFS_PRELOAD_AUTO UINT32_MAX
+
 enum {
 	CKFS_DIO_NONE,
 	CKFS_DIO_TORCH,

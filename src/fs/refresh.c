@@ -35,7 +35,7 @@ static void refresh_tick(void *arg)
 	 * warm-up at mount built the others; built ones cost nothing). */
 	if (r->warm && ck_view_generation(view) != r->warmed_gen) {
 		r->warmed_gen = ck_view_generation(view);
-		rc = ck_view_warm_newest(view, &r->stop, r->warm_verify_max);
+		rc = ck_view_warm_newest(view, &r->stop, r->warm_verify_max, NULL, NULL);
 		if (rc)
 			ck_debug("refresh: warm-up: %s", strerror(-rc));
 	}

@@ -7,23 +7,26 @@
 
 #include <errno.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include "ckptfs/log.h"
+#include "preload.h"
 #include "warmup.h"
 
 static void *warmup_main(void *arg)
 {
 	struct ckfs_warmup *w = arg;
+	struct ckfs_preload *p = NULL;
 	int rc;
 
-	/* Behind the requests being served. */
-	setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 10);
-	rc = ck_view_warm_newest(w->view, &w->stop, w->verify_max);
+	/* At the daemon's own priority, not behind it: an open waits for the
+	 * build of its file under way, and the preload is the work the first
+	 * load's requests would otherwise wait for (at nice 10 on a busy
+	 * machine it was still pushing when the load began: docs/bench.md). */
+	ckfs_preload_begin(w->fs, &w->stop, &p);
+	rc = ck_view_warm_newest(w->fs->view, &w->stop, w->verify_max, p ? ckfs_preload_file : NULL, p);
 	if (rc)
 		ck_debug("warm-up: %s", strerror(-rc));
+	ckfs_preload_end(p);
 	return NULL;
 }
 
@@ -32,12 +35,12 @@ uint64_t ckfs_warm_verify_max(const struct ckfs *fs)
 	return fs->passthrough.on ? fs->passthrough.max_size : 0;
 }
 
-int ckfs_warmup_start(struct ckfs_warmup *w, struct ck_view *view, uint64_t verify_max)
+int ckfs_warmup_start(struct ckfs_warmup *w, struct ckfs *fs, uint64_t verify_max)
 {
 	int rc;
 
 	memset(w, 0, sizeof(*w));
-	w->view = view;
+	w->fs = fs;
 	w->verify_max = verify_max;
 	atomic_init(&w->stop, 0);
 	rc = pthread_create(&w->thread, NULL, warmup_main, w);
@@ -45,6 +48,12 @@ int ckfs_warmup_start(struct ckfs_warmup *w, struct ck_view *view, uint64_t veri
 		return -rc;
 	w->running = 1;
 	return 0;
+}
+
+void ckfs_warmup_cancel(struct ckfs_warmup *w)
+{
+	if (w->running)
+		atomic_store(&w->stop, 1);
 }
 
 void ckfs_warmup_stop(struct ckfs_warmup *w)

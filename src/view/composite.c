@@ -243,6 +243,20 @@ struct tensor_walk_ctx {
 	int rc;
 };
 
+/* Whether a tensor's elements lie in C order from its offset (strides of
+ * a contiguous tensor; dimensions of size 1 may have any stride). */
+static int tensor_contiguous(const struct pk_tensor *t)
+{
+	int64_t expect = 1;
+
+	for (int i = t->ndim; i-- > 0;) {
+		if (t->shape[i] != 1 && t->stride[i] != expect)
+			return 0;
+		expect *= (int64_t)t->shape[i];
+	}
+	return 1;
+}
+
 static int note_tensor(void *ctx, const char *path, const struct pk_node *node, const struct pk_tensor *t)
 {
 	struct tensor_walk_ctx *w = ctx;
@@ -251,7 +265,6 @@ static int note_tensor(void *ctx, const char *path, const struct pk_node *node, 
 	char rec[64 + 8];
 	uint64_t esize = ck_dtype_size(t->dtype), numel = 1;
 
-	(void)node;
 	if (!pf)
 		return 0;
 	for (int i = 0; i < t->ndim; i++)
@@ -260,6 +273,9 @@ static int note_tensor(void *ctx, const char *path, const struct pk_node *node, 
 	e = tz_find(&pf->ar, rec);
 	w->rc = vfile_add_tensor(w->f, path[0] ? path : "<root>", t->dtype, t->ndim, t->shape, pf,
 				 e ? e->data_offset + t->offset * esize : 0, numel * esize);
+	if (!w->rc)
+		vfile_tensor_origin(w->f, node, e && tensor_contiguous(t) &&
+				    (t->offset + numel) * esize <= e->size);
 	return w->rc;
 }
 
@@ -289,7 +305,7 @@ static int read_small_record(struct phys_file *pf, const char *name, char *out, 
 	return 0;
 }
 
-static int build_torch_archive(struct ck_vnode *n, struct phys_file *newest, const struct pk_node *root,
+static int build_torch_archive(const char *what, struct phys_file *newest, const struct pk_node *root,
 			       struct ck_vfile *f)
 {
 	struct torch_build tb = { 0 };
@@ -309,8 +325,7 @@ static int build_torch_archive(struct ck_vnode *n, struct phys_file *newest, con
 	if (!rc && tb.failed)
 		rc = -ENOMEM;
 	if (rc) {
-		ck_err("%s/%s: cannot write the merged pickle: %s", n->ckpt->info.name, node_desc(n),
-		       ck_error_text(&err, rc));
+		ck_err("%s: cannot write the merged pickle: %s", what, ck_error_text(&err, rc));
 		goto out;
 	}
 	rc = read_small_record(newest, ".storage_alignment", align_txt, sizeof(align_txt));
@@ -363,8 +378,7 @@ static int build_torch_archive(struct ck_vnode *n, struct phys_file *newest, con
 		snprintf(name, sizeof(name), "data/%.64s", st->key);
 		e = pf ? tz_find(&pf->ar, name) : NULL;
 		if (!e) {
-			ck_err("%s/%s: storage '%s' of %s has no record", n->ckpt->info.name, node_desc(n),
-			       st->key, pf ? pf->info.src_path : "?");
+			ck_err("%s: storage '%s' of %s has no record", what, st->key, pf ? pf->info.src_path : "?");
 			rc = -EIO;
 			goto out;
 		}
@@ -413,7 +427,7 @@ static int build_torch_archive(struct ck_vnode *n, struct phys_file *newest, con
 		free(names);
 	}
 	if (rc)
-		ck_err("%s/%s: cannot lay out the archive: %s", n->ckpt->info.name, node_desc(n), strerror(-rc));
+		ck_err("%s: cannot lay out the archive: %s", what, strerror(-rc));
 out:
 	free(recs);
 	free(srcs);
@@ -423,8 +437,8 @@ out:
 	return rc;
 }
 
-/* All versions must agree on byte order: storages are copied, not swapped. */
-static int check_byteorder(struct ck_vnode *n, struct phys_file **pfs, size_t np)
+/* All sources must agree on byte order: storages are copied, not swapped. */
+static int check_byteorder(const char *what, struct phys_file **pfs, size_t np)
 {
 	char first[16], cur[16];
 	int rc;
@@ -433,11 +447,65 @@ static int check_byteorder(struct ck_vnode *n, struct phys_file **pfs, size_t np
 	for (size_t i = 1; i < np && !rc; i++) {
 		rc = read_small_record(pfs[i], "byteorder", cur, sizeof(cur));
 		if (!rc && strcmp(first[0] ? first : "little", cur[0] ? cur : "little")) {
-			ck_err("%s/%s: versions differ in byte order (%s in %s, %s in %s)", n->ckpt->info.name,
-			       node_desc(n), first, pfs[0]->ckpt->info.name, cur, pfs[i]->ckpt->info.name);
+			ck_err("%s: sources differ in byte order (%s in %s, %s in %s)", what, first,
+			       pfs[0]->ckpt->info.name, cur, pfs[i]->ckpt->info.name);
 			return -EIO;
 		}
 	}
+	return rc;
+}
+
+/* The distinct files whose storages a tree's tensors use. */
+struct storage_files {
+	struct phys_file **pf;
+	size_t n, cap;
+};
+
+static int storage_file_add(struct storage_files *sf, struct phys_file *pf)
+{
+	for (size_t i = 0; i < sf->n; i++)
+		if (sf->pf[i] == pf)
+			return 0;
+	if (sf->n == sf->cap) {
+		size_t cap = sf->cap ? sf->cap * 2 : 8;
+		struct phys_file **p = realloc(sf->pf, cap * sizeof(*p));
+
+		if (!p)
+			return -ENOMEM;
+		sf->pf = p;
+		sf->cap = cap;
+	}
+	sf->pf[sf->n++] = pf;
+	return 0;
+}
+
+static int note_storage_file(void *ctx, const char *path, const struct pk_node *node, const struct pk_tensor *t)
+{
+	(void)path;
+	(void)node;
+	return t->storage->user ? storage_file_add(ctx, t->storage->user) : -EINVAL;
+}
+
+int composite_torch_file(const char *what, struct phys_file *layout, const struct pk_node *root,
+			 struct ck_vfile *f)
+{
+	struct storage_files sf = { NULL, 0, 0 };
+	int rc;
+
+	rc = storage_file_add(&sf, layout);
+	if (!rc)
+		rc = ck_walk_tensors(root, note_storage_file, &sf);
+	for (size_t i = 0; i < sf.n && !rc; i++)
+		if (sf.pf[i]->info.kind != CK_FILE_TORCH || sf.pf[i]->parsed != 1)
+			rc = -EINVAL;   /* only parsed torch.save files lend storages */
+	if (!rc)
+		rc = check_byteorder(what, sf.pf, sf.n);
+	free(sf.pf);
+	if (!rc)
+		rc = build_torch_archive(what, layout, root, f);
+	f->synthesized = 1;
+	if (!rc)
+		rc = record_tensors(f, root);
 	return rc;
 }
 
@@ -448,8 +516,10 @@ static int build_torch(struct ck_view *v, struct ck_vnode *n, struct phys_file *
 	struct pk_node *merged;
 	struct pk_doc *doc = NULL;
 	struct ck_error err = { "" };
+	char what[512];
 	int used_older = 0, rc;
 
+	snprintf(what, sizeof(what), "%s/%s", n->ckpt->info.name, node_desc(n));
 	roots = calloc(np, sizeof(*roots));
 	if (!roots)
 		return -ENOMEM;
@@ -460,21 +530,28 @@ static int build_torch(struct ck_view *v, struct ck_vnode *n, struct phys_file *
 		doc = pk_doc_new();
 		rc = doc ? merge_trees(doc, roots, np, &merged, &used_older, &err) : -ENOMEM;
 		if (rc) {
-			ck_err("%s/%s: cannot merge versions: %s", n->ckpt->info.name, node_desc(n),
-			       ck_error_text(&err, rc));
+			ck_err("%s: cannot merge versions: %s", what, ck_error_text(&err, rc));
 			goto out;
 		}
 	}
 	if (used_older || v->opts.always_synthesize) {
-		rc = check_byteorder(n, pfs, np);
+		rc = check_byteorder(what, pfs, np);
 		if (!rc)
-			rc = build_torch_archive(n, pfs[0], merged, f);
+			rc = build_torch_archive(what, pfs[0], merged, f);
 		f->synthesized = 1;
 	} else {
 		rc = add_whole_file(f, pfs[0]);
 	}
 	if (!rc)
 		rc = record_tensors(f, merged);
+	/* The tree stays with the file: the control directory composes new
+	 * files from its nodes (ck_view_file_tree). */
+	if (!rc) {
+		f->tree_doc = used_older ? doc : NULL;
+		f->tree = merged;
+		if (used_older)
+			doc = NULL;
+	}
 out:
 	pk_doc_free(doc);
 	free(roots);

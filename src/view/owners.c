@@ -330,3 +330,55 @@ int ck_view_access(struct ck_view *v, const struct ck_vnode *cn, const struct ck
 	free(all);
 	return rc;
 }
+
+size_t ck_vfile_nsources(const struct ck_vfile *f)
+{
+	return f->nsrcs;
+}
+
+struct ck_vsource *ck_vfile_source(const struct ck_vfile *f, size_t i)
+{
+	return i < f->nsrcs ? (struct ck_vsource *)f->srcs[i] : NULL;
+}
+
+void ck_view_sources_owner(struct ck_view *v, struct ck_vsource *const *srcs, size_t n, struct ck_owner *out)
+{
+	int64_t newest = INT64_MIN;
+
+	memset(out, 0, sizeof(*out));
+	out->mode = 07777;
+	for (size_t i = 0; i < n; i++) {
+		struct phys_file *pf = (struct phys_file *)srcs[i];
+		struct ck_owner o;
+		uint32_t mode;
+
+		phys_owner(v, pf, &o);
+		mode = o.mode;
+		source_dirs(v, pf, fold_dir, &mode);
+		out->mode = ck_perm_both(out->mode, mode);
+		if (pf->ckpt->info.step > newest) {
+			newest = pf->ckpt->info.step;
+			out->uid = o.uid;
+			out->gid = o.gid;
+		}
+	}
+	if (!n)
+		out->mode = 0;
+}
+
+int ck_view_sources_access(struct ck_view *v, struct ck_vsource *const *srcs, size_t n, const struct ck_cred *c,
+			   int mask)
+{
+	int rc = 0;
+
+	for (size_t i = 0; i < n && !rc; i++) {
+		struct phys_file *pf = (struct phys_file *)srcs[i];
+		struct ck_owner o;
+
+		phys_owner(v, pf, &o);
+		rc = ck_perm_check(&o, 0, c, mask);
+		if (!rc)
+			rc = source_dirs(v, pf, may_search, (void *)c);
+	}
+	return rc;
+}

@@ -211,6 +211,12 @@ int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off, int a
 	return decode(p, buf, len, off);
 }
 
+void packed_hint(struct ck_vpacked *p, const struct ck_byte_range *r, size_t n)
+{
+	if (n)
+		ck_packed_prefetch_ranges(p->file, r, n);
+}
+
 /* Compaction cuts chunks at every storage's start and end, so the bytes
  * between storages (zip local headers, names, padding) decode on their
  * own, small: parsing an older packed version for a composite costs
@@ -264,7 +270,7 @@ int ck_extent_read(const struct ck_extent *e, void *buf)
 		return 0;
 	}
 	if (e->packed)
-		return packed_read(e->packed, buf, e->len, e->fd_off, 1);
+		return packed_read(e->packed, buf, e->len, e->fd_off, !e->hinted);
 	return ck_pread_full(e->fd, buf, (size_t)e->len, e->fd_off);
 }
 

@@ -354,30 +354,39 @@ static int hash_range(struct phys_file *pf, const struct phys_range *r, XXH128_h
 	return rc;
 }
 
-/* Verifies a range once in the life of the view and compares it with the
- * hash recorded at import.  The kernel sends several reads of one range at
- * once (readahead); the first reader hashes, the others wait for its
- * verdict instead of hashing the same bytes again. */
-int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r)
+/* Claims r for hashing (1: the caller hashes it, then calls range_settle),
+ * or gives the verdict another thread reached (0, *verdict 0 or -EIO),
+ * waiting for it while that thread is hashing.  The kernel sends several
+ * reads of one range at once (readahead); the first reader hashes, the
+ * others wait for its verdict instead of hashing the same bytes again. */
+static int range_claim(struct ck_view *v, struct phys_range *r, int *verdict)
 {
-	XXH128_hash_t h;
-	int state = 0, rc;
+	int state = RANGE_UNCHECKED;
 
-	if (!atomic_compare_exchange_strong(&r->state, &state, RANGE_HASHING)) {
-		if (state == RANGE_HASHING) {
-			pthread_mutex_lock(&v->verify_lock);
-			while ((state = atomic_load(&r->state)) == RANGE_HASHING)
-				pthread_cond_wait(&v->verify_done, &v->verify_lock);
-			pthread_mutex_unlock(&v->verify_lock);
-		}
-		return state == RANGE_GOOD ? 0 : -EIO;
+	if (atomic_compare_exchange_strong(&r->state, &state, RANGE_HASHING))
+		return 1;
+	if (state == RANGE_HASHING) {
+		pthread_mutex_lock(&v->verify_lock);
+		while ((state = atomic_load(&r->state)) == RANGE_HASHING)
+			pthread_cond_wait(&v->verify_done, &v->verify_lock);
+		pthread_mutex_unlock(&v->verify_lock);
 	}
-	rc = hash_range(pf, r, &h);
-	if (rc) {
+	*verdict = state == RANGE_GOOD ? 0 : -EIO;
+	return 0;
+}
+
+/* Records the verdict on a claimed range: read_rc is the read's result,
+ * h the hash of the bytes read.  0 when the bytes are right, else -EIO. */
+static int range_settle(struct ck_view *v, struct phys_file *pf, struct phys_range *r, int read_rc,
+			const XXH128_hash_t *h)
+{
+	int state;
+
+	if (read_rc) {
 		ck_err("%s/%s: tensor '%s': read of %s failed: %s", pf->ckpt->info.name,
-		       pf->info.relpath, r->key, pf->info.src_path, strerror(-rc));
-		state = 0;   /* a read error may pass: let the next reader try again */
-	} else if (h.low64 != r->hash_lo || h.high64 != r->hash_hi) {
+		       pf->info.relpath, r->key, pf->info.src_path, strerror(-read_rc));
+		state = RANGE_UNCHECKED;   /* a read error may pass: let the next reader try again */
+	} else if (h->low64 != r->hash_lo || h->high64 != r->hash_hi) {
 		ck_err("%s/%s: tensor '%s': content hash mismatch in %s at offset %llu (%llu bytes): "
 		       "the file changed or is damaged; refusing to serve it",
 		       pf->ckpt->info.name, pf->info.relpath, r->key, pf->info.src_path,
@@ -391,6 +400,30 @@ int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range
 	pthread_cond_broadcast(&v->verify_done);
 	pthread_mutex_unlock(&v->verify_lock);
 	return state == RANGE_GOOD ? 0 : -EIO;
+}
+
+/* Verifies a range once in the life of the view and compares it with the
+ * hash recorded at import. */
+int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r)
+{
+	XXH128_hash_t h = { 0, 0 };
+	int verdict, rc;
+
+	if (!range_claim(v, r, &verdict))
+		return verdict;
+	rc = hash_range(pf, r, &h);
+	return range_settle(v, pf, r, rc, &h);
+}
+
+int phys_verify_bytes(struct ck_view *v, struct phys_file *pf, struct phys_range *r, const void *bytes)
+{
+	XXH128_hash_t h;
+	int verdict;
+
+	if (!range_claim(v, r, &verdict))
+		return verdict;
+	h = XXH3_128bits(bytes, (size_t)r->length);
+	return range_settle(v, pf, r, 0, &h);
 }
 
 /* Ranges of one file verified by several threads: each takes the next

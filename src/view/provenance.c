@@ -1,11 +1,12 @@
-/* Provenance of a composite file as JSON (the user.ckptfs.sources xattr):
- * which physical files of which checkpoints it is made of, and where each
- * tensor comes from.
+/* Provenance of a composite (or built) file as JSON (the user.ckptfs.sources
+ * xattr): which physical files of which checkpoints it is made of, and where
+ * each tensor comes from.
  *
  *   {"checkpoint": "run1/checkpoint-20", "file": "model.pt", "kind": "torch",
  *    "synthesized": true,
  *    ["not_merged": "why older saves were left out", (DCP .metadata)]
- *    "sources": [{"checkpoint": "checkpoint-20", "step": 20, "path": "/data/...", "tensors": 8}, ...],
+ *    "sources": [{"series": "run1", "checkpoint": "checkpoint-20", "step": 20,
+ *                 "path": "/data/...", "tensors": 8}, ...],
  *    "tensors": {"model.layers.0.weight": "checkpoint-10", ...}}
  *
  * Linux caps an xattr value at 64 KiB: past that the per-tensor map is left
@@ -25,16 +26,12 @@
 #define XATTR_MAX 65536
 
 /* The document for f (without the per-tensor map unless with_tensors). */
-static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors, struct jw *w)
+static int sources_json(const char *checkpoint, const char *file, const struct ck_vfile *f, int with_tensors,
+			struct jw *w)
 {
-	const char *file = n->relpath && n->relpath[0] ? n->relpath : n->name;
-	char *where = ck_path_join(n->ckpt->series->name, n->ckpt->info.name);   /* as in the mount */
-
-	if (!where)
-		return -ENOMEM;
 	jw_begin_obj(w);
 	jw_key(w, "checkpoint");
-	jw_str(w, where);
+	jw_str(w, checkpoint);
 	jw_key(w, "file");
 	jw_str(w, file);
 	jw_key(w, "kind");
@@ -54,6 +51,8 @@ static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors
 		for (size_t t = 0; t < f->ntensors; t++)
 			count += f->tensors[t].pf == pf;
 		jw_begin_obj(w);
+		jw_key(w, "series");
+		jw_str(w, pf->ckpt->series->name);
 		jw_key(w, "checkpoint");
 		jw_str(w, pf->ckpt->info.name);
 		jw_key(w, "step");
@@ -78,30 +77,41 @@ static int sources_json(struct ck_vnode *n, struct ck_vfile *f, int with_tensors
 		jw_bool(w, 1);
 	}
 	jw_end_obj(w);
-	free(where);
 	return jw_error(w);
 }
 
-int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
+int ck_vfile_sources_json(const struct ck_vfile *f, const char *checkpoint, const char *file, struct ck_buf *out)
 {
 	struct jw w = { .b = CK_BUF_INIT, .spaced = 1 };
-	struct ck_vfile *f;
 	int rc;
 
-	rc = view_node_tensors(v, n, &f);
-	if (rc)
-		return rc;
-	rc = sources_json(n, f, 1, &w);
+	rc = sources_json(checkpoint, file, f, 1, &w);
 	if (!rc && w.b.len + 1 > XATTR_MAX) {
 		jw_free(&w);
-		rc = sources_json(n, f, 0, &w);
+		rc = sources_json(checkpoint, file, f, 0, &w);
 	}
 	if (!rc)
 		rc = ck_buf_put(out, w.b.data, w.b.len);
 	if (!rc)
 		rc = ck_buf_putc(out, '\n');
 	jw_free(&w);
-	ck_vfile_put(f);
+	return rc;
+}
+
+int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
+{
+	char *where = ck_path_join(n->ckpt->series->name, n->ckpt->info.name);   /* as in the mount */
+	struct ck_vfile *f;
+	int rc;
+
+	if (!where)
+		return -ENOMEM;
+	rc = view_node_tensors(v, n, &f);
+	if (!rc) {
+		rc = ck_vfile_sources_json(f, where, n->relpath && n->relpath[0] ? n->relpath : n->name, out);
+		ck_vfile_put(f);
+	}
+	free(where);
 	return rc;
 }
 
@@ -114,26 +124,20 @@ int provenance_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
  *
  * bound: every element within bound times its tensor's largest |x|.
  * -ENODATA when every byte the file serves is exact. */
-int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
+int ck_vfile_lossy_json(const struct ck_vfile *f, struct ck_buf *out)
 {
 	struct jw w = { .b = CK_BUF_INIT, .spaced = 1 };
 	struct ck_file_pack_info *pi;
-	struct ck_vfile *f;
 	double bound = 0, worst = 0;
 	unsigned method = 0;
 	size_t lossy = 0;
-	int rc;
+	int rc = 0;
 
-	rc = view_node_vfile(v, n, &f);
-	if (rc)
-		return rc;
 	pi = calloc(f->nsrcs ? f->nsrcs : 1, sizeof(*pi));
-	if (!pi) {
-		ck_vfile_put(f);
+	if (!pi)
 		return -ENOMEM;
-	}
 	for (size_t i = 0; i < f->nsrcs; i++) {
-		if (ck_store_file_pack_info(v->store, f->srcs[i]->info.id, &pi[i]) < 0 || !pi[i].lossy) {
+		if (ck_store_file_pack_info(f->view->store, f->srcs[i]->info.id, &pi[i]) < 0 || !pi[i].lossy) {
 			pi[i].lossy = 0;
 			continue;
 		}
@@ -178,6 +182,17 @@ int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
 	}
 	jw_free(&w);
 	free(pi);
-	ck_vfile_put(f);
 	return rc ? rc : lossy ? 0 : -ENODATA;
+}
+
+int lossy_json(struct ck_view *v, struct ck_vnode *n, struct ck_buf *out)
+{
+	struct ck_vfile *f;
+	int rc = view_node_vfile(v, n, &f);
+
+	if (rc)
+		return rc;
+	rc = ck_vfile_lossy_json(f, out);
+	ck_vfile_put(f);
+	return rc;
 }

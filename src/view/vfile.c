@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "view_internal.h"
 
@@ -166,8 +167,17 @@ int vfile_add_tensor(struct ck_vfile *f, const char *name, enum ck_dtype dt, int
 	t->pf = pf;
 	t->offset = off;
 	t->nbytes = nbytes;
+	t->contiguous = 1;
 	f->ntensors++;
 	return 0;
+}
+
+void vfile_tensor_origin(struct ck_vfile *f, const struct pk_node *node, int contiguous)
+{
+	if (f->ntensors) {
+		f->tensors[f->ntensors - 1].node = node;
+		f->tensors[f->ntensors - 1].contiguous = contiguous;
+	}
 }
 
 int vfile_freeze(struct ck_vfile *f)
@@ -192,6 +202,7 @@ void vfile_free(struct ck_vfile *f)
 	free(f->ext);
 	free(f->srcs);
 	ck_buf_free(&f->mem);
+	pk_doc_free(f->tree_doc);
 	free(f);
 }
 
@@ -199,6 +210,12 @@ void ck_vfile_put(struct ck_vfile *f)
 {
 	if (f && atomic_fetch_sub(&f->refs, 1) == 1)
 		vfile_free(f);
+}
+
+struct ck_vfile *ck_vfile_get(struct ck_vfile *f)
+{
+	atomic_fetch_add(&f->refs, 1);
+	return f;
 }
 
 uint64_t ck_vfile_size(const struct ck_vfile *f)
@@ -222,8 +239,54 @@ static size_t find_extent(const struct ck_vfile *f, uint64_t off)
 	return lo;
 }
 
+/* How far ahead of a forward reader of a built file packed bytes are
+ * decoded, and for how many of its packed files at once. */
+#define OWN_AHEAD (8ull << 20)
+#define OWN_AHEAD_FILES 4
+#define OWN_AHEAD_RANGES 64
+
+/* A built file takes tensors in its own order: from extent i on, the next
+ * OWN_AHEAD bytes of packed extents are hinted to their files, each file's
+ * ranges in this file's order. */
+static void own_order_ahead(struct ck_vfile *f, size_t i)
+{
+	struct {
+		struct ck_vpacked *p;
+		struct ck_byte_range r[OWN_AHEAD_RANGES];
+		size_t n;
+	} hint[OWN_AHEAD_FILES];
+	size_t nh = 0;
+	uint64_t budget = OWN_AHEAD;
+
+	for (; i < f->next && budget; i++) {
+		const struct vext *e = &f->ext[i];
+		struct ck_vpacked *p = e->pf ? atomic_load(&e->pf->packed) : NULL;
+		size_t h;
+
+		if (!p)
+			continue;
+		for (h = 0; h < nh && hint[h].p != p; h++)
+			;
+		if (h == nh) {
+			if (nh == OWN_AHEAD_FILES)
+				continue;
+			hint[nh].p = p;
+			hint[nh++].n = 0;
+		}
+		if (hint[h].n && hint[h].r[hint[h].n - 1].off + hint[h].r[hint[h].n - 1].len == e->pf_off)
+			hint[h].r[hint[h].n - 1].len += e->len;
+		else if (hint[h].n < OWN_AHEAD_RANGES)
+			hint[h].r[hint[h].n++] = (struct ck_byte_range){ e->pf_off, e->len };
+		budget -= e->len < budget ? e->len : budget;
+	}
+	for (size_t h = 0; h < nh; h++)
+		packed_hint(hint[h].p, hint[h].r, hint[h].n);
+}
+
 int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_extent *out, size_t max)
 {
+	int hinted = 0;
+
 	size_t i, n = 0;
 	uint64_t end;
 
@@ -257,6 +320,8 @@ int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_exten
 		}
 		out[n].len = take;
 		out[n].packed = packed;
+		out[n].hinted = packed && f->own_order;
+		hinted |= out[n].hinted;
 		if (e->mem) {
 			out[n].mem = e->mem + skip;
 			out[n].fd = -1;
@@ -273,6 +338,9 @@ int ck_vfile_map(struct ck_vfile *f, uint64_t off, uint64_t len, struct ck_exten
 		n++;
 		off += take;
 	}
+	/* What follows this read, in this file's order. */
+	if (hinted)
+		own_order_ahead(f, i ? i - 1 : 0);   /* the last extent may go on */
 	return (int)n;
 }
 
@@ -310,4 +378,141 @@ int ck_vfile_whole_file(struct ck_vfile *f, int *fd)
 		return rc;
 	*fd = pf->fd;
 	return *fd >= 0 ? 0 : -ENOENT;
+}
+
+/* Where a piece of at most max bytes from off should end so that
+ * ck_vfile_read can check every range in it from the bytes it copies:
+ * off + max, moved back to the start of a range not checked yet that it
+ * would cut, unless that range starts at off (it is longer than max: its
+ * piece cuts it).  Clipped to the file's size. */
+static uint64_t piece_end(const struct ck_vfile *f, uint64_t off, uint64_t max)
+{
+	uint64_t end;
+	size_t i;
+
+	if (off >= f->size)
+		return f->size;
+	end = max > f->size - off ? f->size : off + max;
+	if (end == f->size)
+		return end;
+	i = find_extent(f, end);
+	if (i >= f->next || f->ext[i].off == end)
+		return end;
+	/* end falls inside extent i: cut before it when it is a range still
+	 * to be checked, which then comes whole in the next piece. */
+	if (f->ext[i].range && atomic_load(&f->ext[i].range->state) != RANGE_GOOD && f->ext[i].off > off)
+		return f->ext[i].off;
+	return end;
+}
+
+/* Whether extent e, read from its first byte to its last, is all of its
+ * hashed range: then the bytes read can be the ones checked. */
+static int extent_is_range(const struct vext *e)
+{
+	return e->range && e->pf_off == e->range->offset && e->len == e->range->length;
+}
+
+ssize_t ck_vfile_read(struct ck_vfile *f, void *buf, size_t len, uint64_t off)
+{
+	uint8_t *p = buf;
+	uint64_t end, pos = off;
+
+	if (off >= f->size || !len)
+		return 0;
+	end = len > f->size - off ? f->size : off + len;
+	for (size_t i = find_extent(f, off); i < f->next && pos < end; i++) {
+		const struct vext *e = &f->ext[i];
+		uint64_t skip = pos - e->off;
+		uint64_t take = e->len - skip;
+		struct ck_vpacked *packed = NULL;
+		int rc = 0, whole;
+
+		if (take > end - pos)
+			take = end - pos;
+		if (e->mem) {
+			memcpy(p, e->mem + skip, take);
+			goto next;
+		}
+		rc = packed_get(f->view, e->pf, &packed);
+		if (rc < 0)
+			return rc;
+		if (packed) {
+			/* Packed chunks are hash-checked as they are decoded. */
+			rc = packed_read(packed, p, take, e->pf_off + skip, 1);
+			if (rc)
+				return rc;
+			goto next;
+		}
+		whole = skip == 0 && take == e->len && extent_is_range(e);
+		if (e->range && !whole && atomic_load(&e->range->state) != RANGE_GOOD) {
+			rc = phys_verify_range(f->view, e->pf, e->range);
+			if (rc)
+				return rc;
+		}
+		rc = ck_pread_full(e->pf->fd, p, take, e->pf_off + skip);
+		if (rc)
+			return rc;
+		if (whole && atomic_load(&e->range->state) != RANGE_GOOD) {
+			rc = phys_verify_bytes(f->view, e->pf, e->range, p);
+			if (rc)
+				return rc;
+		}
+next:
+		p += take;
+		pos += take;
+	}
+	return (ssize_t)(pos - off);
+}
+
+int ck_vfile_pages(struct ck_vfile *f, uint64_t limit, size_t page, void *buf, size_t cap,
+		   const atomic_int *stop, ck_pages_fn fn, void *ctx, uint64_t *done)
+{
+	uint8_t *b = buf;
+	uint64_t size = f->size, pos = 0, end, careful = 0;
+	size_t carry = 0;
+	int rc = 0;
+
+	*done = 0;
+	if (!page || page & (page - 1) || cap < page || cap % page)
+		return -EINVAL;
+	end = size <= limit ? size : limit & ~(uint64_t)(page - 1);
+	/* Pieces start on a page; each is read up to a range boundary (so its
+	 * ranges are checked from the bytes handed out), its whole pages are
+	 * handed out, and the bytes of its last, partial page are carried over
+	 * to the front of the next piece.  A piece that fails its check is
+	 * read again page by page, so that only the pages holding damaged
+	 * bytes stay out. */
+	while (pos + carry < end && !(stop && atomic_load(stop))) {
+		uint64_t from = pos + carry, room = end - from, upto;
+		ssize_t got;
+		size_t have, whole;
+
+		if (room > cap - carry)
+			room = cap - carry;
+		if (from < careful && room > pos + page - from)
+			room = pos + page - from;
+		upto = from < careful ? from + room : piece_end(f, from, room);
+		got = ck_vfile_read(f, b + carry, (size_t)(upto - from), from);
+		if (got <= 0) {
+			if (from >= careful) {
+				careful = upto;         /* logged; again, page by page */
+			} else {
+				pos += page;            /* this page stays out */
+				carry = 0;
+			}
+			continue;
+		}
+		have = carry + (size_t)got;
+		whole = from + (uint64_t)got == size ? have : have & ~(page - 1);
+		if (whole) {
+			rc = fn(ctx, pos, b, whole);
+			if (rc)
+				break;
+			*done += whole;
+		}
+		carry = have - whole;
+		memmove(b, b + whole, carry);
+		pos += whole;
+	}
+	return rc;
 }

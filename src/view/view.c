@@ -1275,6 +1275,9 @@ int ck_view_tensors(struct ck_view *v, const struct ck_vnode *cn, ck_vtensor_fn 
 		vt.src_file_id = t->pf->info.id;
 		vt.src_offset = t->offset;
 		vt.nbytes = t->nbytes;
+		vt.source = (struct ck_vsource *)t->pf;
+		vt.contiguous = t->contiguous;
+		vt.node = t->node;
 		rc = fn(ctx, &vt);
 	}
 	lossy_ranges_clear(&lr);

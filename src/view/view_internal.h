@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "ckptfs/dcp.h"
+#include "ckptfs/packstore.h"
 #include "ckptfs/pickle.h"
 #include "ckptfs/safetensors.h"
 #include "ckptfs/store.h"
@@ -149,6 +150,8 @@ struct vtensor_src {
 	uint64_t shape[CK_MAX_DIMS];
 	struct phys_file *pf;
 	uint64_t offset, nbytes;
+	int contiguous;             /* the bytes are the tensor in C order */
+	const struct pk_node *node; /* torch: its node in the source version's pickle */
 };
 
 /* An older save's data file that a merged DCP .metadata names. */
@@ -172,6 +175,9 @@ struct ck_vfile {
 				     * (view_node_tensors) */
 	const char *kind;           /* "torch", "safetensors", "safetensors-index", "dcp-metadata", "file" */
 	int synthesized;            /* 0: served as the physical file is */
+	int own_order;              /* built: packed bytes are decoded ahead in this file's order */
+	struct pk_doc *tree_doc;    /* torch: nodes of the merged tree (NULL: it is the newest's) */
+	const struct pk_node *tree; /* torch: the state tree the file serves */
 	char *note;                 /* why it is not merged as far as it could be, or NULL */
 	struct vdcp_from *from;     /* DCP .metadata: the older data files it names */
 	size_t nfrom;
@@ -199,6 +205,11 @@ int phys_read(struct phys_file *pf, void *buf, size_t len, uint64_t off);
  * (not a DCP .metadata, logged) or -errno. */
 int phys_read_dcp(struct ck_view *v, struct phys_file *pf, struct ck_dcp_meta **out);
 int phys_verify_range(struct ck_view *v, struct phys_file *pf, struct phys_range *r);
+/* As phys_verify_range, hashing bytes (r->length of them: the range as the
+ * caller just read it) instead of reading the file again, so that what the
+ * caller goes on to serve is exactly what was checked.  A range checked
+ * already, or being checked by another thread, keeps that verdict. */
+int phys_verify_bytes(struct ck_view *v, struct phys_file *pf, struct phys_range *r, const void *bytes);
 /* phys_verify_range of r[0..n), on several threads when they are large
  * (a whole file before the kernel reads it itself).  0 or the first -errno. */
 int phys_verify_ranges(struct ck_view *v, struct phys_file *pf, struct phys_range **r, size_t n);
@@ -231,6 +242,9 @@ int vfile_add_mem(struct ck_vfile *f, const void *p, size_t len);
 int vfile_add_phys(struct ck_vfile *f, struct phys_file *pf, uint64_t off, uint64_t len);
 int vfile_add_tensor(struct ck_vfile *f, const char *name, enum ck_dtype dt, int ndim,
 		     const uint64_t *shape, struct phys_file *pf, uint64_t off, uint64_t nbytes);
+/* The last tensor added: its node in a pickle and whether its bytes are
+ * contiguous (vfile_add_tensor assumes they are). */
+void vfile_tensor_origin(struct ck_vfile *f, const struct pk_node *node, int contiguous);
 /* Counts pf among the files the composite draws on without an extent of it
  * (a file a DCP .metadata names): identity-checked on open, kept by gc. */
 int vfile_add_src(struct ck_vfile *f, struct phys_file *pf);
@@ -246,6 +260,11 @@ int merge_trees(struct pk_doc *doc, struct pk_node **roots, size_t n, struct pk_
 
 /* composite.c */
 int composite_build(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out);
+/* A torch.save archive of the state tree root (whose storages' user is
+ * their phys_file) laid out like layout's records, into f, with its
+ * tensors recorded.  what names the file in error messages. */
+int composite_torch_file(const char *what, struct phys_file *layout, const struct pk_node *root,
+			 struct ck_vfile *f);
 
 /* index.c: *.safetensors.index.json regenerated from the composite shards */
 int composite_build_index(struct ck_view *v, struct ck_vnode *n, struct phys_file **pfs, size_t np,
@@ -286,6 +305,9 @@ int packed_recheck(struct ck_view *v, struct phys_file *pf);
  * the contents (not a parser), whose forward reads have the following
  * chunks decoded ahead. */
 int packed_read(struct ck_vpacked *p, void *buf, size_t len, uint64_t off, int ahead);
+/* Has r[0..n), the ranges a reader takes next in that order, decoded ahead
+ * (replacing the last hint). */
+void packed_hint(struct ck_vpacked *p, const struct ck_byte_range *r, size_t n);
 /* As packed_read for a container parser, which reads headers only: the
  * bytes of the storage ranges r[0..n) (sorted) read as zeros, undecoded. */
 int packed_read_headers(struct ck_vpacked *p, const struct phys_range *r, size_t n, void *buf,

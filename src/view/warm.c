@@ -3,12 +3,15 @@
  * every version of a file, which a trainer that mounts and then resumes
  * would otherwise wait for at its first open.  A file served as saved is
  * hashed once before its first open hands it to the kernel (passthrough):
- * the warm-up does that too, off the loader's path (docs/bench.md). */
+ * the warm-up does that too, off the loader's path (docs/bench.md).  The
+ * daemon then pushes the bytes of the others into the kernel's page cache
+ * of the mount (src/fs/preload.c). */
 #include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/log.h"
 #include "view_internal.h"
 
@@ -29,9 +32,23 @@ static int collect_files(struct ck_vnode *n, struct node_list *l)
 	return 0;
 }
 
-int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max)
+/* "series/checkpoint[/relpath]" of a file node: 0 or -ENOMEM. */
+static int node_path(const struct ck_vnode *n, struct ck_buf *out)
+{
+	int rc;
+
+	out->len = 0;
+	rc = ck_buf_printf(out, "%s/%s%s%s", n->ckpt->series->name, n->ckpt->info.name,
+			   n->relpath && n->relpath[0] ? "/" : "", n->relpath ? n->relpath : "");
+	return rc ? rc : ck_buf_putc(out, '\0');
+}
+
+int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max, ck_warm_fn fn,
+			void *ctx)
 {
 	struct node_list l = { NULL, 0, 0 };
+	struct ck_buf path = CK_BUF_INIT;
+	uint8_t *as_saved;
 	size_t verified = 0;
 	int rc = 0;
 
@@ -43,6 +60,9 @@ int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t veri
 			rc = collect_files(sr->ckpts[sr->nckpts - 1]->node, &l);
 	}
 	pthread_rwlock_unlock(&v->ns_lock);
+	as_saved = calloc(l.len ? l.len : 1, 1);
+	if (!as_saved)
+		rc = -ENOMEM;
 	/* Nodes live as long as the view: building after the lock is fine. */
 	for (size_t i = 0; i < l.len && !rc && !atomic_load(stop); i++) {
 		struct ck_vfile *f;
@@ -52,12 +72,27 @@ int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t veri
 			continue;   /* a file that cannot be built says why at its open */
 		/* Damage found here is refused at the open as it would have
 		 * been there; this only moves the hashing off the open. */
-		if (ck_vfile_size(f) <= verify_max && ck_vfile_whole_file(f, &fd) == 0)
+		if (ck_vfile_size(f) <= verify_max && ck_vfile_whole_file(f, &fd) == 0) {
+			as_saved[i] = 1;
 			verified++;
+		}
 		ck_vfile_put(f);
 	}
 	ck_debug("warm-up: %zu files of the newest checkpoints built, %zu served as saved checked", l.len,
 		 verified);
+	/* Every file built first: an open of any of them waits for no build. */
+	for (size_t i = 0; fn && i < l.len && !rc && !atomic_load(stop); i++) {
+		struct ck_vfile *f;
+
+		if (!l.n[i]->vfile || view_node_vfile(v, l.n[i], &f) != 0)
+			continue;
+		rc = node_path(l.n[i], &path);
+		if (!rc && fn(ctx, (const char *)path.data, f, as_saved[i]))
+			i = l.len;
+		ck_vfile_put(f);
+	}
+	ck_buf_free(&path);
+	free(as_saved);
 	node_list_free(&l);
 	return rc;
 }

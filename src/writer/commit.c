@@ -95,6 +95,8 @@ int ck_writer_commit_now(struct ck_writer *w, const char *series, const char *na
 		rc = committed_elsewhere(series, name,
 					 ckw_commit_in_child(w, series, name, final, CK_WRITERS_COMMIT_WAIT_MS));
 		ck_staging_writers_on(w->staging, series, name);
+		if (rc == 0)
+			ckw_notify_committed(w, series, final);
 		ck_staging_unclaim(w->staging, series, name);
 	}
 	forget_if_gone(w, path, series, name);
@@ -153,6 +155,8 @@ int ck_writer_commit_dir(struct ck_writer *w, const char *series, const char *na
 						     (how & CK_WRITER_AT_REST) ? 0 : CK_WRITERS_COMMIT_WAIT_MS));
 	if (!need_closed)
 		ck_staging_writers_on(w->staging, series, name);
+	if (rc == 0)
+		ckw_notify_committed(w, series, name);
 	/* The view catches up while the directory is still claimed: a lookup
 	 * of its name meanwhile, which finds it neither staged nor in the
 	 * view, waits for the unclaim instead of failing with ENOENT. */

@@ -32,4 +32,11 @@ static inline void ckw_notify_names(struct ck_writer *w, const char *series, con
 		w->notify.names_changed(w->notify.ctx, series, old_name, new_name);
 }
 
+/* Tells the notify callback a commit succeeded (writer.h). */
+static inline void ckw_notify_committed(struct ck_writer *w, const char *series, const char *name)
+{
+	if (w->notify.committed)
+		w->notify.committed(w->notify.ctx, series, name);
+}
+
 #endif

@@ -79,6 +79,15 @@ assert d["method"] == "qres-linf" and d["bound"] == float(sys.argv[2]) and 0 < d
 assert d["sources"][0]["checkpoint"] == "checkpoint-20"' "$x" $B || fail "user.ckptfs.lossy: $x"
 getfattr -n user.ckptfs.lossy "$ro/run/checkpoint-40/model.pt" >/dev/null 2>&1 && fail "an exact file has user.ckptfs.lossy"
 getfattr -n user.ckptfs.lossy "$ro/run/checkpoint-20/config.json" >/dev/null 2>&1 && fail "config.json has user.ckptfs.lossy"
+# So do the control directory's views made of it.
+n=0
+for f in "$ro"/.ckptfs/layers/run/checkpoint-20/*.safetensors; do
+	if getfattr -n user.ckptfs.lossy "$f" >/dev/null 2>&1; then n=$((n + 1)); fi
+done
+[ $n -gt 0 ] || fail "no layer of a lossy checkpoint under .ckptfs/layers has user.ckptfs.lossy"
+for f in "$ro"/.ckptfs/layers/run/checkpoint-40/*.safetensors; do
+	if getfattr -n user.ckptfs.lossy "$f" >/dev/null 2>&1; then fail "$f (exact) has user.ckptfs.lossy"; fi
+done
 "$CKPTCTL" show "$store" run/checkpoint-20 optimizer.pt --json >"$tmp/show.json" || fail "show failed"
 "$TORCH_PYTHON" - "$tmp/show.json" $B <<'EOF' || fail "ckptctl show"
 import json, sys

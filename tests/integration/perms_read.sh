@@ -5,8 +5,10 @@
 # and whose directories are 0700, 0750, 0755 and 1777.  Every answer must
 # be the one the same operation on the imported files gives that user.
 # A composite drawing from an older checkpoint only its owner may read is
-# readable by nobody who cannot read that checkpoint, and a mount without
-# allow_other refuses every user but the one who mounted it.
+# readable by nobody who cannot read that checkpoint, nor are the views of
+# the control directory made of it (MNT/.ckptfs, whose directories answer
+# as the checkpoints'), and a mount without allow_other refuses every user
+# but the one who mounted it.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
 need_fuse
 need_users
@@ -114,6 +116,9 @@ grep -q "EACCES" "$tmp/local.nobody" && ! grep -q "EACCES" "$tmp/local.$O" ||
 # group, may (docs/design.md, "Owners and modes"): refused too.
 comp=$mp/mixed/checkpoint-20/model.safetensors
 [ "$(stat -c %U:%G:%a "$comp")" = "$O:$G:600" ] || fail "composite shows $(stat -c %U:%G:%a "$comp")"
+# Its weights view: read-only, the same owner.
+wv=$mp/.ckptfs/weights/mixed/checkpoint-20/model.safetensors
+[ "$(stat -c %U:%G:%a "$wv")" = "$O:$G:400" ] || fail "weights view shows $(stat -c %U:%G:%a "$wv")"
 for u in $O $X nobody $M; do
 	both=OK
 	for v in 10 20; do
@@ -129,7 +134,26 @@ for u in $O $X nobody $M; do
 	fi
 	[ "$got" = "$both" ] || fail "$u reads the composite: $got, reading every version it draws from: $both"
 	[ "$xattr" = "$both" ] || fail "$u reads user.ckptfs.sources of the composite: $xattr, expected $both"
+	got=OK
+	ck_as "$u" cat "$wv" >/dev/null 2>&1 || got=EACCES
+	xattr=OK
+	ck_as "$u" getfattr -n user.ckptfs.sources "$wv" >/dev/null 2>&1 || xattr=EACCES
+	[ "$got/$xattr" = "$both/$both" ] || fail "$u reads the weights view (and its sources): $got/$xattr, expected $both"
+	# LAYER.json's numbers come from both versions of each tensor: the
+	# older one is only $M's, who is refused the newest's mode.
+	ck_as "$u" cat "$mp/.ckptfs/layers/mixed/checkpoint-20/other.json" >/dev/null 2>&1 &&
+		fail "$u reads a LAYER.json drawn from a checkpoint only $M may read"
+	# The views' directories answer as the checkpoints'.
+	for d in 0700 0750 0755 1777; do
+		want=OK
+		ck_as "$u" ls "$base/run_$d/checkpoint-10" >/dev/null 2>&1 || want=EACCES
+		got=OK
+		ck_as "$u" ls "$mp/.ckptfs/layers/run_$d/checkpoint-10" >/dev/null 2>&1 || got=EACCES
+		[ "$got" = "$want" ] || fail "$u lists layers/run_$d/checkpoint-10: $got, its checkpoint: $want"
+	done
 done
+cmp "$mp/.ckptfs/layers/mixed/checkpoint-20/other.json" "$mp/.ckptfs/layers/mixed/checkpoint-20/other.json" ||
+	fail "root cannot read a LAYER.json"
 ck_as "$X" cat "$mixed/checkpoint-20/model.safetensors" >/dev/null || fail "$X cannot read the newest version"
 cmp "$comp" "$comp" || fail "root cannot read the composite"
 

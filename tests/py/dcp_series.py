@@ -8,7 +8,7 @@ unhashable dataclass (TensorProperties) is refused as a mutable default.
 import_dcp() makes such a default's class hashable while the module is
 imported (dataclasses._get_field wrapped, then restored); the real writer
 and reader then run, in one process (no_dist=True) and over a gloo process
-group of several ranks (torch.multiprocessing.spawn).
+group of several ranks (torch.multiprocessing, forked).
 
 The series: a small model (embed_tokens, layers.0-3, lm_head) trained with
 AdamW, saved as flat FQNs -- model.<param>, optim.state.<param>.<moment>,
@@ -242,7 +242,10 @@ def to_sharded(fqn, t, rank, nranks, dim=0):
 def _spawn(fn, nranks, *args):
     import torch.multiprocessing as mp
     with tempfile.TemporaryDirectory() as d:
-        mp.spawn(_rank_main, args=(nranks, os.path.join(d, "rdzv"), fn, args), nprocs=nranks, join=True)
+        # fork: the ranks inherit the imported torch instead of importing
+        # it again (a second or more each); the parent has run no gloo.
+        mp.start_processes(_rank_main, args=(nranks, os.path.join(d, "rdzv"), fn, args),
+                           nprocs=nranks, join=True, start_method="fork")
 
 
 def _rank_main(rank, nranks, rdzv, fn, args):
@@ -675,6 +678,9 @@ def megatron_check(served_run, plain_run):
 
 
 def main(argv):
+    # The tensors here are tiny; one intra-op thread also leaves no OpenMP
+    # pool for a forked rank (_spawn) to inherit half of.
+    torch.set_num_threads(1)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("cmd", choices=("save", "check", "merge", "load", "fixtures", "bad", "megatron",
                                     "megatron-check"))

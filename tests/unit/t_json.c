@@ -287,6 +287,21 @@ static void doc_writer(void)
 	expect_buf(&s.b, "{\"x\": [\"p\", \"q\"], \"y\": false}", "jw spaced");
 	jw_free(&s);
 
+	/* Fixed width: a document laid out before its numbers keeps its length. */
+	jw_begin_arr(&s);
+	jw_fixed(&s, 0, 0, 13);
+	jw_fixed(&s, 1, 1.5e-3, 13);
+	jw_fixed(&s, 1, NAN, 13);
+	jw_fixed(&s, 1, -1.234567e+300, 14);
+	jw_end_arr(&s);
+	doc = parse_ok((const char *)s.b.data, s.b.len);
+	js_free(doc);
+	expect_buf(&s.b, "[null         , 1.500000e-03 , null         , -1.234567e+300]", "jw_fixed");
+	jw_free(&s);
+	jw_fixed(&s, 1, 1, 12);
+	CHECK(jw_error(&s) == -EINVAL, "jw_fixed narrower than 13");
+	jw_free(&s);
+
 	/* Too deep: the error sticks and nothing more is written. */
 	for (int d = 0; d <= JW_MAX_DEPTH; d++)
 		jw_begin_arr(&w);

@@ -149,7 +149,8 @@ for c in $(cat "$tmp/ctl.cmds"); do
 	done <"$tmp/cmd.cols"
 	awk -v c="$c" '
 		/^\.SH / { on = ($0 == ".SH SYNOPSIS"); next }
-		on && $0 == ".B ckptctl " c { take = 1; next }
+		{ line = $0; gsub(/\\-/, "-", line) }   # resume\-info
+		on && line == ".B ckptctl " c { take = 1; next }
 		on && /^\.B ckptctl/ { take = 0 }
 		on && /^\.br/ { take = 0 }
 		take' "$man/ckptctl.1" | sed 's/\\-/-/g' | grep -o -- '-\{1,2\}[a-zA-Z][a-z-]*' | sort -u >"$tmp/cmd.man.usage" || true

@@ -9,11 +9,15 @@
  *     any refresh) and after ck_view_refresh;
  *   - a fresh view serves every file exactly, whatever the order and size
  *     of the reads (forward, backward, across chunk boundaries);
+ *   - ck_vfile_pages (the daemon's preload) hands out every page, in
+ *     order, with the same bytes, raw or packed, in large or small pieces,
+ *     and with a byte flipped in a raw file all but the pages around it;
  *   - a bit flipped in a pack makes reads of the damaged chunk fail with
  *     -EIO: a read gives the original bytes or an error, never others. */
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,9 +155,56 @@ static struct ck_vfile *open_file(struct ck_view *v, int k, size_t f, int *rc)
 	return *rc ? NULL : vf;
 }
 
-/* Reads the whole file in pieces of step bytes (backwards when reverse)
- * and compares it with the original: 0, 1 for other bytes, or -errno. */
-static int check_file(struct ck_view *v, int k, size_t f, size_t step, int reverse, int *packed)
+/* What ck_vfile_pages handed out: into out, checking that pieces come in
+ * order, on pages, whole pages but at the end. */
+struct pages_seen {
+	uint8_t *out;
+	uint64_t size, next;
+	size_t page;
+	int bad;                /* a piece off its page or out of order */
+	uint8_t *got;           /* per page: handed out */
+};
+
+static int take_pages(void *ctx, uint64_t off, const void *bytes, size_t len)
+{
+	struct pages_seen *s = ctx;
+
+	if (off % s->page || off < s->next || off + len > s->size ||
+	    (len % s->page && off + len != s->size) || !len)
+		s->bad = 1;
+	if (!s->bad) {
+		memcpy(s->out + off, bytes, len);
+		for (uint64_t p = off / s->page; p < (off + len + s->page - 1) / s->page; p++)
+			s->got[p] = 1;
+	}
+	s->next = off + len;
+	return 0;
+}
+
+/* Reads the whole file the way the daemon's preload does (ck_vfile_pages
+ * with cap-byte pieces): 0 when every page came, in order and on pages;
+ * -EIO otherwise, or ck_vfile_pages' error. */
+static int read_pieces(struct ck_vfile *f, uint64_t len, size_t cap, uint8_t *out)
+{
+	struct pages_seen s = { out, len, 0, 4096, 0, calloc(len / 4096 + 1, 1) };
+	uint8_t *buf = malloc(cap);
+	uint64_t done = 0;
+	int rc;
+
+	SETUP(s.got && buf);
+	rc = ck_vfile_pages(f, UINT64_MAX, 4096, buf, cap, NULL, take_pages, &s, &done);
+	if (!rc && (s.bad || done != len || memchr(s.got, 0, (len + 4095) / 4096)))
+		rc = -EIO;
+	free(buf);
+	free(s.got);
+	return rc;
+}
+
+/* Reads the whole file in pieces of step bytes (backwards when reverse;
+ * by read_pieces with pieces of at most -step bytes, a multiple of 4096,
+ * when step is negative) and compares it with the original: 0, 1 for
+ * other bytes, or -errno. */
+static int check_file(struct ck_view *v, int k, size_t f, long step, int reverse, int *packed)
 {
 	size_t len = lengths[k][f], pieces, i;
 	struct ck_vfile *vf;
@@ -169,13 +220,18 @@ static int check_file(struct ck_view *v, int k, size_t f, size_t step, int rever
 	}
 	got = malloc(len ? len : 1);
 	SETUP(got);
-	pieces = (len + step - 1) / step;
+	if (step < 0) {
+		rc = read_pieces(vf, len, (size_t)-step, got);
+		goto compare;
+	}
+	pieces = (len + (size_t)step - 1) / (size_t)step;
 	for (i = 0, rc = 0; i < pieces && !rc; i++) {
 		size_t p = reverse ? pieces - 1 - i : i;
-		uint64_t off = (uint64_t)p * step;
+		uint64_t off = (uint64_t)p * (size_t)step;
 
-		rc = read_range(vf, off, len - off < step ? len - off : step, got + off, packed);
+		rc = read_range(vf, off, len - off < (size_t)step ? len - off : (size_t)step, got + off, packed);
 	}
+compare:
 	if (!rc && memcmp(got, originals[k][f], len))
 		rc = 1;
 	free(got);
@@ -183,18 +239,18 @@ static int check_file(struct ck_view *v, int k, size_t f, size_t step, int rever
 	return rc;
 }
 
-static void check_all(struct ck_view *v, const char *what, size_t step, int reverse, int want_packed)
+static void check_all(struct ck_view *v, const char *what, long step, int reverse, int want_packed)
 {
 	for (int k = 0; k < NCKPT; k++) {
 		for (size_t f = 0; f < NFILES; f++) {
 			int packed = 0;
 			int rc = check_file(v, k, f, step, reverse, &packed);
 
-			CHECK(rc == 0, "%s: step-%d/%s read in %zu-byte pieces%s: %s", what, (k + 1) * 10,
+			CHECK(rc == 0, "%s: step-%d/%s read in %ld-byte pieces%s: %s", what, (k + 1) * 10,
 			      names[f], step, reverse ? " backwards" : "",
 			      rc > 0 ? "other bytes" : strerror(-rc));
 			/* keep_raw 1: the newest checkpoint stays raw, the others come from packs. */
-			if (want_packed && !rc)
+			if (want_packed && !rc && step > 0)
 				CHECK(packed == (k < NCKPT - 1), "%s: step-%d/%s %s from a pack", what,
 				      (k + 1) * 10, names[f], packed ? "served" : "not served");
 		}
@@ -219,6 +275,8 @@ static void test_compact_under_open_view(const char *fixtures)
 	CHECK(ck_view_generation(v) == NCKPT, "generation %llu for %d checkpoints",
 	      (unsigned long long)ck_view_generation(v), NCKPT);
 	check_all(v, "raw", 1 << 20, 0, 0);
+	check_all(v, "raw, preload pieces", -(1 << 20), 0, 0);
+	check_all(v, "raw, small preload pieces", -8192, 0, 0);
 	SETUP(compact_in_child() == 0);
 	CHECK(!exists(pathf(p, sizeof(p), "%s/data/run/step-10/model.pt", store)),
 	      "keep_raw 1 left the raw files of step-10");
@@ -234,6 +292,8 @@ static void test_compact_under_open_view(const char *fixtures)
 	SETUP(ck_view_open(store, NULL, &v, &err) == 0);
 	check_all(v, "fresh view", 1 << 20, 0, 1);
 	check_all(v, "fresh view", 4093, 1, 1);
+	check_all(v, "fresh view, preload pieces", -(1 << 20), 0, 1);
+	check_all(v, "fresh view, small preload pieces", -8192, 0, 1);
 	ck_view_close(v);
 }
 
@@ -285,6 +345,71 @@ static void test_damaged_pack(void)
 	ck_view_close(v);
 }
 
+/* A byte flipped in the newest checkpoint's raw safetensors file (size and
+ * mtime kept): ck_vfile_pages hands out every page but those around the
+ * flipped tensor, each equal to the original, and never the flipped one. */
+static void test_damaged_raw(void)
+{
+	struct ck_error err = { { 0 } };
+	struct pages_seen seen = { 0 };
+	const int k = NCKPT - 1, f = 0;
+	size_t len = lengths[k][f], pages = (len + 4095) / 4096, missing = 0, at;
+	struct timespec times[2];
+	struct ck_vfile *vf;
+	struct ck_view *v;
+	struct stat sb;
+	uint64_t hdr, done;
+	uint8_t *buf, *data;
+	char raw[700];
+	int rc;
+
+	pathf(raw, sizeof(raw), "%s/data/run/step-%d/%s", store, (k + 1) * 10, names[f]);
+	SETUP(stat(raw, &sb) == 0);
+	data = read_file(raw, &len);
+	SETUP(data && len == lengths[k][f]);
+	memcpy(&hdr, data, 8);
+	at = 8 + hdr + (len - 8 - hdr) / 2;
+	data[at] ^= 0x5a;
+	write_bytes(raw, data, len);
+	free(data);
+	times[0] = sb.st_atim;
+	times[1] = sb.st_mtim;
+	SETUP(utimensat(AT_FDCWD, raw, times, 0) == 0);
+
+	SETUP(ck_view_open(store, NULL, &v, &err) == 0);
+	vf = open_file(v, k, f, &rc);
+	SETUP(vf);
+	seen.out = calloc(len, 1);
+	seen.got = calloc(pages, 1);
+	seen.size = len;
+	seen.page = 4096;
+	/* 4 MiB pieces: the flipped 1.5 MB tensor lies whole in one, so it is
+	 * hashed from the bytes that would be handed out. */
+	buf = malloc(4 << 20);
+	SETUP(seen.out && seen.got && buf);
+	rc = ck_vfile_pages(vf, UINT64_MAX, 4096, buf, 4 << 20, NULL, take_pages, &seen, &done);
+	CHECK(rc == 0 && !seen.bad, "damaged raw file: ck_vfile_pages: %s%s", strerror(-rc),
+	      seen.bad ? ", pieces out of order or off their pages" : "");
+	CHECK(!seen.got[at / 4096], "the page holding the flipped byte was handed out");
+	for (size_t p = 0; p < pages; p++) {
+		size_t n = p == pages - 1 ? len - p * 4096 : 4096;
+
+		if (!seen.got[p])
+			missing++;
+		else
+			CHECK(memcmp(seen.out + p * 4096, originals[k][f] + p * 4096, n) == 0,
+			      "damaged raw file: page %zu handed out with other bytes", p);
+	}
+	/* The fixture's largest tensor is 1.5 MB: its pages, and no more, stay out. */
+	CHECK(missing > 0 && missing <= (2u << 20) / 4096, "damaged raw file: %zu of %zu pages left out",
+	      missing, pages);
+	free(buf);
+	free(seen.out);
+	free(seen.got);
+	ck_vfile_put(vf);
+	ck_view_close(v);
+}
+
 int main(void)
 {
 	const char *fixtures = test_fixtures();
@@ -303,6 +428,7 @@ int main(void)
 	SETUP(ck_store_init(store, &err) == 0);
 	test_compact_under_open_view(fixtures);
 	test_damaged_pack();
+	test_damaged_raw();
 	for (int k = 0; k < NCKPT; k++)
 		for (size_t f = 0; f < NFILES; f++)
 			free(originals[k][f]);

@@ -78,7 +78,7 @@ static void on_names(void *ctx, const char *series, const char *old_name, const 
 
 struct ck_writer_notify tw_notify(struct tw_env *e)
 {
-	struct ck_writer_notify n = { e, on_inodes, on_names };
+	struct ck_writer_notify n = { e, on_inodes, on_names, NULL };
 
 	return n;
 }

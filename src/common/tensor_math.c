@@ -1,12 +1,17 @@
-/* Decoding of the floating-point tensor formats ckptctl stats measures. */
+/* Floating-point tensor bytes as numbers: decoding, and the sums behind
+ * an update's relative L2 norm (ckptctl stats, ckptctl diff, the layer
+ * views' LAYER.json). */
 #include "config.h"
 
 #include <string.h>
 
-#include "ckptfs/buf.h"
-#include "stats.h"
+#include <math.h>
 
-float stats_f16_to_float(uint16_t h)
+#include "ckptfs/buf.h"
+
+#include "ckptfs/tensor_math.h"
+
+float ck_f16_to_float(uint16_t h)
 {
 	uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, mant = h & 0x3ff, u;
 	float v;
@@ -24,7 +29,7 @@ float stats_f16_to_float(uint16_t h)
 	return v;
 }
 
-float stats_bf16_to_float(uint16_t b)
+float ck_bf16_to_float(uint16_t b)
 {
 	uint32_t u = (uint32_t)b << 16;
 	float v;
@@ -33,7 +38,7 @@ float stats_bf16_to_float(uint16_t b)
 	return v;
 }
 
-int stats_dtype_is_measured(enum ck_dtype dt)
+int ck_dtype_is_measured(enum ck_dtype dt)
 {
 	return dt == CK_DT_F32 || dt == CK_DT_F16 || dt == CK_DT_BF16 || dt == CK_DT_F64;
 }
@@ -57,25 +62,36 @@ static double element(enum ck_dtype dt, const unsigned char *p, size_t i)
 		return d;
 	}
 	case CK_DT_F16:
-		return stats_f16_to_float(ck_le16(p + i * 2));
+		return ck_f16_to_float(ck_le16(p + i * 2));
 	case CK_DT_BF16:
-		return stats_bf16_to_float(ck_le16(p + i * 2));
+		return ck_bf16_to_float(ck_le16(p + i * 2));
 	default:
 		return 0;
 	}
 }
 
-void stats_l2_add(struct stats_l2 *acc, enum ck_dtype dt, const void *prev, const void *cur, size_t n)
+void ck_l2_add(struct ck_l2 *acc, enum ck_dtype dt, const void *prev, const void *cur, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		double c = element(dt, cur, i);
 
 		acc->cur2 += c * c;
 		if (prev) {
-			double p = element(dt, prev, i);
+			double p = element(dt, prev, i), d = fabs(c - p);
 
 			acc->prev2 += p * p;
-			acc->diff2 += (c - p) * (c - p);
+			acc->diff2 += d * d;
+			if (d > acc->max_abs || d != d)
+				acc->max_abs = d;
 		}
 	}
+}
+
+double ck_l2_relative(const struct ck_l2 *acc)
+{
+	if (acc->diff2 == 0)
+		return 0;
+	if (acc->prev2 == 0)
+		return NAN;
+	return sqrt(acc->diff2 / acc->prev2);
 }

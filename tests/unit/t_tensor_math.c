@@ -1,4 +1,4 @@
-/* ckptctl stats' numeric core: every float16 and bfloat16 code decodes to
+/* The numeric core of update norms (include/ckptfs/tensor_math.h): every float16 and bfloat16 code decodes to
  * the value the format defines, and update norms accumulate over
  * little-endian float32/float16/bfloat16/float64 buffers. */
 #include "config.h"
@@ -6,7 +6,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "cli/stats.h"
+#include "ckptfs/tensor_math.h"
 #include "testutil.h"
 
 /* 2^e by repeated halving/doubling: independent of the bit tricks under test. */
@@ -60,18 +60,18 @@ static int same(double got, double want)
 static void test_every_code(void)
 {
 	for (uint32_t c = 0; c <= 0xffff; c++) {
-		double h = stats_f16_to_float((uint16_t)c), b = stats_bf16_to_float((uint16_t)c);
+		double h = ck_f16_to_float((uint16_t)c), b = ck_bf16_to_float((uint16_t)c);
 
 		CHECK(same(h, f16_reference((uint16_t)c)), "f16 0x%04x: %.17g, want %.17g", c, h,
 		      f16_reference((uint16_t)c));
 		CHECK(same(b, bf16_reference((uint16_t)c)), "bf16 0x%04x: %.17g, want %.17g", c, b,
 		      bf16_reference((uint16_t)c));
 	}
-	CHECK(stats_f16_to_float(0x3c00) == 1.0f, "f16 1.0");
-	CHECK(stats_f16_to_float(0xc000) == -2.0f, "f16 -2.0");
-	CHECK(stats_f16_to_float(0x7bff) == 65504.0f, "f16 max");
-	CHECK(stats_bf16_to_float(0x4049) == 3.140625f, "bf16 pi");
-	CHECK(isinf(stats_bf16_to_float(0xff80)) && stats_bf16_to_float(0xff80) < 0, "bf16 -inf");
+	CHECK(ck_f16_to_float(0x3c00) == 1.0f, "f16 1.0");
+	CHECK(ck_f16_to_float(0xc000) == -2.0f, "f16 -2.0");
+	CHECK(ck_f16_to_float(0x7bff) == 65504.0f, "f16 max");
+	CHECK(ck_bf16_to_float(0x4049) == 3.140625f, "bf16 pi");
+	CHECK(isinf(ck_bf16_to_float(0xff80)) && ck_bf16_to_float(0xff80) < 0, "bf16 -inf");
 }
 
 static void put16(unsigned char *p, uint16_t v)
@@ -83,13 +83,15 @@ static void put16(unsigned char *p, uint16_t v)
 /* prev = {3, 4}, cur = {3, 0}: |cur - prev|^2 = 16, |prev|^2 = 25, |cur|^2 = 9. */
 static void check_acc(const char *what, enum ck_dtype dt, const void *prev, const void *cur)
 {
-	struct stats_l2 acc = { 0 };
+	struct ck_l2 acc = { 0 };
 
-	stats_l2_add(&acc, dt, prev, cur, 2);
+	ck_l2_add(&acc, dt, prev, cur, 2);
 	CHECK(acc.diff2 == 16 && acc.prev2 == 25 && acc.cur2 == 9, "%s: diff2 %g prev2 %g cur2 %g", what, acc.diff2,
 	      acc.prev2, acc.cur2);
+	CHECK(acc.max_abs == 4, "%s: max_abs %g", what, acc.max_abs);
+	CHECK(fabs(ck_l2_relative(&acc) - 0.8) < 1e-12, "%s: relative L2 %g", what, ck_l2_relative(&acc));
 	memset(&acc, 0, sizeof(acc));
-	stats_l2_add(&acc, dt, NULL, prev, 2);
+	ck_l2_add(&acc, dt, NULL, prev, 2);
 	CHECK(acc.diff2 == 0 && acc.prev2 == 0 && acc.cur2 == 25, "%s without prev: cur2 %g", what, acc.cur2);
 }
 
@@ -116,10 +118,10 @@ static void test_norms(void)
 	check_acc("bfloat16", CK_DT_BF16, pb, cb);
 	check_acc("float32", CK_DT_F32, p32, c32);
 	check_acc("float64", CK_DT_F64, p64, c64);
-	CHECK(stats_dtype_is_measured(CK_DT_F32) && stats_dtype_is_measured(CK_DT_BF16) &&
-	      stats_dtype_is_measured(CK_DT_F16) && stats_dtype_is_measured(CK_DT_F64), "float dtypes measured");
-	CHECK(!stats_dtype_is_measured(CK_DT_I64) && !stats_dtype_is_measured(CK_DT_U8) &&
-	      !stats_dtype_is_measured(CK_DT_F8_E4M3), "other dtypes skipped");
+	CHECK(ck_dtype_is_measured(CK_DT_F32) && ck_dtype_is_measured(CK_DT_BF16) &&
+	      ck_dtype_is_measured(CK_DT_F16) && ck_dtype_is_measured(CK_DT_F64), "float dtypes measured");
+	CHECK(!ck_dtype_is_measured(CK_DT_I64) && !ck_dtype_is_measured(CK_DT_U8) &&
+	      !ck_dtype_is_measured(CK_DT_F8_E4M3), "other dtypes skipped");
 }
 
 int main(void)

@@ -1,0 +1,179 @@
+/* What a checkpoint holds for evaluation: its model weights under their
+ * model names, and its optimizer's moments by parameter, each with its
+ * layer (the store's layer rules) and where its bytes are.  Built from the
+ * view's composites (include/ckptfs/view.h), so a partial save's
+ * catalog has every tensor its composite serves.  The control directory's
+ * weights, layers, history and recipes views and `ckptctl diff` read it.
+ *
+ * Model weights, first rule that applies (top-level files of the
+ * checkpoint):
+ *   1. safetensors: model.safetensors and model-*-of-*.safetensors;
+ *   2. torch.save state dicts: pytorch_model.bin, pytorch_model-*-of-*.bin,
+ *      model.pt, model.pth, model.bin, or a single-file checkpoint whose
+ *      root is a dict of tensors;
+ *   3. a torch.save file (or single-file checkpoint) whose root dict has a
+ *      dict entry 'model', 'state_dict', 'module' or 'model_state_dict'
+ *      (first in that order): its tensors, that prefix stripped.
+ * When both 1 and 2 are there, the safetensors files give the bytes and
+ * the torch file the state-dict order (and the nodes recipes compose
+ * torch.save files from).  Tensors of several files of one rule: by file
+ * name, a name met twice keeps its first file.
+ *
+ * Optimizer: optimizer.pt, optimizer.bin or optimizer.pth, else the
+ * 'optimizer' or 'optimizer_state_dict' entry of the combined file of rule
+ * 3: a torch optimizer state_dict, {'state': {key: {moment: tensor}},
+ * 'param_groups': [...]}.  A key names its parameter when it is a string
+ * (FQN-keyed state), through the group's 'param_names', or by matching the
+ * groups to the model's parameters by order and shape (src/ctl/ctl_int.h,
+ * optim_match); otherwise the moments are "state.<key>.<moment>" in layer
+ * "optimizer".  Moments are named "optimizer.<parameter>.<moment>".
+ *
+ * Side files (config.json, generation_config.json, tokenizer*,
+ * special_tokens_map.json, added_tokens.json, vocab.json, vocab.txt,
+ * merges.txt, spiece.model, preprocessor_config.json, chat_template.*)
+ * are what the weights view serves beside the weights.
+ *
+ * Thread rules: a catalog is immutable once built and lives as long as the
+ * view it was built from (or the control directory that caches it).
+ */
+#ifndef CKPTFS_CATALOG_H
+#define CKPTFS_CATALOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ckptfs/dtype.h"
+#include "ckptfs/tensor_math.h"
+#include "ckptfs/view.h"
+
+enum ck_cat_role {
+	CK_CAT_WEIGHT,
+	CK_CAT_MOMENT,
+};
+
+/* Where a catalog's model weights come from. */
+enum ck_cat_model {
+	CK_CAT_MODEL_NONE,
+	CK_CAT_MODEL_SAFETENSORS,
+	CK_CAT_MODEL_TORCH,
+	CK_CAT_MODEL_COMBINED,
+};
+
+struct ck_cat_tensor {
+	char *name;                 /* weight: its model name; moment: "optimizer.<param>.<moment>" */
+	char *path;                 /* its name in its file ("model.embed.weight", "state.3.exp_avg") */
+	char *param;                /* the parameter: a weight's name, or "state.<key>" when unknown */
+	char *moment;               /* "exp_avg", ...; NULL for weights */
+	char *layer;
+	enum ck_cat_role role;
+	enum ck_dtype dtype;
+	int ndim;
+	uint64_t shape[CK_MAX_DIMS];
+	struct ck_vsource *source;  /* bytes: nbytes at offset of that file version */
+	uint64_t offset, nbytes;
+	int contiguous;
+	const struct pk_node *node; /* torch.save: its node in the composite's tree */
+	const char *src_ckpt;       /* the checkpoint that saved these bytes (view's string) */
+	const char *src_series;
+	int64_t src_step;
+	const struct ck_vnode *file;    /* the composite file it is read from */
+};
+
+/* One optimizer state entry: a parameter's moments as one subtree. */
+struct ck_cat_state {
+	const struct pk_node *key;      /* the key in 'state' */
+	const struct pk_node *value;    /* {moment: tensor, ...} */
+	char *param;                    /* as in ck_cat_tensor.param */
+	char *layer;
+};
+
+struct ck_catalog {
+	struct ck_vckpt ckpt;       /* for a recipe: series NULL, name the recipe's */
+	enum ck_cat_model model;
+	struct ck_cat_tensor *weights;  /* in state-dict order where a torch file gives it */
+	size_t nweights;
+	struct ck_cat_tensor *moments;
+	size_t nmoments;
+	int moments_named;          /* every state key has its parameter's name */
+	/* torch.save model weights (rule 2 or 3), for composing: the file and,
+	 * for rule 3, the entry's key; pt_weights their tensors with nodes. */
+	const struct ck_vnode *torch_model;
+	const char *torch_entry;
+	struct ck_cat_tensor *pt_weights;
+	size_t npt_weights;
+	const struct ck_vnode **st_files;   /* safetensors model files, by name */
+	size_t nst_files;
+	/* The optimizer state_dict: file, entry (NULL at the root), and its
+	 * 'state' entries in order. */
+	const struct ck_vnode *optim_file;
+	const char *optim_entry;
+	struct ck_cat_state *states;
+	size_t nstates;
+	/* Side files of the weights view: name -> composite file node. */
+	char **side_names;
+	const struct ck_vnode **side_files;
+	size_t nside;
+	/* Every file of the checkpoint (relative path -> node), in listing order. */
+	char **paths;
+	const struct ck_vnode **files;
+	size_t nfiles;
+	/* Numbered blocks: layers "layers.0" .. "layers.<nblocks-1>" (0 when none). */
+	size_t nblocks;
+	/* Sorted indexes for lookups. */
+	struct ck_cat_tensor **by_name;     /* weights and moments */
+	size_t nby_name;
+	struct ck_cat_tensor **pt_by_name;  /* pt_weights */
+	struct ck_cat_state **states_by_param;
+};
+
+/* Builds the catalog of checkpoint node ckpt (ck_view_checkpoint must know
+ * it).  Composites it needs are built on the way.  A file the view cannot
+ * serve leaves its tensors out (logged).  0, -ENOENT (not a checkpoint),
+ * -ENOMEM. */
+int ck_catalog_build(struct ck_view *v, const struct ck_vnode *ckpt, struct ck_catalog **out);
+void ck_catalog_free(struct ck_catalog *c);
+/* The weight or moment called name, or NULL. */
+const struct ck_cat_tensor *ck_catalog_find(const struct ck_catalog *c, const char *name);
+/* The torch.save weight called name (pt_weights), or NULL. */
+const struct ck_cat_tensor *ck_catalog_find_pt(const struct ck_catalog *c, const char *name);
+/* The optimizer state of parameter param, or NULL. */
+const struct ck_cat_state *ck_catalog_find_state(const struct ck_catalog *c, const char *param);
+/* The block number of a layer name "layers.N", or -1. */
+long ck_layer_block(const char *layer);
+/* name with its block number from renumbered to: the first dotted
+ * "layers.N" (or layer.N, h.N, blocks.N, block.N: the built-in numbered
+ * blocks) with N == from.  0, -ENOENT (no such block in name), -ENOSPC. */
+int ck_block_rename(const char *name, long from, long to, char *out, size_t size);
+
+/* ---- Comparing tensors (ckptctl diff, the layers view) ---- */
+
+enum ck_diff_status {
+	CK_DIFF_IDENTICAL,          /* same bytes */
+	CK_DIFF_CHANGED,            /* same dtype and shape, other bytes */
+	CK_DIFF_ONLY_A,
+	CK_DIFF_ONLY_B,
+	CK_DIFF_RETYPED,            /* dtype or shape changed */
+};
+
+struct ck_diff_tensor {
+	const char *name;
+	const char *layer;
+	enum ck_diff_status status;
+	const struct ck_cat_tensor *a, *b;
+	int measured;               /* CHANGED of a floating-point dtype: l2 is set */
+	struct ck_l2 l2;            /* prev = a, cur = b */
+};
+
+/* Compares a tensor of A with one of B: identical when they are the same
+ * bytes of the same file version, else both are read (chunk bytes at a
+ * time) and compared, and measured when of a floating-point dtype.  Sets
+ * out->status (CHANGED, IDENTICAL or RETYPED) and out->l2.  0 or -EIO. */
+int ck_diff_pair(struct ck_view *v, const struct ck_cat_tensor *a, const struct ck_cat_tensor *b, size_t chunk,
+		 struct ck_diff_tensor *out);
+
+/* Every tensor of a and b by name (weights and moments), in a's order and
+ * then b's tensors that a lacks.  *out is allocated.  0 or -errno. */
+int ck_diff_catalogs(struct ck_view *v, const struct ck_catalog *a, const struct ck_catalog *b, size_t chunk,
+		     struct ck_diff_tensor **out, size_t *n);
+
+#endif

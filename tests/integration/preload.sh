@@ -1,0 +1,66 @@
+#!/bin/sh
+# -o preload: the warm-up pushes the newest checkpoints' daemon-served files
+# (here a torch.save and a safetensors composite of a partial save, one
+# tensor longer than a preload piece) into the kernel's page cache of the
+# mount, checked first, so that a resume's first load reads cached pages:
+#   - after a default mount, every page of both composites is in the page
+#     cache (mincore, no read), and the whole files read with the daemon
+#     stopped equal the composites read through a mount that preloads
+#     nothing (-o preload=0, whose pages are not cached: the check can fail);
+#   - a byte flipped in an older save's tensor (size and mtime kept) that
+#     the composite takes: none of that tensor's pages is pushed, the rest
+#     are, and every page reads as the clean composite's or fails with EIO,
+#     the flipped one failing: no unchecked byte reaches a reader.
+. "$CKPT_SRCDIR/tests/integration/lib.sh"
+need_fuse
+need_torch
+tmp=$(ck_tmpdir)
+
+ck_py preload_check.py make "$tmp/run"
+"$CKPTCTL" init "$tmp/store" >/dev/null
+ck_import "$tmp/store" "$tmp/run" 0
+files="model.pt model.safetensors"
+
+# ckptfs in the foreground with the debug log, waiting for the warm-up's
+# preload line; the daemon's pid in $fg.  mount_fg STORE MNT ,MORE_OPTS
+mount_fg() {
+	mkdir -p "$2"
+	ck_track "$2"
+	"$CKPTFS" "$1" "$2" -f -o "log_level=debug$3" 2>"$tmp/fg.err" &
+	fg=$!
+	i=0
+	until grep -q "preload: " "$tmp/fg.err" || [ $i -ge 600 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	grep "preload: \|warm-up: " "$tmp/fg.err"
+	grep -q "preload: " "$tmp/fg.err" || fail "no preload line from ckptfs"
+}
+umount_fg() {
+	ck_umount "$1"
+	wait "$fg" || fail "ckptfs -f exited non-zero"
+}
+
+echo "--- reference: the composites through a mount that preloads nothing"
+ck_mount "$tmp/store" "$tmp/ref" -o ro,preload=0
+for f in $files; do
+	ck_py preload_check.py resident "$tmp/ref/run/checkpoint-2/$f" none
+	cp "$tmp/ref/run/checkpoint-2/$f" "$tmp/ref-$f"
+done
+ck_umount "$tmp/ref"
+
+echo "--- default mount: preloaded, read back with the daemon stopped"
+mount_fg "$tmp/store" "$tmp/mnt" ""
+for f in $files; do
+	ck_py preload_check.py resident "$tmp/mnt/run/checkpoint-2/$f" all
+	ck_py preload_check.py stopped "$tmp/mnt/run/checkpoint-2/$f" "$fg" "$tmp/ref-$f"
+done
+umount_fg "$tmp/mnt"
+
+echo "--- a flipped byte in a tensor the composite takes from checkpoint-1"
+ck_py preload_check.py flip "$tmp/run"
+mount_fg "$tmp/store" "$tmp/mnt" ",ro"
+grep -q "content hash mismatch" "$tmp/fg.err" || fail "the preload did not find the flipped tensor"
+ck_py preload_check.py damaged "$tmp/mnt/run/checkpoint-2/model.pt" "$tmp/ref-model.pt" "$tmp/run"
+umount_fg "$tmp/mnt"
+echo "ok"
