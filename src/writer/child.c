@@ -24,11 +24,12 @@
  * exit with the positive errno of the operation (0 on success).  The
  * helper commits without the parses kept from the last closes, so a
  * commit there re-reads its files.  It keeps the daemon's claim on
- * STORE/mount.lock, as a forked child shares it: a daemon killed
+ * mount.lock, as a forked child shares it: a daemon killed
  * mid-commit leaves its child to finish alone, and the next writable
  * mount must wait for it (mountclaim.c) rather than recover the store
  * while that commit still moves files.
  */
+#define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
@@ -152,6 +153,21 @@ static pid_t spawn_helper(struct ck_writer *w, const char *op, const char *a, co
 	return pid;
 }
 
+/* First thing in a forked child: every descriptor but stdio and the mount
+ * lock goes.  A flock belongs to the open file, which lives while any
+ * process holds a descriptor of it: a copy kept here of one the parent
+ * held locked at the fork (the index lock during a refresh, the writers
+ * lock of a directory written meanwhile) would keep that lock after the
+ * parent gave it up, and this child, opening the store, would wait for its
+ * own copy.  The FUSE device goes too: a daemon killed during a commit
+ * leaves no mount hanging on its child. */
+static void close_inherited(int keep)
+{
+	if (keep > 3)
+		close_range(3, (unsigned)keep - 1, 0);
+	close_range(keep >= 3 ? (unsigned)keep + 1 : 3, ~0U, 0);
+}
+
 /* fork() with the indexer's table frozen and no composite build running. */
 static pid_t fork_child(struct ck_writer *w)
 {
@@ -193,6 +209,7 @@ int ckw_commit_in_child(struct ck_writer *w, const char *series, const char *sta
 		return rc;
 	}
 	if (pid == 0) {
+		close_inherited(w->mount_lock);
 		rc = commit_staged(w->store, series, staged, final, wait_ms, w->indexer);
 		/* _exit: the child must not run the parent's atexit work. */
 		_exit(exit_code(rc));
@@ -223,6 +240,7 @@ int ck_writer_delete(struct ck_writer *w, const char *series, const char *name)
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
+		close_inherited(w->mount_lock);
 		rc = delete_checkpoint(w->store, series, name);
 		/* _exit: the child must not run the parent's atexit work. */
 		_exit(rc < 0 && -rc < 256 ? -rc : rc ? EIO : 0);

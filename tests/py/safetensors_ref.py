@@ -48,6 +48,16 @@ def torch_of():
         })
     return _TORCH_OF
 
+
+def __getattr__(name):
+    # TORCH_OF (safetensors name -> torch dtype) and NAME_OF (the reverse),
+    # made on first use.
+    if name == "TORCH_OF":
+        return torch_of()
+    if name == "NAME_OF":
+        return {v: k for k, v in torch_of().items()}
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
+
 MAX_HEADER = 100_000_000
 
 
@@ -83,7 +93,7 @@ def tensor_bytes(t):
 def _describe(t):
     if isinstance(t, RawTensor):
         return t.dtype, t.shape
-    name_of = {v: k for k, v in torch_of().items()}
+    name_of = __getattr__("NAME_OF")
     if t.dtype not in name_of:
         raise SafetensorsError("dtype %s has no safetensors name" % t.dtype)
     return name_of[t.dtype], list(t.shape)

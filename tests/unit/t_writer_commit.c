@@ -8,13 +8,21 @@
  * an idle commit of a directory written elsewhere waits, and a directory
  * committed elsewhere is found at once.  The view follows each commit at
  * once. */
+#define _GNU_SOURCE
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ckptfs/error.h"
 #include "ckptfs/store.h"
@@ -157,6 +165,69 @@ static void test_moved_elsewhere(struct ck_writer *w)
 	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-12") == 1, "a commit elsewhere not noticed");
 	CHECK(tw_in_view(&env, "run/checkpoint-12"), "the view did not catch up");
 	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-12") == 0, "noticed twice");
+}
+
+/* SIGKILL to this process's children (a commit child stuck for good). */
+static void kill_children(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	while (d && (e = readdir(d)) != NULL) {
+		char path[300];
+		long pid;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		f = fopen(pathf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name), "r");
+		while (f && fscanf(f, "%ld", &pid) == 1)
+			kill((pid_t)pid, SIGKILL);
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+}
+
+struct bg_commit {
+	struct ck_writer *w;
+	int rc;
+};
+
+static void *commit_tmp_14(void *arg)
+{
+	struct bg_commit *c = arg;
+
+	c->rc = ck_writer_commit_now(c->w, "run", "tmp-14", "checkpoint-14");
+	return NULL;
+}
+
+/* A lock this process holds when the commit child is forked (a refresh of
+ * the view holding the index lock) is the parent's alone: once given up,
+ * the child, whose store open takes it exclusive, goes on. */
+static void test_fork_keeps_no_lock(struct ck_writer *w)
+{
+	struct bg_commit c = { w, 1 };
+	struct timespec until;
+	char path[600];
+	pthread_t t;
+	int fd;
+
+	stage("run", "tmp-14");
+	fd = open(pathf(path, sizeof(path), "%s/index.lock", env.store), O_RDWR | O_CLOEXEC);
+	SETUP(fd >= 0 && flock(fd, LOCK_SH) == 0);
+	SETUP(pthread_create(&t, NULL, commit_tmp_14, &c) == 0);
+	usleep(300000);
+	close(fd);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20;
+	if (pthread_timedjoin_np(t, NULL, &until) != 0) {
+		CHECK(0, "the commit child waited for a lock its parent gave up");
+		kill_children();
+		exit(test_result());   /* the thread is stuck in waitpid */
+	}
+	CHECK(c.rc == 0 && committed("run", "checkpoint-14"), "commit with a lock held at the fork: %d", c.rc);
 }
 
 static void test_own_name_commits(struct ck_writer *w)
@@ -444,6 +515,7 @@ int main(int argc, char **argv)
 	w = open_writer(CK_MARK_ALL, NULL, 0);
 	test_rename_commits(w);
 	test_moved_elsewhere(w);
+	test_fork_keeps_no_lock(w);
 	test_own_name_commits(w);
 	test_parse_at_close(w);
 	test_stored_pattern(w);
