@@ -144,5 +144,18 @@ int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *
 typedef int (*ck_pack_scan_fn)(void *cb, uint64_t off, const struct ck_chunk_desc *desc,
 			       const uint8_t *payload);
 int ck_pack_scan(int fd, ck_pack_scan_fn fn, void *cb, uint64_t *end, struct ck_error *err);
+/* The same over the records from offset from (a record boundary) up to to
+ * (or the end of the file, whichever comes first). */
+/* Headers only, over the records from offset from up to to: fn gets each
+ * record's offset and descriptor and a NULL payload; payloads are skipped,
+ * neither read nor checked (a reader checks each chunk's hash when it
+ * decodes it).  A few hundred bytes read per record, where the scan above
+ * reads the whole pack: what another node does to locate the records
+ * compaction appended (src/store/follow.c).  Ends at the first header that
+ * does not parse or whose payload runs past the end, as the scan does. */
+int ck_pack_scan_headers(int fd, uint64_t from, uint64_t to, ck_pack_scan_fn fn, void *cb, uint64_t *end,
+			 struct ck_error *err);
+int ck_pack_scan_range(int fd, uint64_t from, uint64_t to, ck_pack_scan_fn fn, void *cb, uint64_t *end,
+		       struct ck_error *err);
 
 #endif

@@ -115,6 +115,11 @@ struct ck_compact_opts {
 	                         * of packed versions are removed once packed.
 	                         * 0 keeps every raw file. */
 	volatile int *stop;     /* when non-NULL and set, stops between files */
+	int reclaim_delay;      /* seconds between recording versions packed and
+				 * removing their raw files (keep_raw), so that readers
+				 * on other nodes move to the packs first: 0 is
+				 * CK_SHARED_RECLAIM_DELAY on a store on a shared
+				 * filesystem and none on a local one; < 0 none */
 	/* Lossy tier: the policy applied to the series compacted, instead of
 	 * the recorded ones (NULL: each series' recorded policy, if any). */
 	const struct ck_lossy_policy *lossy;
@@ -125,6 +130,11 @@ struct ck_compact_opts {
 	ck_lossy_report_fn lossy_report;   /* per checkpoint coded lossily */
 	void *lossy_report_ctx;
 };
+
+/* The default wait before a run on a store on a shared filesystem removes
+ * what readers on other nodes may still use (raw files of packed versions,
+ * packs gc emptied): longer than their refresh (-o refresh=, 5 s). */
+#define CK_SHARED_RECLAIM_DELAY 15
 
 /* What compaction did, summed over the files it packed. */
 struct ck_compact_stats {
@@ -237,6 +247,8 @@ struct ck_sweep_opts {
 	int dry_run;                 /* only count what would go */
 	unsigned rewrite_below_pct;  /* a pack whose live records fill less than
 				      * this share of it is rewritten; 0: 50 */
+	int reclaim_delay;           /* seconds between recording the moves and emptying
+				      * the packs moved from (as ck_compact_opts) */
 };
 
 struct ck_sweep_stats {

@@ -64,6 +64,14 @@ void ck_tensor_info_free(struct ck_tensor_info *v, size_t n);
 /* "other", "torch", "safetensors", "safetensors-index", "bad". */
 const char *ck_file_kind_name(enum ck_file_kind kind);
 
+/* The identity recorded for a file: (dev, ino, size, mtime).  On a shared
+ * filesystem (include/ckptfs/fstype.h) the device is recorded as 0: it
+ * differs from one client mount to the next, while the inode number is the
+ * server's.  A recorded device 0 matches any device. */
+struct stat;
+void ck_file_identity_set(struct ck_file_info *f, const struct stat *sb, int shared);
+int ck_file_identity_same(const struct ck_file_info *f, const struct stat *sb);
+
 /* Re-stats the physical file: 0 if it is the file that was imported,
  * -ESTALE (with err naming the file and what changed) otherwise. */
 int ck_file_check(const struct ck_file_info *f, struct ck_error *err);

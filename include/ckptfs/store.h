@@ -39,6 +39,8 @@ struct ck_ckpt_info {
 	char *src_path;      /* where it was imported from */
 	int deleted;         /* deleted (rm -r, ckptctl rm): never listed by the mount, but newer
 				composites still draw from the files it keeps (ck_store_delete_checkpoint) */
+	int64_t imported_ns; /* when it was imported or committed (read from the index; writers
+				pass the time apart) */
 };
 
 struct ck_import_opts {
@@ -54,6 +56,51 @@ int ck_store_init(const char *dir, struct ck_error *err);
 int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct ck_error *err);
 void ck_store_close(struct ck_store *st);
 const char *ck_store_path(const struct ck_store *st);
+
+/* Where the index of a store on a shared (network or distributed)
+ * filesystem is kept on this node: under dir (default /var/cache/ckptfs,
+ * or ~/.cache/ckptfs for a user who cannot write there), in a directory
+ * named after the store's id and path.  Process-wide: call before opening
+ * stores (ckptfs -o index_dir=, ckptctl --index-dir).  0 or -ENOMEM. */
+int ck_store_set_index_base(const char *dir);
+/* What ck_store_set_index_base set (NULL: the default), for a process to
+ * hand on to the children it runs. */
+const char *ck_store_index_base(void);
+
+/* Whether the store lives on a shared filesystem, and so keeps its index
+ * on this node (docs/design.md, "One store, many nodes"): 1 or 0; *fs gets
+ * the filesystem's kind, *index_dir the index's directory (both valid
+ * while st is open; either may be NULL). */
+int ck_store_is_shared(const struct ck_store *st, const char **fs, const char **index_dir);
+
+/* Whether physical file f is still the file that was imported
+ * (ck_file_check), accepting a copy of it: a file whose device, inode or
+ * modification time changed but whose size did not (the whole store
+ * copied, restored or synced) is parsed and hashed again once, and when
+ * its storages, tensors and (when compaction mapped it) chunks are exactly
+ * those recorded, f gets its new identity and, with persist, the manifest,
+ * packmap and index record it (also from a read-only open: the one change
+ * it makes), so that no process reads it again.  0; -ESTALE with err for
+ * a changed file; -errno.  Not with STORE/commit.lock or an index
+ * transaction held when persist is set. */
+int ck_store_file_check(struct ck_store *st, struct ck_file_info *f, int persist, struct ck_error *err);
+
+/* Files imported in place that moved: every recorded path that is old or
+ * lies under it (whole components) is rewritten under new, in the
+ * manifests (each rewrite journaled) and the index.  report gets 0 and
+ * "N paths" per checkpoint changed, -errno for a damaged manifest (skipped).
+ * dry_run changes nothing.  Returns the number of checkpoints changed, or
+ * -errno with err. */
+int ck_store_relocate(struct ck_store *st, const char *old, const char *new, int dry_run,
+		      ck_import_report_fn report, void *ctx, struct ck_error *err);
+
+/* Brings the index up to date with the store's journal: what other
+ * processes or other nodes committed, deleted, compacted or collected
+ * since it last looked (ck_store_open does it once).  *changed (may be
+ * NULL) is set when the index changed.  Costs one open() of the next
+ * journal entry when nothing changed.  A store whose index cannot be
+ * written (no permission) is not followed.  0 or -errno with err. */
+int ck_store_follow(struct ck_store *st, int *changed, struct ck_error *err);
 const struct ck_layer_rules *ck_store_layer_rules(const struct ck_store *st);
 
 /* Indexes a directory in place: either a run dir holding checkpoints
@@ -98,6 +145,7 @@ int ck_store_reindex(const char *dir, const struct ck_reindex_opts *opts, ck_imp
 #define CK_STORE_STAGING_DIR "staging"
 #define CK_STORE_DATA_DIR "data"
 #define CK_STORE_QUARANTINE_DIR "quarantine"
+#define CK_STORE_WRITERS_DIR "writers"       /* SERIES/DIR: see ck_writers_share */
 
 /* Statuses report() gets from the calls below besides those of an import
  * (0 / -errno per file): the directory was quarantined (path: where it is
@@ -127,14 +175,55 @@ char *ck_store_staging_path(const struct ck_store *st, const char *series, const
  *      manifest and index records are written as an import's are.
  * report (may be NULL) gets each file as import reports it, then
  * CK_COMMIT_QUARANTINED or 0 with "committed" for the directory.  Refuses
- * to replace a committed checkpoint (-EEXIST).  0 or -errno with err. */
+ * to replace a committed checkpoint (-EEXIST).  When another process or
+ * node committed this very directory since it was validated (under
+ * STORE/commit.lock the staged directory is gone and final_name is
+ * committed), returns -EALREADY: the checkpoint is committed, exactly once.
+ * Before reading the files it holds the directory's writers lock
+ * exclusive (ck_writers_exclusive): -EBUSY when files in it are still
+ * open for writing through a writable mount, on this node or another,
+ * after CK_WRITERS_COMMIT_WAIT_MS.  0 or -errno with err. */
 int ck_store_commit_staged(struct ck_store *st, const char *series, const char *staged_name,
 			   const char *final_name, ck_import_report_fn report, void *ctx, struct ck_error *err);
 
-/* ck_store_commit_staged, reusing what preparsed (may be NULL) returns. */
+/* ck_store_commit_staged, reusing what preparsed (may be NULL) returns,
+ * waiting wait_ms (ck_store_commit_staged: CK_WRITERS_COMMIT_WAIT_MS) for
+ * writers of the directory on other nodes to close their files. */
 int ck_store_commit_staged_with(struct ck_store *st, const char *series, const char *staged_name,
 				const char *final_name, ck_import_report_fn report, void *ctx,
-				ck_preparsed_fn preparsed, void *pctx, struct ck_error *err);
+				ck_preparsed_fn preparsed, void *pctx, unsigned wait_ms, struct ck_error *err);
+
+/* Who writes into a staged directory, on every node: the lock file
+ * STORE/writers/<series>/<dir> (docs/design.md, "Writers on many nodes").
+ * Coordinates through flock only, which the store's filesystem carries
+ * between its clients; no other state is shared.
+ *
+ * share: a writable mount holds it shared (LOCK_SH) from the first file of
+ *   the directory it opens for writing to the last close, after closing
+ *   its own descriptors of those files (so that its writes reached the
+ *   filesystem).  -EBUSY when a commit holds it for
+ *   CK_WRITERS_SHARE_WAIT_MS (the directory is being committed).
+ * exclusive: a commit holds it exclusive (LOCK_EX) from before it reads
+ *   the files until the directory left staging: then no node has a file
+ *   of it open for writing.  Tries for wait_ms, then -EBUSY (err: files
+ *   are open for writing elsewhere).  A process holding it shared itself
+ *   must give that up first (flock locks of one process conflict too).
+ * unlock: gives up either (closes fd; -1 is ignored).
+ * done: the directory left staging (committed, quarantined, gone): the
+ *   lock file is removed, under the exclusive lock fd, which is given up.
+ * sweep: removes the lock files of directories no longer staged that
+ *   nobody holds (what a process killed between its commit and done left).
+ * Descriptors are close-on-exec; a forked child shares the lock until it
+ * closes its copy too.  Names are checked as staged names (-EINVAL).
+ * 0 or -errno with err (may be NULL). */
+#define CK_WRITERS_SHARE_WAIT_MS 200
+#define CK_WRITERS_COMMIT_WAIT_MS 5000
+int ck_writers_share(const char *store, const char *series, const char *dir, int *fd, struct ck_error *err);
+int ck_writers_exclusive(const char *store, const char *series, const char *dir, unsigned wait_ms, int *fd,
+			 struct ck_error *err);
+void ck_writers_unlock(int fd);
+void ck_writers_done(const char *store, const char *series, const char *dir, int fd);
+int ck_writers_sweep(const char *store);
 
 /* The writable mount of a store (STORE/mount.lock, held with flock for
  * as long as the daemon runs).  claim: takes it for mountpoint, fd to

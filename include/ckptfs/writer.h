@@ -120,22 +120,41 @@ int ck_writer_commit_target(struct ck_writer *w, const char *series, const char 
  * claim, forgets its node once it left STORE/staging, and lets the view
  * catch up (ck_writer_catch_up).  The names are not notified: answer the
  * request first (the kernel holds the directory's lock until then), then
- * tell the kernel.  0; -EBUSY when a commit of it runs; -EIO when it was
- * quarantined (or the child was killed: the next writable open finishes
- * it); or the store's -errno (-EINVAL: final carries no step, -EEXIST:
- * committed already, -ENOENT: no such directory). */
+ * tell the kernel.  The commit waits up to CK_WRITERS_COMMIT_WAIT_MS for
+ * files of the directory open for writing through other mounts (other
+ * nodes) to be closed; this mount's own handles do not hold it up.  0
+ * (also when another node committed it meanwhile); -EBUSY when a commit of
+ * it runs here, or files of it stay open for writing elsewhere; -EIO when
+ * it was quarantined (or the child was killed: the next writable open
+ * finishes it); or the store's -errno (-EINVAL: final carries no step,
+ * -EEXIST: committed already, -ENOENT: no such directory). */
 int ck_writer_commit_now(struct ck_writer *w, const char *series, const char *name, const char *final);
+/* How ck_writer_commit_dir commits. */
+#define CK_WRITER_CLOSED 1    /* only when no handle is open in it here */
+#define CK_WRITER_AT_REST 2   /* a commit of a directory at rest (marker grace,
+			       * idle): files open for writing on another node
+			       * make it -EBUSY at once, to be tried again once
+			       * at rest (without it, the commit waits for them
+			       * as ck_writer_commit_now does: a marker written
+			       * strictly last) */
 /* Commits top directory name of series under its own name when it carries
- * a step, is a directory, and (need_closed) no handle is open in it; the
- * view catches up while it is still claimed (a lookup meanwhile waits,
- * see ck_staging_wait_unclaimed), then names_changed is notified.  0,
- * -EAGAIN when it is not (or no longer) to be committed, or the commit's
- * -errno as for ck_writer_commit_now. */
-int ck_writer_commit_dir(struct ck_writer *w, const char *series, const char *name, int need_closed);
+ * a step, is a directory, and (CK_WRITER_CLOSED in how) no handle is open
+ * in it; the view catches up while it is still claimed (a lookup
+ * meanwhile waits, see ck_staging_wait_unclaimed), then names_changed is
+ * notified.  0, -EAGAIN when it is not (or no longer) to be committed
+ * here, or the commit's -errno as for ck_writer_commit_now (-EBUSY: files
+ * of it are open for writing on another node). */
+int ck_writer_commit_dir(struct ck_writer *w, const char *series, const char *name, unsigned how);
 /* The view follows the index (ck_view_refresh), then inodes_changed is
  * notified with the directories that changed.  Logs a failure to read
  * the index. */
 void ck_writer_catch_up(struct ck_writer *w);
+/* For a lookup that found top directory name of series neither in progress
+ * nor in the view: when this mount knew it in progress and it left
+ * STORE/staging, another node committed (or quarantined) it; its node
+ * goes and the view catches up now rather than at the next refresh, so
+ * that it does not vanish here meanwhile.  1 (look again) or 0. */
+int ck_writer_moved_elsewhere(struct ck_writer *w, const char *series, const char *name);
 
 /* ---- Files landing ---- */
 
@@ -181,9 +200,10 @@ int ck_writer_delete(struct ck_writer *w, const char *series, const char *name);
 /* ---- Helper children (sanitizer builds) ---- */
 
 /* Whether argv asks for a commit or deletion helper:
- *   PROGRAM --commit-helper STORE SERIES STAGED FINAL
+ *   PROGRAM --commit-helper STORE SERIES STAGED FINAL [WAIT_MS]
  *   PROGRAM --delete-helper STORE SERIES NAME
- * ck_writer_helper_main runs it and returns the exit status: 0, or the
+ * (WAIT_MS: how long the commit waits for other nodes' writers, default
+ * CK_WRITERS_COMMIT_WAIT_MS).  ck_writer_helper_main runs it and returns the exit status: 0, or the
  * positive errno of the operation (EINVAL for a bad command line). */
 int ck_writer_helper_wanted(int argc, char **argv);
 int ck_writer_helper_main(int argc, char **argv);

@@ -20,6 +20,11 @@
  * so the commit validates the bytes it commits.  Open handles are counted
  * per node so that a marker or idle commit waits for the last close.
  *
+ * Other nodes: while a handle is open for writing in a top directory, the
+ * table holds that directory's writers lock shared
+ * (STORE/writers/<series>/<dir>, ck_writers_share), so that a commit of it
+ * on any node waits for this node's last close.
+ *
  * Thread rules: every function may be called from any thread at once;
  * one mutex guards the table.  Strings passed in are copied.  No function
  * here calls back into its caller, and none blocks except
@@ -47,7 +52,8 @@ static inline int ck_staging_is_staged(uint64_t ino)
 }
 
 /* A table for STORE/staging of store (a path, kept as given).  Nothing is
- * created on disk.  0 or -ENOMEM. */
+ * created on disk but the writers locks (ck_staging_open_begin).  0 or
+ * -ENOMEM. */
 int ck_staging_new(const char *store, struct ck_staging **out);
 /* Frees the table and closes the directory handles still open.  NULL is
  * accepted.  No other call on s may run or follow. */
@@ -92,6 +98,8 @@ int ck_staging_is_series_file(struct ck_staging *s, uint64_t ino);
  * moved node loses its name (its next use gets -ESTALE). */
 void ck_staging_moved(struct ck_staging *s, uint64_t parent, const char *series, const char *name,
 		      uint64_t newparent, const char *newname);
+/* Whether top node name of series is in the table (with its name). */
+int ck_staging_known(struct ck_staging *s, const char *series, const char *name);
 /* After an unlink, rmdir or commit: the node at (parent, series, name), if
  * any, has no name any more. */
 void ck_staging_removed(struct ck_staging *s, uint64_t parent, const char *series, const char *name);
@@ -132,12 +140,23 @@ int ck_staging_may_commit(struct ck_staging *s, const char *series, const char *
 
 /* ---- Open handles and claims ---- */
 
-/* Counts one handle open on ino.  writing: it may change the file; then
- * -EBUSY while its top directory is claimed.  0, -ESTALE for an unknown
- * node. */
+/* Counts one handle open on ino.  writing: it is open for writing; then
+ * -EBUSY while its top directory is claimed here, or being committed by
+ * any node (its writers lock held exclusive), and the first such handle
+ * in a top directory takes the writers lock shared (a lock that cannot be
+ * taken for another reason is logged, and the handle counted without it).
+ * 0, -ESTALE for an unknown node. */
 int ck_staging_open_begin(struct ck_staging *s, uint64_t ino, int writing);
-/* Drops one handle of ino; returns how many are still open on it. */
-unsigned ck_staging_open_end(struct ck_staging *s, uint64_t ino);
+/* Drops one handle of ino, writing as it was opened (the caller closed
+ * its descriptor first: the last writing handle of a top directory gives
+ * up the writers lock); returns how many are still open on it. */
+unsigned ck_staging_open_end(struct ck_staging *s, uint64_t ino, int writing);
+/* For a commit of top directory name of series by this process while its
+ * own handles may still be open (a rename commit): off gives up the
+ * writers lock held for them (the commit takes it exclusive); on takes it
+ * again, when the directory is still there and written. */
+void ck_staging_writers_off(struct ck_staging *s, const char *series, const char *name);
+void ck_staging_writers_on(struct ck_staging *s, const char *series, const char *name);
 /* Whether the top directory that ino is in is claimed (being committed). */
 int ck_staging_busy(struct ck_staging *s, uint64_t ino);
 /* Claims top directory name of series for a commit.  0; -EBUSY when it is

@@ -17,6 +17,7 @@ static const struct cli_cmd *const commands[] = {
 	&cli_cmd_stats, &cli_cmd_rm,
 	&cli_cmd_compact,
 	&cli_cmd_gc,
+	&cli_cmd_relocate,
 	&cli_cmd_lossy,
 	&cli_cmd_diff,
 	&cli_cmd_recipe,
@@ -29,8 +30,10 @@ static void usage(FILE *out)
 {
 	size_t i;
 
-	fprintf(out, "usage: ckptctl [-h|--help] [-V|--version] COMMAND [ARGS...]\n\n"
-		     "Manage ckptfs checkpoint stores.\n\nCommands:\n");
+	fprintf(out, "usage: ckptctl [-h|--help] [-V|--version] [--index-dir DIR] COMMAND [ARGS...]\n\n"
+		     "Manage ckptfs checkpoint stores.\n\n"
+		     "  --index-dir DIR  where this node keeps the index of a store on a network or\n"
+		     "                   distributed filesystem (default /var/cache/ckptfs)\n\nCommands:\n");
 	for (i = 0; i < NCOMMANDS; i++) {
 		if (!commands[i]->hidden)
 			fprintf(out, "  %-12s %s\n", commands[i]->name, commands[i]->summary);
@@ -79,6 +82,24 @@ int main(int argc, char **argv)
 		}
 		cli_print_help(cmd);
 		return CK_EXIT_OK;
+	}
+	while (argc > 1 && !strncmp(argv[1], "--index-dir", 11)) {
+		const char *dir = argv[1][11] == '=' ? argv[1] + 12 : argv[1][11] == '\0' && argc > 2 ? argv[2] : NULL;
+
+		if (!dir || dir[0] != '/') {
+			cli_error("--index-dir needs an absolute path; try 'ckptctl --help'");
+			return CK_EXIT_USAGE;
+		}
+		if (ck_store_set_index_base(dir) < 0) {
+			cli_error("out of memory");
+			return CK_EXIT_FAILURE;
+		}
+		argc -= argv[1][11] == '=' ? 1 : 2;
+		argv += argv[1][11] == '=' ? 1 : 2;
+	}
+	if (argc < 2) {
+		usage(stderr);
+		return CK_EXIT_USAGE;
 	}
 	if (argv[1][0] == '-') {
 		cli_error("unknown option '%s'; try 'ckptctl --help'", argv[1]);

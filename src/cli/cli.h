@@ -25,6 +25,7 @@ extern const struct cli_cmd cli_cmd_init, cli_cmd_import, cli_cmd_ls, cli_cmd_sh
 	cli_cmd_stats, cli_cmd_rm;
 extern const struct cli_cmd cli_cmd_compact;
 extern const struct cli_cmd cli_cmd_gc;
+extern const struct cli_cmd cli_cmd_relocate;
 extern const struct cli_cmd cli_cmd_diff, cli_cmd_recipe;
 extern const struct cli_cmd cli_cmd_lossy;
 extern const struct cli_cmd cli_cmd_resume_info;

@@ -134,6 +134,12 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		cli_error("%s", err.msg);
 		return CK_EXIT_DAMAGED;
 	}
+	if (rc == -EALREADY) {
+		/* Another process or node committed this very directory meanwhile. */
+		printf("committed   %s/%s, by another process or node\n", series,
+		       argc - optind == 3 ? argv[optind + 2] : staged);
+		return CK_EXIT_OK;
+	}
 	if (rc < 0) {
 		cli_error("commit: %s", ck_error_text(&err, rc));
 		return CK_EXIT_FAILURE;
@@ -152,11 +158,15 @@ const struct cli_cmd cli_cmd_commit = {
 		"the directory is moved to STORE/quarantine/SERIES/STAGED_NAME.TIME/ with a REASON\n"
 		"file instead, and the series' newest checkpoint stays what it was.  Otherwise the\n"
 		"directory is made durable, renamed to STORE/data/SERIES/FINAL_NAME/ and indexed.\n"
-		"A committed checkpoint is never replaced.  While a writable ckptfs serves STORE\n"
-		"the mount does the commit (it may be writing into the directory).  Given the\n"
+		"A committed checkpoint is never replaced.  The commit waits up to 5 s for files\n"
+		"of the directory open for writing through writable mounts (on any node) to be\n"
+		"closed, then fails.  While a writable ckptfs serves STORE on this node the\n"
+		"mount does the commit (it may be writing into the directory).  Given the\n"
 		"MOUNTPOINT of a writable ckptfs instead of STORE, commits MOUNTPOINT/SERIES/\n"
 		"STAGED_NAME through it as the user running ckptctl, who needs write permission\n"
 		"on the directory and what renaming it in SERIES needs.\n"
+		"When another process or node commits the same directory at the same time, it is\n"
+		"committed once, and both say so.\n"
 		"\n"
 		"  -v, --verbose  list every file and what it is\n"
 		"\n"

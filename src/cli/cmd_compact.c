@@ -63,6 +63,13 @@ static int on_opt(void *ctx, int c, const char *arg)
 		}
 		a->opts.level = (int)v;
 		return 0;
+	case 'w':
+		if (parse_uint(arg, 3600, &v) < 0) {
+			cli_error("--reclaim-delay: expected seconds 0..3600, not '%s'", arg);
+			return CK_EXIT_USAGE;
+		}
+		a->opts.reclaim_delay = v ? (int)v : -1;
+		return 0;
 	case 'L':
 		if (cli_parse_bound(arg, &a->lossy.bound) < 0) {
 			cli_error("--lossy: expected a bound over 0 and at most %g, not '%s'", CK_LOSSY_BOUND_MAX, arg);
@@ -161,6 +168,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 		{ "anchor-interval", required_argument, NULL, 'k' },
 		{ "keep-raw", required_argument, NULL, 'r' },
 		{ "level", required_argument, NULL, 'l' },
+		{ "reclaim-delay", required_argument, NULL, 'w' },
 		{ "lossy", required_argument, NULL, 'L' },
 		{ "keep-exact", required_argument, NULL, 'E' },
 		{ "exact-every", required_argument, NULL, 'e' },
@@ -176,7 +184,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	struct ck_store *st;
 	int rc;
 
-	rc = cli_getopt(cmd, argc, argv, "s:k:r:l:vqn", opts, on_opt, &a);
+	rc = cli_getopt(cmd, argc, argv, "s:k:r:l:w:vqn", opts, on_opt, &a);
 	if (rc >= 0)
 		return rc;
 	if (argc - optind != 1)
@@ -205,7 +213,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 
 const struct cli_cmd cli_cmd_compact = {
 	.name = "compact",
-	.args = "STORE [--series S] [--anchor-interval K] [--keep-raw N] [--level L] [--lossy B [--keep-exact N] [--exact-every K] | --no-lossy] [--dry-run] [-v|-q]",
+	.args = "STORE [--series S] [--anchor-interval K] [--keep-raw N] [--level L] [--reclaim-delay SEC] [--lossy B [--keep-exact N] [--exact-every K] | --no-lossy] [--dry-run] [-v|-q]",
 	.summary = "move committed checkpoints into packs (dedup, deltas, compression)",
 	.help = "Cuts every committed file version into chunks of at most 1 MiB (a new chunk at\n"
 		"every tensor storage) and stores each chunk once: a chunk stored before costs\n"
@@ -232,6 +240,11 @@ const struct cli_cmd cli_cmd_compact = {
 		"                           (default 0: keep them all)\n"
 		"  -l, --level L            zstd level (default 1: higher levels gain nothing on\n"
 		"                           byte planes)\n"
+		"  -w, --reclaim-delay SEC  with --keep-raw, wait SEC seconds between recording\n"
+		"                           versions packed and removing their raw files, so that\n"
+		"                           readers on other nodes move to the packs first\n"
+		"                           (default 15 for a store on a shared filesystem, 0 on\n"
+		"                           a local one)\n"
 		"  --lossy B                code older checkpoints of the series compacted lossily\n"
 		"                           within B x max|x| per tensor (0 < B <= 0.5), instead\n"
 		"                           of their recorded policies\n"

@@ -19,6 +19,7 @@
 struct gc_args {
 	unsigned keep_last;          /* 0: every live checkpoint is retained */
 	unsigned rewrite_below;      /* percent; 0: the sweep's default */
+	int reclaim_delay;           /* as ck_sweep_opts */
 	char **keep;                 /* --keep SERIES/CKPT */
 	size_t nkeep;
 	int dry_run, verbose, failed;
@@ -67,6 +68,15 @@ static int on_opt(void *ctx, int c, const char *arg)
 			return CK_EXIT_USAGE;
 		}
 		a->rewrite_below = (unsigned)v;
+		return 0;
+	case 'w':
+		errno = 0;
+		v = strtoul(arg, &end, 10);
+		if (errno || end == arg || *end || arg[0] == '-' || v > 3600) {
+			cli_error("--reclaim-delay: expected seconds 0..3600, not '%s'", arg);
+			return CK_EXIT_USAGE;
+		}
+		a->reclaim_delay = v ? (int)v : -1;
 		return 0;
 	case 'n':
 		a->dry_run = 1;
@@ -280,7 +290,8 @@ static void delete_one(const char *dir, struct gc_args *a, const struct victim *
 
 static int sweep(const char *dir, struct gc_args *a)
 {
-	struct ck_sweep_opts so = { .dry_run = a->dry_run, .rewrite_below_pct = a->rewrite_below };
+	struct ck_sweep_opts so = { .dry_run = a->dry_run, .rewrite_below_pct = a->rewrite_below,
+				    .reclaim_delay = a->reclaim_delay };
 	struct ck_error err = { { 0 } };
 	struct ck_sweep_stats s;
 	struct ck_store *st = cli_open_store(dir, a->dry_run);
@@ -313,6 +324,7 @@ static const struct option opts[] = {
 	{ "keep-last", required_argument, NULL, 'N' },
 	{ "keep", required_argument, NULL, 'k' },
 	{ "rewrite-below", required_argument, NULL, 'r' },
+	{ "reclaim-delay", required_argument, NULL, 'w' },
 	{ "dry-run", no_argument, NULL, 'n' },
 	{ "verbose", no_argument, NULL, 'v' },
 	{ 0, 0, 0, 0 },
@@ -327,7 +339,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	const char *dir, *only;
 	int rc;
 
-	rc = cli_getopt(cmd, argc, argv, "N:k:r:nv", opts, on_opt, &a);
+	rc = cli_getopt(cmd, argc, argv, "N:k:r:w:nv", opts, on_opt, &a);
 	if (rc >= 0) {
 		free(a.keep);
 		return rc;
@@ -358,7 +370,8 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 
 const struct cli_cmd cli_cmd_gc = {
 	.name = "gc",
-	.args = "STORE [SERIES] [--keep-last N] [--keep SERIES/CKPT ...] [--rewrite-below PCT] [--dry-run] [-v]",
+	.args = "STORE [SERIES] [--keep-last N] [--keep SERIES/CKPT ...] [--rewrite-below PCT] [--reclaim-delay SEC] "
+		"[--dry-run] [-v]",
 	.summary = "delete old checkpoints and free what nothing retained uses",
 	.help = "Per series (or only SERIES), retains the newest N live checkpoints (default:\n"
 		"all of them) and every --keep one, and deletes the others as `ckptctl rm`\n"
@@ -375,6 +388,10 @@ const struct cli_cmd cli_cmd_gc = {
 		"  -r, --rewrite-below P  rewrite packs whose live records fill less than P %\n"
 		"                         of them (1..100, default 50; 100: every pack with\n"
 		"                         a dead byte)\n"
+		"  -w, --reclaim-delay SEC  wait SEC seconds between recording the moved records\n"
+		"                         and emptying the packs they came from, so that readers\n"
+		"                         on other nodes move first (default 15 for a store on a\n"
+		"                         shared filesystem, 0 on a local one)\n"
 		"  -n, --dry-run          print what would be deleted and freed; change nothing\n"
 		"  -v, --verbose          every file kept, freed or dropped\n"
 		"\n"

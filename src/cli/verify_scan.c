@@ -271,7 +271,7 @@ static int check_file(struct scan_file *sf)
 	sf->r->files++;
 	if (ck_store_file_packed(sf->st, f->id) == 1)
 		return check_packed(sf);
-	if (ck_file_check(f, &err) < 0) {
+	if (ck_store_file_check(sf->st, (struct ck_file_info *)f, 1, &err) < 0) {
 		int gone = stat(f->src_path, &sb) < 0;
 		int missing = gone && (errno == ENOENT || errno == ENOTDIR);
 

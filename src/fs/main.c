@@ -283,8 +283,10 @@ static int serve(struct mount_run *run)
 		struct ck_error err = { { 0 } };
 		struct ck_store *st;
 
-		/* One writable mount per store: in-progress directories are
-		 * claimed per daemon. */
+		/* One writable mount per store and node (beside the node's
+		 * index): in-progress directories are claimed per daemon;
+		 * other nodes' mounts wait for this one's writers through the
+		 * store's writers locks. */
 		if (ck_store_mount_claim(cfg->store, cfg->mountpoint, &run->mount_lock, &err)) {
 			ck_err("%s", err.msg);
 			return status;
@@ -446,6 +448,8 @@ int main(int argc, char **argv)
 	}
 	ck_log_init("ckptfs", 0, cfg.log_level);
 	status = CK_EXIT_FAILURE;
+	if (cfg.index_dir && ck_store_set_index_base(cfg.index_dir) < 0)
+		goto out;
 	if (prepare(&cfg, &run.under_dev))
 		goto out;
 	if (!cfg.foreground) {

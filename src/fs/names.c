@@ -91,9 +91,11 @@ void ckfs_rw_lookup(fuse_req_t req, fuse_ino_t parent, const char *name)
 
 	if (rc == 0) {
 		rc = lookup_in(fs, parent, &c, name, &e);
-		/* A checkpoint being committed is in neither place for a moment. */
+		/* A checkpoint being committed is in neither place for a moment:
+		 * here (the claim), or on another node (the view catches up). */
 		if (rc == -ENOENT && c.kind == CKFS_DIR_SERIES && c.series &&
-		    ck_staging_wait_unclaimed(fs->staging, c.series, name)) {
+		    (ck_staging_wait_unclaimed(fs->staging, c.series, name) ||
+		     ck_writer_moved_elsewhere(fs->writer, c.series, name))) {
 			ckfs_dir_ctx_free(&c);
 			rc = ckfs_dir_ctx(fs, parent, &c);
 			if (rc == 0)

@@ -51,7 +51,7 @@ static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
 	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
 	"subtype", "refresh", "commit_idle", "commit_markers", "marker_grace",
-	"cache_size", "compact", "direct_io", "preload", "weights_shard", "health", "health_interval",
+	"cache_size", "compact", "direct_io", "index_dir", "preload", "weights_shard", "health", "health_interval",
 	"risk_threshold", "emergency_gap", "emergency_flag", NULL,
 };
 
@@ -351,6 +351,11 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 			return bad_value(opt, "a path");
 		return set_string(&cfg->pidfile, val);
 	}
+	if (KEY("index_dir") && val) {
+		if (val[0] != '/')
+			return bad_value(opt, "an absolute path");
+		return set_string(&cfg->index_dir, val);
+	}
 	if (!val && set_switch(cfg, opt))
 		return 0;
 	if (KEY("always_synthesize") && !val) {
@@ -564,6 +569,7 @@ void ckfs_config_free(struct ckfs_config *cfg)
 	free(cfg->store);
 	free(cfg->mountpoint);
 	free(cfg->pidfile);
+	free(cfg->index_dir);
 	free(cfg->emergency_flag);
 	ck_buf_free(&cfg->fuse_opts);
 }
@@ -676,6 +682,8 @@ void ckfs_print_help(const char *progname)
 	       "    -o max_idle_threads=N  idle workers kept (default: max_threads)\n"
 	       "    -o clone_fd|noclone_fd one /dev/fuse descriptor per worker (default clone_fd)\n"
 	       "    -o pidfile=PATH        write the daemon's pid to PATH (removed on exit)\n"
+	       "    -o index_dir=DIR       where this node keeps the index of a store on a network\n"
+	       "                           or distributed filesystem (default /var/cache/ckptfs)\n"
 	       "    -o readahead_kb=N      as root, set this mount's read_ahead_kb (default 4096;\n"
 	       "                           0 keeps the kernel's)\n"
 	       "    -o pipe_max_kb=N       as root, raise fs.pipe-max-size to N KiB if lower, so\n"

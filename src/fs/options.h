@@ -27,6 +27,7 @@ struct ckfs_config {
 	unsigned max_idle_threads;
 	int clone_fd;
 	char *pidfile;
+	char *index_dir;        /* -o index_dir=: node-local indexes of stores on shared filesystems */
 	unsigned readahead_kb;  /* bdi read_ahead_kb to set as root; 0 = leave */
 	unsigned pipe_max_kb;   /* lower bound for fs.pipe-max-size as root; 0 = leave */
 	unsigned refresh_secs;  /* follow new imports/commits every N s; 0 = never */

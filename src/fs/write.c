@@ -59,7 +59,8 @@ static int committed_stat(struct ckfs *fs, fuse_ino_t ino, const char *path, str
 	top = ck_staging_top_path(fs->staging, series, name);
 	if (top && strncmp(path, top, strlen(top)) == 0 &&
 	    asprintf(&vpath, "%s/%s%s", series, name, path + strlen(top)) >= 0 &&
-	    ck_view_resolve(fs->view, vpath, &n) == 0)
+	    (ck_view_resolve(fs->view, vpath, &n) == 0 ||
+	     (ck_writer_moved_elsewhere(fs->writer, series, name) && ck_view_resolve(fs->view, vpath, &n) == 0)))
 		rc = ckfs_stat(fs, n, st);
 	free(vpath);
 	free(top);
@@ -345,8 +346,18 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct ck_owner dir_owner;
 	char *path = NULL, *series = NULL;
 	uint64_t node_parent = 0, ino = 0;
-	int fd = -1, rc = create_target(fs, parent, name, &path, &node_parent, &series, &dir_owner);
+	int fd = -1, counted = 0, rc = create_target(fs, parent, name, &path, &node_parent, &series, &dir_owner);
 
+	/* The handle counts (and holds its directory's writers lock, which a
+	 * commit on another node may hold) before the file exists. */
+	if (rc == 0)
+		rc = ck_staging_get(fs->staging, node_parent, series, name, &ino);
+	if (rc == 0) {
+		rc = ck_staging_open_begin(fs->staging, ino, 1);
+		if (rc)
+			ck_staging_forget(fs->staging, ino, 1);
+		counted = rc == 0;
+	}
 	if (rc == 0) {
 		/* A file made now belongs to whoever asked; one that was there
 		 * already keeps its owner (O_CREAT without O_EXCL). */
@@ -371,35 +382,33 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		memset(&e, 0, sizeof(e));
 		if (fstat(fd, &e.attr) != 0)
 			rc = -errno;
-		if (rc == 0)
-			rc = ck_staging_get(fs->staging, node_parent, series, name, &ino);
-		if (rc == 0) {
-			e.ino = ino;
-			e.attr.st_ino = ino;
-			e.generation = 1;
-			rc = ck_staging_open_begin(fs->staging, ino, 1);
-			if (rc)
-				ck_staging_forget(fs->staging, ino, 1);
-		}
+		e.ino = ino;
+		e.attr.st_ino = ino;
+		e.generation = 1;
 	}
 	free(series);
 	if (rc) {
 		if (fd >= 0)
 			close(fd);
+		if (counted) {
+			ck_staging_open_end(fs->staging, ino, 1);
+			ck_staging_forget(fs->staging, ino, 1);
+		}
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	fi->fh = (uint64_t)fd;
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		close(fd);
-		ck_staging_open_end(fs->staging, ino);
+		ck_staging_open_end(fs->staging, ino, 1);
 	}
 }
 
 static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ckfs *fs = ckfs_of(req);
-	int writing = (fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC);
+	/* What release sees (the kernel drops O_TRUNC from the flags it keeps). */
+	int writing = (fi->flags & O_ACCMODE) != O_RDONLY;
 	char *path;
 	int fd = -1, rc;
 
@@ -407,7 +416,9 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		ckfs_op_open(req, ino, fi);
 		return;
 	}
-	rc = ck_staging_open_begin(fs->staging, ino, writing);
+	/* A truncation is a change too: not while the directory is committed. */
+	rc = !writing && (fi->flags & O_TRUNC) && ck_staging_busy(fs->staging, ino) ? -EBUSY :
+	     ck_staging_open_begin(fs->staging, ino, writing);
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -420,14 +431,14 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		free(path);
 	}
 	if (rc) {
-		ck_staging_open_end(fs->staging, ino);
+		ck_staging_open_end(fs->staging, ino, writing);
 		fuse_reply_err(req, -rc);
 		return;
 	}
 	fi->fh = (uint64_t)fd;
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		close(fd);
-		ck_staging_open_end(fs->staging, ino);
+		ck_staging_open_end(fs->staging, ino, writing);
 	}
 }
 
@@ -503,7 +514,7 @@ static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	unsigned left;
 
 	close(fd_of(fi));
-	left = ck_staging_open_end(fs->staging, ino);
+	left = ck_staging_open_end(fs->staging, ino, wrote);
 	fuse_reply_err(req, 0);
 	/* After the reply: the last close of a marker may commit. */
 	ck_writer_released(fs->writer, ino, wrote, left);

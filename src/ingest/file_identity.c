@@ -13,6 +13,20 @@
 #include "ckptfs/clock.h"
 #include "ckptfs/store.h"
 
+void ck_file_identity_set(struct ck_file_info *f, const struct stat *sb, int shared)
+{
+	f->dev = shared ? 0 : (uint64_t)sb->st_dev;
+	f->ino = (uint64_t)sb->st_ino;
+	f->size = (uint64_t)sb->st_size;
+	f->mtime_ns = ck_timespec_ns(sb->st_mtim);
+}
+
+int ck_file_identity_same(const struct ck_file_info *f, const struct stat *sb)
+{
+	return (f->dev == 0 || f->dev == (uint64_t)sb->st_dev) && f->ino == (uint64_t)sb->st_ino &&
+	       f->size == (uint64_t)sb->st_size && f->mtime_ns == ck_timespec_ns(sb->st_mtim);
+}
+
 int ck_file_check(const struct ck_file_info *f, struct ck_error *err)
 {
 	return ck_file_check_owner(f, NULL, err);
@@ -29,7 +43,7 @@ int ck_file_check_owner(const struct ck_file_info *f, struct ck_owner *owner, st
 	if ((uint64_t)sb.st_size != f->size)
 		return ck_fail(err, ESTALE, "%s: changed since import (size %" PRIu64 " → %" PRIu64 ")",
 			       f->src_path, f->size, (uint64_t)sb.st_size);
-	if ((uint64_t)sb.st_dev != f->dev || (uint64_t)sb.st_ino != f->ino)
+	if ((f->dev && (uint64_t)sb.st_dev != f->dev) || (uint64_t)sb.st_ino != f->ino)
 		return ck_fail(err, ESTALE, "%s: changed since import (replaced: inode %" PRIu64 " → %" PRIu64 ")",
 			       f->src_path, f->ino, (uint64_t)sb.st_ino);
 	if (ck_timespec_ns(sb.st_mtim) != f->mtime_ns)

@@ -26,6 +26,7 @@
 #include "ckptfs/fileio.h"
 #include "ckptfs/str.h"
 #include "ckptfs/torchzip.h"
+#include "ckptfs/fstype.h"
 #include "ingester.h"
 
 #define READ_BUF (1u << 20)
@@ -127,12 +128,6 @@ static int set_names(struct ck_ingest *in, const char *path, const char *relpath
 	return in->info.src_path && in->info.relpath ? 0 : -ENOMEM;
 }
 
-static int same_identity(const struct ck_file_info *f, const struct stat *sb)
-{
-	return f->dev == (uint64_t)sb->st_dev && f->ino == (uint64_t)sb->st_ino &&
-	       f->size == (uint64_t)sb->st_size && f->mtime_ns == ck_timespec_ns(sb->st_mtim);
-}
-
 int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_rules *rules,
 		   const struct ck_ingest_prev *prev, struct ck_ingest *out)
 {
@@ -152,10 +147,7 @@ int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_
 		rc = ck_ingest_bad(out, "cannot open: %s", strerror(errno));
 		goto out;
 	}
-	out->info.dev = (uint64_t)sb.st_dev;
-	out->info.ino = (uint64_t)sb.st_ino;
-	out->info.size = (uint64_t)sb.st_size;
-	out->info.mtime_ns = ck_timespec_ns(sb.st_mtim);
+	ck_file_identity_set(&out->info, &sb, ck_fs_shared_fd(io.fd, NULL) == 1);
 	out->info.has_owner = 1;
 	ck_owner_from_stat(&out->info.owner, &sb);
 	if (!S_ISREG(sb.st_mode)) {
@@ -163,7 +155,7 @@ int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_
 		goto out;
 	}
 	io.size = (uint64_t)sb.st_size;
-	if (prev && prev->file->kind != CK_FILE_BAD && same_identity(prev->file, &sb))
+	if (prev && prev->file->kind != CK_FILE_BAD && ck_file_identity_same(prev->file, &sb))
 		io.prev = prev;
 	io.bufsize = READ_BUF;
 	io.buf = malloc(io.bufsize);

@@ -145,10 +145,13 @@ int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *
 	return rc && rc != -ENOMEM ? at_offset(err, rc, off) : rc;
 }
 
-int ck_pack_scan(int fd, ck_pack_scan_fn fn, void *cb, uint64_t *end, struct ck_error *err)
+int ck_pack_scan_headers(int fd, uint64_t from, uint64_t to, ck_pack_scan_fn fn, void *cb, uint64_t *end,
+			 struct ck_error *err)
 {
-	uint8_t *payload;
-	uint64_t off = CK_PACK_HEADER, size;
+	enum { WINDOW = 256 << 10 };
+	uint8_t *win;
+	uint64_t off = from < CK_PACK_HEADER ? CK_PACK_HEADER : from, size, wstart = 0;
+	size_t wlen = 0;
 	struct stat st;
 	int rc;
 
@@ -158,7 +161,67 @@ int ck_pack_scan(int fd, ck_pack_scan_fn fn, void *cb, uint64_t *end, struct ck_
 		return rc;
 	if (fstat(fd, &st) < 0)
 		return ck_fail(err, errno, "pack: fstat: %s", strerror(errno));
-	size = (uint64_t)st.st_size;
+	size = (uint64_t)st.st_size < to ? (uint64_t)st.st_size : to;
+	win = malloc(WINDOW);
+	if (!win)
+		return -ENOMEM;
+	*end = off;
+	while (off < size) {
+		struct ck_chunk_desc d;
+		uint64_t hl;
+		size_t avail;
+
+		/* Headers a window at a time: the payloads between them are skipped. */
+		if (off < wstart || off + CK_PACK_REC_HEADER_MAX > wstart + wlen) {
+			wstart = off;
+			rc = pread_upto(fd, win, WINDOW, off, &wlen);
+			if (rc) {
+				ck_fail(err, -rc, "pack record at %" PRIu64 ": %s", off, strerror(-rc));
+				break;
+			}
+		}
+		avail = wlen - (size_t)(off - wstart);
+		rc = ck_pack_rec_parse(win + (off - wstart), avail, &d, err);
+		if (rc < 0) {
+			at_offset(err, rc, off);
+			break;
+		}
+		hl = (uint64_t)rc;
+		if (off + hl + d.enc_len > size) {
+			rc = ck_fail(err, EIO, "pack record at %" PRIu64 ": payload cut short by the end of the file",
+				     off);
+			break;
+		}
+		if (fn && (rc = fn(cb, off, &d, NULL)) != 0)
+			break;
+		off += hl + d.enc_len;
+		*end = off;
+		rc = 0;
+	}
+	free(win);
+	return rc;
+}
+
+int ck_pack_scan(int fd, ck_pack_scan_fn fn, void *cb, uint64_t *end, struct ck_error *err)
+{
+	return ck_pack_scan_range(fd, CK_PACK_HEADER, UINT64_MAX, fn, cb, end, err);
+}
+
+int ck_pack_scan_range(int fd, uint64_t from, uint64_t to, ck_pack_scan_fn fn, void *cb, uint64_t *end,
+		       struct ck_error *err)
+{
+	uint8_t *payload;
+	uint64_t off = from < CK_PACK_HEADER ? CK_PACK_HEADER : from, size;
+	struct stat st;
+	int rc;
+
+	*end = 0;
+	rc = ck_pack_check_header(fd, NULL, err);
+	if (rc)
+		return rc;
+	if (fstat(fd, &st) < 0)
+		return ck_fail(err, errno, "pack: fstat: %s", strerror(errno));
+	size = (uint64_t)st.st_size < to ? (uint64_t)st.st_size : to;
 	payload = malloc(CK_CHUNK_MAX);
 	if (!payload)
 		return -ENOMEM;

@@ -51,6 +51,9 @@ struct compact {
 	struct ck_chunk_cache *recent;   /* chunks of the versions just mapped: the next
 					  * version's references, without decoding */
 	int dry;                  /* a lossy dry run: encode and count, write nothing */
+	uint32_t start_pack;      /* where the pack writer stood when the locks were taken: */
+	uint64_t start_end;       /* the journal names the records appended since */
+	double last_journaled;    /* when the last packed versions were journaled (monotonic) */
 };
 
 /* The crash test hook (store/staging.h) at stage, and at "stage-N" during

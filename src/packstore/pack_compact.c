@@ -26,6 +26,7 @@
 #include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "ckptfs/pack.h"
+#include "store/journal.h"
 #include "store/manifest.h"
 #include "pack_layout.h"
 #include "compact_int.h"
@@ -320,7 +321,14 @@ static int map_file(struct compact *c, MDB_txn *txn, struct fver *v, int pack, c
 		rc = ck_fail(c->err, ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = ck_file_check(v->f, &why);
+	/* Under the commit lock, in a transaction: a copied file is accepted
+	 * here, its new identity recorded by the next reader (the packmap
+	 * keeps the identity its manifest has until then). */
+	{
+		struct ck_file_info now = *v->f;
+
+		rc = ck_store_file_check(c->st, &now, 0, &why);
+	}
 	if (rc < 0) {
 		ck_fail(c->err, -rc, "%s", why.msg);
 		goto out;
@@ -523,11 +531,38 @@ out:
 	return rc;
 }
 
+/* The journal entry of one checkpoint done: its packmap, the pack ranges
+ * its records went to (from where the writer stood when the locks were
+ * taken to where it is now) and the pack position. */
+static int journal(struct compact *c, const struct ck_ckpt_info *ck, uint64_t *seq)
+{
+	struct ck_journal_entry e = { .has_pos = 1, .pack_cur = c->pack_id,
+				      .pack_end = c->w ? ck_pack_writer_end(c->w) : CK_PACK_HEADER };
+	struct ck_journal_scan scans[8];
+	uint32_t start_pack = c->start_pack;
+	int rc;
+
+	if (c->w && c->pack_id >= start_pack && c->pack_id - start_pack < 8) {
+		for (uint32_t p = start_pack; p <= c->pack_id; p++)
+			scans[e.nscans++] = (struct ck_journal_scan){
+				.pack = p, .from = p == start_pack ? c->start_end : CK_PACK_HEADER,
+				.to = p == c->pack_id ? e.pack_end : UINT64_MAX };
+		if (e.nscans == 1 && scans[0].from >= scans[0].to)
+			e.nscans = 0;   /* nothing appended (raw maps only) */
+	}
+	e.scans = scans;
+	rc = ck_journal_note_ckpt(c->st, ck->series, ck->name, &e, seq, c->err);
+	if (rc == 0)
+		c->last_journaled = ck_monotonic_s();
+	return rc;
+}
+
 int ck_compact_commit(struct compact *c, MDB_txn *txn, const struct ck_ckpt_info *ck, const struct ck_file_info *f,
 		      size_t n, const char *prefix, int (*before_packmap)(struct compact *, MDB_txn *, void *),
 		      void *arg)
 {
 	char stage[32];
+	uint64_t seq;
 	int rc = ck_pack_sync(c->w);
 
 	if (rc < 0) {
@@ -543,11 +578,21 @@ int ck_compact_commit(struct compact *c, MDB_txn *txn, const struct ck_ckpt_info
 		goto fail;
 	snprintf(stage, sizeof(stage), "%s-packmap", prefix);
 	ck_compact_crash_point(c, stage);
-	rc = ck_meta_put_u64(txn, c->st, CK_META_PACK_CUR, c->pack_id);
+	/* Every other index learns of the packmap and the new records from the
+	 * journal, before this one commits them. */
+	rc = journal(c, ck, &seq);   /* c->err says why */
+	if (rc < 0)
+		goto fail;
+	rc = ck_journal_mark_own(txn, c->st, seq);
+	if (rc == 0)
+		rc = ck_meta_put_u64(txn, c->st, CK_META_PACK_CUR, c->pack_id);
 	if (rc == 0)
 		rc = ck_meta_put_u64(txn, c->st, CK_META_PACK_END, ck_pack_writer_end(c->w));
-	if (rc == 0)
-		rc = ck_mdb_errno(mdb_txn_commit(txn));
+	if (rc < 0) {
+		ck_fail(c->err, -rc, "index: %s", strerror(-rc));
+		goto fail;
+	}
+	rc = ck_mdb_errno(mdb_txn_commit(txn));
 	if (rc < 0)
 		return ck_fail(c->err, -rc, "index: commit: %s", strerror(-rc));
 	snprintf(stage, sizeof(stage), "%s-committed", prefix);
@@ -569,7 +614,9 @@ static int follow_pack_position(struct compact *c)
 
 	if (rc < 0)
 		return rc;
-	if (cur == c->pack_id && c->w)
+	/* Unchanged unless a compaction elsewhere (another node, before this
+	 * one held the lease) or a sweep appended meanwhile. */
+	if (cur == c->pack_id && c->w && end == ck_pack_writer_end(c->w))
 		return 0;
 	ck_pack_writer_close(c->w);
 	c->w = NULL;
@@ -586,13 +633,19 @@ int ck_compact_locked(struct compact *c, int (*fn)(struct compact *, void *), vo
 	rc = ck_store_commit_lock(c->st, &commit_fd, c->err);
 	if (rc < 0)
 		return rc;
-	rc = ck_store_lock(c->st->path, 0, &index_fd, c->err);
+	/* What other nodes committed, deleted or collected. */
+	rc = ck_store_follow(c->st, NULL, c->err);
+	if (rc == 0)
+		rc = ck_store_lock(c->st, 0, &index_fd, c->err);
 	if (rc == 0) {
 		rc = ck_store_index_current(c->st, c->err);
 		if (rc == 0)
 			rc = follow_pack_position(c);
-		if (rc == 0)
+		if (rc == 0) {
+			c->start_pack = c->pack_id;
+			c->start_end = c->w ? ck_pack_writer_end(c->w) : CK_PACK_HEADER;
 			rc = fn(c, arg);
+		}
 		ck_store_unlock(index_fd);
 	}
 	ck_store_unlock(commit_fd);
@@ -682,7 +735,9 @@ static int series_policy(struct compact *c, const char *series, struct ck_lossy_
 	return 0;
 }
 
-static int compact_series(struct compact *c, const char *series)
+/* Phase 1 packs the series (and codes it lossily); phase 2 removes raw
+ * files (keep_raw). */
+static int compact_series(struct compact *c, const char *series, int phase)
 {
 	struct ck_ckpt_info *ck;
 	struct ck_lossy_policy policy;
@@ -698,6 +753,8 @@ static int compact_series(struct compact *c, const char *series)
 			newest = i, live++;
 	if (live == 0)
 		goto out;
+	if (phase == 2)
+		goto drop;
 	if (series_policy(c, series, &policy)) {
 		lossy = calloc(n, 1);
 		if (!lossy) {
@@ -727,6 +784,9 @@ static int compact_series(struct compact *c, const char *series)
 lossy_pass:
 	if (lossy)
 		ck_compact_lossy_series(c, ck, n, &policy, lossy);
+	rc = 0;
+	goto out;
+drop:
 	if (c->o->keep_raw && !c->dry) {
 		size_t kept = 0;
 
@@ -743,6 +803,18 @@ out:
 	return rc;
 }
 
+/* Raw files of versions just packed go only once every node's readers
+ * had the time to learn that they are packed (their next refresh). */
+static void wait_reclaim_delay(struct compact *c)
+{
+	int delay = c->o->reclaim_delay ? c->o->reclaim_delay : ck_store_is_shared(c->st, NULL, NULL) ?
+		    CK_SHARED_RECLAIM_DELAY : 0;
+
+	while (delay > 0 && c->last_journaled && ck_monotonic_s() < c->last_journaled + delay &&
+	       !(c->o->stop && *c->o->stop))
+		usleep(100000);
+}
+
 int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck_compact_progress_fn progress,
 		     void *ctx, struct ck_compact_stats *stats, struct ck_error *err)
 {
@@ -752,7 +824,7 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 	char **series = NULL;
 	size_t ns = 0;
 	double t0 = ck_monotonic_s();
-	int rc;
+	int lease = -1, rc;
 
 	c.dry = c.o->dry_run;
 	if (st->readonly && !c.dry)
@@ -762,6 +834,13 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 	c.k = c.o->anchor_k ? c.o->anchor_k : CK_PACK_DEFAULT_ANCHOR_K;
 	if (c.k > CK_PACK_MAX_CHAIN)
 		return ck_fail(err, EINVAL, "anchor interval %u: at most %d", c.k, CK_PACK_MAX_CHAIN);
+	/* One compaction or gc in the store at a time, whichever node runs it
+	 * (a dry run writes nothing and takes no lease). */
+	if (!c.dry) {
+		rc = ck_store_maintenance_lock(st, &lease, err);
+		if (rc < 0)
+			return rc;
+	}
 	copts.level = c.o->level;
 	ck_pack_fds_init(&c.fds);
 	c.raw = malloc(CK_CHUNK_MAX);
@@ -793,10 +872,16 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts, ck
 			ck_fail(err, -rc, "cannot list series: %s", strerror(-rc));
 	}
 	for (size_t i = 0; i < ns && rc == 0 && !(c.o->stop && *c.o->stop); i++)
-		rc = compact_series(&c, series[i]);
+		rc = compact_series(&c, series[i], 1);
+	if (c.o->keep_raw && !c.dry && rc == 0) {
+		wait_reclaim_delay(&c);
+		for (size_t i = 0; i < ns && rc == 0 && !(c.o->stop && *c.o->stop); i++)
+			rc = compact_series(&c, series[i], 2);
+	}
 	if (rc == 0 && c.first_rc)
 		rc = c.first_rc;   /* err still says why */
 out:
+	ck_store_unlock(lease);
 	ck_strv_free(series, ns);
 	if (c.w)
 		ck_pack_writer_close(c.w);

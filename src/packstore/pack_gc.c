@@ -23,10 +23,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ckptfs/fileio.h"
 #include "ckptfs/pack.h"
+#include "store/journal.h"
 #include "store/manifest.h"
 #include "packstore_int.h"
 #include "store/staging.h"
@@ -133,6 +135,8 @@ struct sweep {
 	struct pack_use *packs;
 	uint32_t npacks;               /* packs 0 .. npacks - 1 are the store's */
 	uint64_t pack_cur;
+	uint32_t new_id;               /* the pack the sweep copied to (the last one to size) */
+	int journaled;                 /* its moves are in the journal */
 };
 
 /* Appends one element of size sz to *v (n, cap). */
@@ -200,7 +204,7 @@ static int collect_files(struct sweep *s, MDB_txn *txn)
 	for (int op = MDB_FIRST; rc == 0 && mdb_cursor_get(cur, &k, &v, op) == 0; op = MDB_NEXT) {
 		struct ck_file_info f = { 0 };
 
-		rc = ck_rec_get_file(&k, &v, &f);
+		rc = ck_rec_get_file(&k, &v, NULL, &f);
 		if (rc == 0)
 			rc = push((void **)&s->ids, &s->nids, &s->capids, sizeof(f.id), &f.id);
 		ck_file_info_clear(&f);
@@ -522,6 +526,39 @@ static int copy_records(struct sweep *s, uint32_t new_id, uint64_t *new_end)
 	return rc;
 }
 
+/* The journal entry of a sweep, before its transaction commits: every
+ * other index drops what it located in the packs to empty and finds the
+ * moved records in the new pack. */
+static int journal(struct sweep *s, MDB_txn *txn, int new_pack, uint32_t new_id, uint64_t new_end)
+{
+	struct ck_journal_entry e = { 0 };
+	struct ck_journal_scan scan = { .pack = new_id, .from = CK_PACK_HEADER, .to = new_end };
+	uint32_t *emptied = calloc(s->npacks + 1, sizeof(*emptied));
+	uint64_t seq;
+	int rc;
+
+	if (!emptied)
+		return -ENOMEM;
+	for (uint32_t id = 0; id < s->npacks; id++)
+		if (s->packs[id].rewrite && e.nemptied < CK_JOURNAL_MAX_SCANS)
+			emptied[e.nemptied++] = id;
+	e.emptied = emptied;
+	if (new_pack) {
+		e.scans = &scan;
+		e.nscans = new_end > CK_PACK_HEADER;
+		e.has_pos = 1;
+		e.pack_cur = new_id;
+		e.pack_end = new_end;
+	}
+	rc = e.nemptied || e.nscans ? ck_journal_append(s->st, &e, &seq, s->err) : 0;
+	if (rc == 0 && (e.nemptied || e.nscans)) {
+		rc = ck_journal_mark_own(txn, s->st, seq);
+		s->journaled = 1;
+	}
+	free(emptied);
+	return rc;
+}
+
 /* One transaction: dead entries and maps dropped, moved records
  * relocated, the new pack made the current one. */
 static int apply(struct sweep *s, int new_pack, uint32_t new_id, uint64_t new_end)
@@ -567,6 +604,8 @@ static int apply(struct sweep *s, int new_pack, uint32_t new_id, uint64_t new_en
 	if (rc == 0 && new_pack)
 		rc = ck_meta_put_u64(txn, s->st, CK_META_PACK_END, new_end);
 	if (rc == 0)
+		rc = journal(s, txn, new_pack, new_id, new_end);
+	if (rc == 0)
 		rc = ck_mdb_errno(mdb_txn_commit(txn));
 	else if (txn)
 		mdb_txn_abort(txn);
@@ -610,7 +649,6 @@ static int sweep_locked(struct sweep *s)
 	int new_pack, rc;
 	uint32_t new_id;
 	uint64_t new_end = CK_PACK_HEADER;
-	char *dir;
 
 	rc = gather(s);
 	if (rc == 0)
@@ -636,6 +674,18 @@ static int sweep_locked(struct sweep *s)
 	if (rc < 0)
 		return rc;
 	ck_crash_point("gc-committed");
+	s->new_id = new_id;
+	return 0;
+}
+
+/* Empties the rewritten packs, which no index refers to any more (the
+ * lease keeps every other compaction and gc away meanwhile). */
+static int empty_packs(struct sweep *s)
+{
+	uint32_t new_id = s->new_id;
+	char *dir;
+	int rc = 0;
+
 	dir = ck_path_join(s->st->path, CK_PACKS_DIR);
 	for (uint32_t id = 0; id < s->npacks && rc == 0; id++) {
 		if (!s->packs[id].rewrite)
@@ -662,7 +712,7 @@ int ck_store_sweep_packs(struct ck_store *st, const struct ck_sweep_opts *opts, 
 {
 	struct ck_sweep_stats dummy;
 	struct sweep s = { .st = st, .opts = opts, .stats = stats ? stats : &dummy, .err = err };
-	int commit_fd = -1, index_fd = -1, rc;
+	int commit_fd = -1, index_fd = -1, lease = -1, rc;
 
 	memset(s.stats, 0, sizeof(*s.stats));
 	if (st->readonly && !(opts && opts->dry_run))
@@ -670,21 +720,42 @@ int ck_store_sweep_packs(struct ck_store *st, const struct ck_sweep_opts *opts, 
 	if (!ck_pack_ready(st))
 		return 0;   /* nothing was ever packed */
 	if (!st->readonly) {
-		rc = ck_store_commit_lock(st, &commit_fd, err);
-		if (rc < 0)
-			return rc;
-		rc = ck_store_lock(st->path, 0, &index_fd, err);
+		/* One compaction or gc in the store at a time, whichever node. */
+		rc = ck_store_maintenance_lock(st, &lease, err);
+		if (rc == 0)
+			rc = ck_store_commit_lock(st, &commit_fd, err);
+		/* Live is what every node recorded: follow them first. */
+		if (rc == 0)
+			rc = ck_store_follow(st, NULL, err);
+		if (rc == 0)
+			rc = ck_store_lock(st, 0, &index_fd, err);
 		if (rc == 0)
 			rc = ck_store_index_current(st, err);
 		if (rc < 0)
 			goto out;
 	}
 	rc = sweep_locked(&s);
+	if (index_fd >= 0)
+		ck_store_unlock(index_fd);
+	if (commit_fd >= 0)
+		ck_store_unlock(commit_fd);
+	index_fd = commit_fd = -1;
+	if (rc == 0 && !(opts && opts->dry_run)) {
+		/* Readers on other nodes move to the new pack at their next
+		 * refresh: the old ones stay whole until then. */
+		int delay = opts && opts->reclaim_delay ? opts->reclaim_delay :
+			    ck_store_is_shared(st, NULL, NULL) ? CK_SHARED_RECLAIM_DELAY : 0;
+
+		if (s.journaled && delay > 0)
+			sleep((unsigned)delay);
+		rc = empty_packs(&s);
+	}
 out:
 	if (index_fd >= 0)
 		ck_store_unlock(index_fd);
 	if (commit_fd >= 0)
 		ck_store_unlock(commit_fd);
+	ck_store_unlock(lease);
 	hset_free(&s.live);
 	free(s.todo);
 	free(s.ids);

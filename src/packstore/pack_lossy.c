@@ -678,7 +678,9 @@ static int lossy_file(struct compact *c, struct lossy *L, MDB_txn *txn, size_t a
 		goto out;
 	}
 	if (!src.exact) {
-		rc = ck_file_check(v->f, &why);
+		struct ck_file_info now = *v->f;
+
+		rc = ck_store_file_check(c->st, &now, 0, &why);   /* a copied store's file too */
 		if (rc < 0) {
 			ck_fail(c->err, -rc, "%s", why.msg);
 			goto out;

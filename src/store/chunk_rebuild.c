@@ -303,7 +303,7 @@ int ck_pack_rebuild(struct ck_store *st, int take_lock, struct ck_error *err)
 	if (st->readonly || !st->packs_ready)
 		return 0;
 	if (take_lock) {
-		rc = ck_store_lock(st->path, 0, &lock, err);
+		rc = ck_store_lock(st, 0, &lock, err);
 		if (rc < 0)
 			return rc;
 		rc = ck_store_index_current(st, err);
@@ -328,4 +328,21 @@ int ck_pack_rebuild(struct ck_store *st, int take_lock, struct ck_error *err)
 	if (rc == 0 && b.first_rc)
 		rc = b.first_rc;
 	return rc < 0 ? rc : b.applied;
+}
+
+int ck_pack_rebuild_ckpt(struct ck_store *st, MDB_txn *txn, const char *series, const char *name,
+			 struct ck_error *err)
+{
+	struct rebuild b = { .st = st, .txn = txn, .err = err };
+	char *path = ck_packmap_path(st->path, series, name);
+
+	if (!path)
+		return ck_fail(err, ENOMEM, "out of memory");
+	if (ck_pack_ready(st) && access(path, F_OK) == 0) {
+		apply_packmap(&b, path, 0);
+		apply_packmap(&b, path, 1);
+	}
+	free(path);
+	free(b.scan.v);
+	return b.first_rc < 0 ? b.first_rc : b.applied;
 }

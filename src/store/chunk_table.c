@@ -125,7 +125,10 @@ int ck_chunk_lookup(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, stru
 		return -ENOENT;
 	if (rc)
 		return ck_mdb_errno(rc);
-	return ck_chunk_loc_get(&v, out);
+	rc = ck_chunk_loc_get(&v, out);
+	if (rc == 0 && out->path && (rc = ck_store_abs_path_inplace(st->path, &out->path)) < 0)
+		ck_chunk_loc_clear(out);
+	return rc;
 }
 
 int ck_chunk_store(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, const struct ck_chunk_loc *l)
@@ -135,8 +138,13 @@ int ck_chunk_store(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, const
 	MDB_val k = { sizeof(key), key }, v;
 	int rc;
 
+	struct ck_chunk_loc rel = *l;
+
+	/* A raw location names its file as the store records paths. */
+	if (rel.path)
+		rel.path = (char *)ck_store_rel_path(st->path, rel.path);
 	ck_chunk_key(key, h);
-	rc = ck_chunk_loc_put(&b, l);
+	rc = ck_chunk_loc_put(&b, &rel);
 	if (rc == 0) {
 		v.mv_size = b.len;
 		v.mv_data = b.data;
@@ -305,13 +313,13 @@ int ck_pack_dbs_open(struct ck_store *st, struct ck_error *err)
 	int rc;
 
 	st->packs_ready = 0;
-	rc = mdb_txn_begin(st->env, NULL, st->readonly ? MDB_RDONLY : 0, &txn);
+	rc = mdb_txn_begin(st->env, NULL, st->index_rw ? 0 : MDB_RDONLY, &txn);
 	if (rc)
 		return ck_fail(err, -ck_mdb_errno(rc), "%s: index: %s", st->path, mdb_strerror(rc));
-	rc = mdb_dbi_open(txn, CK_DB_CHUNKS, st->readonly ? 0 : MDB_CREATE, &st->chunks);
+	rc = mdb_dbi_open(txn, CK_DB_CHUNKS, st->index_rw ? MDB_CREATE : 0, &st->chunks);
 	if (rc == 0)
-		rc = mdb_dbi_open(txn, CK_DB_FMAPS, st->readonly ? 0 : MDB_CREATE, &st->fmaps);
-	if (rc == MDB_NOTFOUND && st->readonly) {
+		rc = mdb_dbi_open(txn, CK_DB_FMAPS, st->index_rw ? MDB_CREATE : 0, &st->fmaps);
+	if (rc == MDB_NOTFOUND && !st->index_rw) {
 		/* A store never opened writable since packs exist: nothing is packed. */
 		mdb_txn_abort(txn);
 		return 0;

@@ -17,6 +17,7 @@
 #include "ckptfs/clock.h"
 #include "commit.h"
 #include "index.h"
+#include "journal.h"
 #include "manifest.h"
 #include "staging.h"
 
@@ -113,7 +114,7 @@ static int put_file(MDB_txn *txn, struct ck_store *st, struct ck_ingest *f, stru
 	val->len = 0;
 	rc = ck_key_file(key, f->info.ckpt_id, f->info.relpath);
 	if (rc == 0)
-		rc = ck_rec_put_file(val, &f->info, (uint32_t)f->nst);
+		rc = ck_rec_put_file(val, st->path, &f->info, (uint32_t)f->nst);
 	if (rc == 0)
 		rc = put(txn, st->files, key->data, key->len, val);
 	for (i = 0; i < f->nst && rc == 0; i++) {
@@ -135,7 +136,7 @@ static int put_file(MDB_txn *txn, struct ck_store *st, struct ck_ingest *f, stru
 
 /* The records of checkpoint ck and its files, replacing an earlier
  * checkpoint of the same (series, name); sets ck->id and the files' ids. */
-static int put_checkpoint(MDB_txn *txn, struct ck_store *st, struct ck_ckpt_info *ck, struct ck_ingest *files,
+int ck_commit_put(MDB_txn *txn, struct ck_store *st, struct ck_ckpt_info *ck, struct ck_ingest *files,
 			  size_t n, int64_t imported_ns)
 {
 	struct ck_buf key = CK_BUF_INIT, val = CK_BUF_INIT;
@@ -162,7 +163,7 @@ static int put_checkpoint(MDB_txn *txn, struct ck_store *st, struct ck_ckpt_info
 		val.len = 0;
 		rc = ck_key_ckpt(&key, ck->series, ck->step, ck->name);
 		if (rc == 0)
-			rc = ck_rec_put_ckpt(&val, ck, imported_ns);
+			rc = ck_rec_put_ckpt(&val, st->path, ck, imported_ns);
 		if (rc == 0)
 			rc = put(txn, st->ckpts, key.data, key.len, &val);
 	}
@@ -199,12 +200,13 @@ int ck_commit_checkpoint(struct ck_store *st, const char *pattern, struct ck_ckp
 {
 	struct ck_manifest_txn mtx = { 0 };
 	int64_t imported_ns = ck_now_ns();
+	uint64_t seq;
 	MDB_txn *txn;
 	int lock, rc;
 
 	if (st->readonly)
 		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
-	rc = ck_store_lock(st->path, 0, &lock, err);
+	rc = ck_store_lock(st, 0, &lock, err);
 	if (rc < 0)
 		return rc;
 	rc = ck_store_index_current(st, err);
@@ -217,7 +219,7 @@ int ck_commit_checkpoint(struct ck_store *st, const char *pattern, struct ck_ckp
 	}
 	rc = put_series(txn, st, ck->series, pattern, imported_ns);
 	if (rc == 0)
-		rc = put_checkpoint(txn, st, ck, files, n, imported_ns);
+		rc = ck_commit_put(txn, st, ck, files, n, imported_ns);
 	if (rc < 0) {
 		mdb_txn_abort(txn);
 		goto index_error;
@@ -228,16 +230,32 @@ int ck_commit_checkpoint(struct ck_store *st, const char *pattern, struct ck_ckp
 		goto out;
 	}
 	ck_crash_point("manifest");   /* test hook: manifest durable, index not committed */
+	/* Every other index of the store learns of it from the journal. */
+	rc = ck_journal_note_ckpt(st, ck->series, ck->name, NULL, &seq, err);
+	if (rc == 0)
+		rc = ck_journal_mark_own(txn, st, seq);
+	if (rc < 0) {
+		mdb_txn_abort(txn);
+		ck_manifest_store_rollback(&mtx);
+		goto unjournal;
+	}
 	rc = ck_mdb_errno(mdb_txn_commit(txn));
 	if (rc < 0) {
 		ck_manifest_store_rollback(&mtx);
-		goto index_error;
+		ck_fail(err, -rc, "%s: cannot record %s/%s in the index: %s", st->path, ck->series, ck->name,
+			rc == -ENOSPC ? "index full" : strerror(-rc));
+		goto unjournal;
 	}
 	ck_manifest_store_commit(&mtx);
 	goto out;
 index_error:
 	ck_fail(err, -rc, "%s: cannot record %s/%s in the index: %s", st->path, ck->series, ck->name,
 		rc == -ENOSPC ? "index full" : strerror(-rc));
+	goto out;
+unjournal:
+	/* The manifest is back as it was: an entry saying so supersedes any
+	 * that named the one rolled back. */
+	ck_journal_note_ckpt(st, ck->series, ck->name, NULL, NULL, NULL);
 out:
 	ck_store_unlock(lock);
 	return rc;
@@ -250,7 +268,7 @@ int ck_commit_restore(struct ck_store *st, struct ck_manifest *m, struct ck_erro
 
 	rc = ck_mdb_errno(mdb_txn_begin(st->env, NULL, 0, &txn));
 	if (rc == 0)
-		rc = put_checkpoint(txn, st, &m->ckpt, m->files, m->nfiles, m->imported_ns);
+		rc = ck_commit_put(txn, st, &m->ckpt, m->files, m->nfiles, m->imported_ns);
 	if (rc == 0)
 		rc = ck_mdb_errno(mdb_txn_commit(txn));
 	else

@@ -7,6 +7,7 @@
 
 #include "ckptfs/store.h"
 #include "ckptfs/ingest.h"
+#include <lmdb.h>
 
 /* Replaces the records of checkpoint (ck->series, ck->name) with ck and
  * files in one write transaction, and its manifest before that commits
@@ -15,6 +16,13 @@
  * keeps the stored one.  0 or -errno with err. */
 int ck_commit_checkpoint(struct ck_store *st, const char *pattern, struct ck_ckpt_info *ck,
 			 struct ck_ingest *files, size_t n, struct ck_error *err);
+
+/* In the caller's write transaction: the records of checkpoint ck and its
+ * files, replacing those of an earlier checkpoint of the same (series,
+ * name) (files of the same identity keep their ids); sets ck->id and the
+ * files' ids.  0 or -errno. */
+int ck_commit_put(MDB_txn *txn, struct ck_store *st, struct ck_ckpt_info *ck, struct ck_ingest *files, size_t n,
+		  int64_t imported_ns);
 
 /* For reindex, into an index being built (no manifest is written, no lock
  * is taken): the records of the checkpoint of m, with its import time;

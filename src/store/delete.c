@@ -23,6 +23,7 @@
 #include "ckptfs/packstore.h"
 #include "delete.h"
 #include "index.h"
+#include "journal.h"
 #include "manifest.h"
 #include "staging.h"
 
@@ -141,8 +142,11 @@ int ck_delete_begin(struct ck_store *st, struct ck_delete_txn *lt, int commit_lo
 		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
 	if (commit_lock)
 		rc = ck_store_commit_lock(st, &lt->commit_fd, err);
+	/* Decided on what every node has done (other nodes' commits, deletions). */
 	if (rc == 0)
-		rc = ck_store_lock(st->path, 0, &lt->index_fd, err);
+		rc = ck_store_follow(st, NULL, err);
+	if (rc == 0)
+		rc = ck_store_lock(st, 0, &lt->index_fd, err);
 	if (rc == 0)
 		rc = ck_store_index_current(st, err);
 	if (rc == 0) {
@@ -175,6 +179,7 @@ int ck_delete_mark(struct ck_store *st, const char *series, const char *name, in
 	struct ck_ckpt_info ck = { 0 };
 	struct ck_manifest m = { 0 };
 	char *mpath = NULL, *tpath = NULL;
+	uint64_t seq;
 	int rc;
 
 	rc = ck_delete_begin(st, &lt, 0, err);
@@ -195,7 +200,7 @@ int ck_delete_mark(struct ck_store *st, const char *series, const char *name, in
 		rc = ck_fail(err, ENOMEM, "out of memory");
 		goto out;
 	}
-	rc = ck_manifest_load(mpath, &m, &why);
+	rc = ck_manifest_load(st->path, mpath, &m, &why);
 	if (rc < 0) {
 		rc = ck_fail(err, rc == -ENOENT ? EINVAL : -rc, "%s/%s: %s", series, name,
 			     rc == -ENOENT ? "has no manifest (imported by an older ckptctl): import it again first"
@@ -212,6 +217,14 @@ int ck_delete_mark(struct ck_store *st, const char *series, const char *name, in
 		if (rc < 0)
 			goto out;
 		ck_crash_point("tombstone");   /* test hook: tombstone durable, index not committed */
+	}
+	rc = ck_journal_note_ckpt(st, series, name, NULL, &seq, err);
+	if (rc == 0)
+		rc = ck_journal_mark_own(lt.txn, st, seq);
+	if (rc < 0) {
+		if (write_tombstone)
+			ck_tombstone_unlink(tpath);
+		goto out;
 	}
 	rc = ck_mdb_errno(mdb_txn_commit(lt.txn));
 	lt.txn = NULL;
@@ -354,7 +367,7 @@ static int plan_apply(struct ck_store *st, MDB_txn *txn, struct drop_plan *p, st
 	p->mpath = ck_manifest_path(st->path, p->ck->series, p->ck->name);
 	if (!p->mpath)
 		return ck_fail(err, ENOMEM, "out of memory");
-	rc = ck_manifest_load(p->mpath, &m, &why);
+	rc = ck_manifest_load(st->path, p->mpath, &m, &why);
 	if (rc < 0)
 		return ck_fail(err, -rc, "%s: %s", p->mpath, why.msg);
 	for (i = 0; i < p->ngone && rc == 0; i++)
@@ -521,9 +534,14 @@ int ck_store_reclaim(struct ck_store *st, const char *series, uint64_t stamp, co
 	rc = make_plans(lt.txn, st, cks, ncks, ids, n, plans, &nplans);
 	for (i = 0; i < nplans && rc == 0; i++)
 		rc = plan_apply(st, lt.txn, &plans[i], err);
+	/* Every other index learns of the rewritten manifests from the journal. */
+	for (size_t j = 0; j < i && rc == 0; j++)
+		rc = ck_journal_note_ckpt(st, series, plans[j].ck->name, NULL, NULL, err);
 	if (rc < 0) {
 		while (i-- > 0)
 			plan_rollback(&plans[i]);
+		for (i = 0; i < nplans; i++)
+			ck_journal_note_ckpt(st, series, plans[i].ck->name, NULL, NULL, NULL);
 		goto out;
 	}
 	ck_crash_point("reclaim-manifest");   /* test hook: manifests rewritten, index not committed */
@@ -534,6 +552,8 @@ int ck_store_reclaim(struct ck_store *st, const char *series, uint64_t stamp, co
 			plan_rollback(&plans[i]);
 		else
 			plan_commit(st, &plans[i]);
+		if (rc < 0 || plans[i].mbackup)
+			ck_journal_note_ckpt(st, series, plans[i].ck->name, NULL, NULL, NULL);
 	}
 	if (rc < 0) {
 		ck_fail(err, -rc, "%s: cannot record the reclaim in the index: %s", st->path, strerror(-rc));

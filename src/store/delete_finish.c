@@ -30,6 +30,7 @@
 #include "ckptfs/str.h"
 #include "delete.h"
 #include "index.h"
+#include "journal.h"
 #include "manifest.h"
 #include "chunk_table.h"
 #include "staging.h"
@@ -163,6 +164,8 @@ static int remove_checkpoint(struct finish *f, const char *mpath, struct ck_erro
 		have_backup = 1;
 	if (rc == 0)
 		rc = ck_tombstone_unlink(mpath);
+	if (rc == 0)
+		rc = ck_journal_note_ckpt(f->st, f->ck->series, f->ck->name, NULL, NULL, err);
 	if (rc == 0) {
 		ck_crash_point("reclaim-unrecorded");   /* test hook: manifest gone, record not */
 		rc = ck_mdb_errno(mdb_txn_commit(lt.txn));
@@ -172,9 +175,12 @@ static int remove_checkpoint(struct finish *f, const char *mpath, struct ck_erro
 		rename(backup, mpath);
 	else if (have_backup)
 		unlink(backup);
+	if (rc < 0 && have_backup)
+		ck_journal_note_ckpt(f->st, f->ck->series, f->ck->name, NULL, NULL, NULL);
 	if (rc == 0) {
 		ck_tombstone_unlink(tomb);
 		ck_delete_drop_packmap(f->st, f->ck);
+		ck_journal_note_ckpt(f->st, f->ck->series, f->ck->name, NULL, NULL, NULL);
 		f->changed = 1;
 		if (f->report) {
 			char what[600];
@@ -203,7 +209,7 @@ int ck_delete_finish(struct ck_store *st, const struct ck_ckpt_info *ck, ck_impo
 
 	if (!mpath)
 		return ck_fail(err, ENOMEM, "out of memory");
-	rc = ck_manifest_load(mpath, &m, &why);
+	rc = ck_manifest_load(st->path, mpath, &m, &why);
 	if (rc == -ENOENT) {
 		/* Cut short in step 4: the manifest went, the record stayed. */
 		if (owned && lstat(owned, &sb) == 0) {
@@ -282,7 +288,7 @@ static void recover_tombstone(struct recover *r, const char *tpath)
 		ck_warn("%s: ignored: %s", tpath, why.msg);
 		return;
 	}
-	rc = ck_manifest_load(mpath, &m, &why);
+	rc = ck_manifest_load(NULL, mpath, &m, &why);
 	if (rc == -ENOENT || (rc == 0 && m.imported_ns != imported_ns)) {
 		ck_tombstone_unlink(tpath);
 	} else if (rc == 0) {

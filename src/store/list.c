@@ -31,11 +31,11 @@ static int has_prefix(const MDB_val *k, const void *prefix, size_t n)
 	return k->mv_size >= n && memcmp(k->mv_data, prefix, n) == 0;
 }
 
-typedef int (*decode_fn)(const MDB_val *k, const MDB_val *v, void *out);
+typedef int (*decode_fn)(const MDB_val *k, const MDB_val *v, const char *root, void *out);
 typedef void (*clear_fn)(void *item);
 
 /* Decodes every record whose key starts with prefix into a new array. */
-static int scan_prefix(MDB_txn *txn, MDB_dbi dbi, const void *prefix, size_t plen,
+static int scan_prefix(MDB_txn *txn, MDB_dbi dbi, const void *prefix, size_t plen, const char *root,
 		       decode_fn decode, clear_fn clear, size_t elem, void **out, size_t *n)
 {
 	MDB_cursor *cur;
@@ -62,7 +62,7 @@ static int scan_prefix(MDB_txn *txn, MDB_dbi dbi, const void *prefix, size_t ple
 		}
 		rc = grow(&arr, &cap, cnt, elem);
 		if (rc == 0)
-			rc = decode(&k, &v, (char *)arr + cnt * elem);
+			rc = decode(&k, &v, root, (char *)arr + cnt * elem);
 		if (rc < 0)
 			break;
 		cnt++;
@@ -89,13 +89,13 @@ static int begin_read(struct ck_store *st, MDB_txn **txn)
 
 /* The records of dbi keyed by an 8-byte id and what follows it: the files
  * of a checkpoint, the storages or the tensors of a file. */
-static int scan_id(MDB_txn *txn, MDB_dbi dbi, uint64_t id, decode_fn decode, clear_fn clear, size_t elem,
-		   void **out, size_t *n)
+static int scan_id(MDB_txn *txn, MDB_dbi dbi, uint64_t id, const char *root, decode_fn decode, clear_fn clear,
+		   size_t elem, void **out, size_t *n)
 {
 	uint8_t prefix[8];
 
 	ck_key_id(prefix, id);
-	return scan_prefix(txn, dbi, prefix, sizeof(prefix), decode, clear, elem, out, n);
+	return scan_prefix(txn, dbi, prefix, sizeof(prefix), root, decode, clear, elem, out, n);
 }
 
 /* scan_id in a read-only transaction of its own. */
@@ -107,30 +107,32 @@ static int list_id(struct ck_store *st, MDB_dbi dbi, uint64_t id, decode_fn deco
 
 	if (rc < 0)
 		return rc;
-	rc = scan_id(txn, dbi, id, decode, clear, elem, out, n);
+	rc = scan_id(txn, dbi, id, st->path, decode, clear, elem, out, n);
 	mdb_txn_abort(txn);
 	return rc;
 }
 
 /* ---- decoders with the scan_prefix signature ---- */
 
-static int dec_ckpt(const MDB_val *k, const MDB_val *v, void *out)
+static int dec_ckpt(const MDB_val *k, const MDB_val *v, const char *root, void *out)
 {
-	return ck_rec_get_ckpt(k, v, out);
+	return ck_rec_get_ckpt(k, v, root, out);
 }
 
-static int dec_file(const MDB_val *k, const MDB_val *v, void *out)
+static int dec_file(const MDB_val *k, const MDB_val *v, const char *root, void *out)
 {
-	return ck_rec_get_file(k, v, out);
+	return ck_rec_get_file(k, v, root, out);
 }
 
-static int dec_storage(const MDB_val *k, const MDB_val *v, void *out)
+static int dec_storage(const MDB_val *k, const MDB_val *v, const char *root, void *out)
 {
+	(void)root;
 	return ck_rec_get_storage(v, out);
 }
 
-static int dec_tensor(const MDB_val *k, const MDB_val *v, void *out)
+static int dec_tensor(const MDB_val *k, const MDB_val *v, const char *root, void *out)
 {
+	(void)root;
 	return ck_rec_get_tensor(v, out);
 }
 
@@ -194,7 +196,8 @@ int ck_txn_list_checkpoints(MDB_txn *txn, struct ck_store *st, const char *serie
 	*n = 0;
 	if (ck_key_ckpt_prefix(&prefix, series) < 0)
 		return -ENOMEM;
-	rc = scan_prefix(txn, st->ckpts, prefix.data, prefix.len, dec_ckpt, clr_ckpt, sizeof(**out), (void **)out, n);
+	rc = scan_prefix(txn, st->ckpts, prefix.data, prefix.len, st->path, dec_ckpt, clr_ckpt, sizeof(**out), (void **)out,
+			 n);
 	ck_buf_free(&prefix);
 	return rc;
 }
@@ -230,7 +233,7 @@ static int sorted_files(int rc, struct ck_file_info **f, const size_t *n)
 
 int ck_txn_list_files(MDB_txn *txn, struct ck_store *st, uint64_t ckpt_id, struct ck_file_info **out, size_t *n)
 {
-	int rc = scan_id(txn, st->files, ckpt_id, dec_file, clr_file, sizeof(**out), (void **)out, n);
+	int rc = scan_id(txn, st->files, ckpt_id, st->path, dec_file, clr_file, sizeof(**out), (void **)out, n);
 
 	return sorted_files(rc, out, n);
 }
@@ -264,7 +267,8 @@ int ck_txn_find_checkpoint(MDB_txn *txn, struct ck_store *st, const char *series
 	 * series: it holds at most a few thousand checkpoints. */
 	if (ck_key_ckpt_prefix(&prefix, series) < 0)
 		return -ENOMEM;
-	rc = scan_prefix(txn, st->ckpts, prefix.data, prefix.len, dec_ckpt, clr_ckpt, sizeof(*v), (void **)&v, &n);
+	rc = scan_prefix(txn, st->ckpts, prefix.data, prefix.len, st->path, dec_ckpt, clr_ckpt, sizeof(*v), (void **)&v,
+			 &n);
 	ck_buf_free(&prefix);
 	if (rc < 0)
 		return rc;

@@ -67,6 +67,26 @@ static int check_string(const char *s)
 	return s && strlen(s) <= CK_MANIFEST_MAX_STRING ? 0 : -EINVAL;
 }
 
+/* The version m is written in: the one it was read in, else the current
+ * one, or 1 when its files have no owners recorded. */
+static int manifest_version(const struct ck_manifest *m)
+{
+	if (m->version)
+		return m->version;
+	return m->nfiles && !m->files[0].info.has_owner ? CK_MANIFEST_VERSION_NO_OWNER : CK_MANIFEST_VERSION;
+}
+
+/* A recorded path: absolute, or (version 3 on) relative to the store's
+ * root with no empty, "." or ".." part. */
+static int check_recorded_path(const struct ck_manifest *m, const char *p)
+{
+	if (check_string(p))
+		return -EINVAL;
+	if (p[0] == '/')
+		return 0;
+	return manifest_version(m) >= 3 ? check_relpath(p) : -EINVAL;
+}
+
 /* What every manifest, written or parsed, must satisfy for the index to be
  * rebuilt from it.  0 or -EINVAL with err. */
 static int validate(const struct ck_manifest *m, struct ck_error *err)
@@ -74,12 +94,16 @@ static int validate(const struct ck_manifest *m, struct ck_error *err)
 	const struct ck_ckpt_info *c = &m->ckpt;
 	size_t i, j;
 
+	if (m->version && (m->version < CK_MANIFEST_OLDEST || m->version > CK_MANIFEST_VERSION))
+		return ck_fail(err, EPROTONOSUPPORT, "manifest format %d", m->version);
+
 	if (check_string(c->series) || ck_manifest_check_name(c->series))
 		return ck_fail(err, EINVAL, "'%s' cannot name a series", c->series ? c->series : "(null)");
 	if (check_string(c->name) || ck_manifest_check_name(c->name))
 		return ck_fail(err, EINVAL, "'%s' cannot name a checkpoint", c->name ? c->name : "(null)");
-	if (check_string(c->src_path) || c->src_path[0] != '/')
-		return ck_fail(err, EINVAL, "checkpoint source is not an absolute path");
+	if (check_recorded_path(m, c->src_path))
+		return ck_fail(err, EINVAL, "checkpoint source is not an absolute path%s",
+			       manifest_version(m) >= 3 ? " or one inside the store" : "");
 	if (m->pattern && check_string(m->pattern))
 		return ck_fail(err, EINVAL, "step pattern too long");
 	if (m->nfiles > CK_MANIFEST_MAX_FILES)
@@ -92,8 +116,9 @@ static int validate(const struct ck_manifest *m, struct ck_error *err)
 				       f->info.relpath ? f->info.relpath : "(null)");
 		if (i && strcmp(m->files[i - 1].info.relpath, f->info.relpath) >= 0)
 			return ck_fail(err, EINVAL, "file '%s' out of order or repeated", f->info.relpath);
-		if (check_string(f->info.src_path) || f->info.src_path[0] != '/')
-			return ck_fail(err, EINVAL, "file '%s': physical path is not absolute", f->info.relpath);
+		if (check_recorded_path(m, f->info.src_path))
+			return ck_fail(err, EINVAL, "file '%s': physical path is not absolute%s", f->info.relpath,
+				       manifest_version(m) >= 3 ? " or one inside the store" : "");
 		if ((unsigned)f->info.kind > CK_FILE_BAD)
 			return ck_fail(err, EINVAL, "file '%s': unknown kind %d", f->info.relpath, (int)f->info.kind);
 		if (f->info.error && check_string(f->info.error))
@@ -114,10 +139,10 @@ static int validate(const struct ck_manifest *m, struct ck_error *err)
 					       f->info.relpath, t->name);
 		}
 	}
-	for (i = 1; i < m->nfiles; i++)
-		if (!m->files[i].info.has_owner != !m->files[0].info.has_owner)
-			return ck_fail(err, EINVAL, "file '%s': owner recorded for some files only",
-				       m->files[i].info.relpath);
+	for (i = 0; i < m->nfiles; i++)
+		if (!m->files[i].info.has_owner != (manifest_version(m) < 2))
+			return ck_fail(err, EINVAL, "file '%s': owner recorded for some files only, or in a version "
+				       "without owners", m->files[i].info.relpath);
 	if (c->is_file && (m->nfiles != 1 || m->files[0].info.relpath[0]))
 		return ck_fail(err, EINVAL, "a single-file checkpoint has exactly one file, with an empty path");
 	return 0;
@@ -306,8 +331,7 @@ int ck_manifest_write(struct ck_buf *out, const struct ck_manifest *m, struct ck
 	if (rc < 0)
 		return rc;
 	w_raw(&w, MAGIC);
-	/* One spelling per manifest: owners on every file line, or on none. */
-	w_u64(&w, m->nfiles && !m->files[0].info.has_owner ? CK_MANIFEST_VERSION_NO_OWNER : CK_MANIFEST_VERSION);
+	w_u64(&w, (uint64_t)manifest_version(m));
 	w_raw(&w, "\nseries name=");
 	w_str(&w, m->ckpt.series);
 	w_raw(&w, " pattern=");
@@ -837,11 +861,12 @@ static void parse_header(struct cur *c, struct ck_manifest *m)
 		return;
 	}
 	u64(c, &version);
-	if (!c->rc && version != CK_MANIFEST_VERSION && version != CK_MANIFEST_VERSION_NO_OWNER) {
-		c->rc = ck_fail(c->err, EPROTONOSUPPORT, "manifest format %" PRIu64 " (this ckptfs reads %d and %d)",
-				version, CK_MANIFEST_VERSION_NO_OWNER, CK_MANIFEST_VERSION);
+	if (!c->rc && (version < CK_MANIFEST_OLDEST || version > CK_MANIFEST_VERSION)) {
+		c->rc = ck_fail(c->err, EPROTONOSUPPORT, "manifest format %" PRIu64 " (this ckptfs reads %d to %d)",
+				version, CK_MANIFEST_OLDEST, CK_MANIFEST_VERSION);
 		return;
 	}
+	m->version = (int)version;
 	eol(c);
 	lit(c, "series name=");
 	str(c, &m->ckpt.series);

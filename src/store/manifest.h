@@ -18,10 +18,14 @@
 #include "ckptfs/store.h"
 #include "ckptfs/ingest.h"
 
-/* Version 2 adds each file's owner, group and mode (written when every
- * file has them, as imports now record); version 1 manifests are read. */
-#define CK_MANIFEST_VERSION 2
+/* Version 1: files without owners, absolute paths; version 2 adds each
+ * file's owner, group and mode; version 3 (with owners) records paths
+ * inside the store relative to its root.  Readers read all three; writers
+ * write 3, or 1 for a checkpoint whose files have no owners recorded (one
+ * imported before owners were, rewritten by a reclaim). */
+#define CK_MANIFEST_VERSION 3
 #define CK_MANIFEST_VERSION_NO_OWNER 1
+#define CK_MANIFEST_OLDEST 1
 #define CK_MANIFEST_DIR "manifests"
 #define CK_MANIFEST_SUFFIX ".manifest"
 /* Bounds on untrusted manifests (the writer refuses what the parser would). */
@@ -33,7 +37,9 @@
 /* Everything the index holds for one checkpoint and its series.  Ids are
  * not part of it: they are the index's own and change on reindex. */
 struct ck_manifest {
-	struct ck_ckpt_info ckpt;     /* series, name, step, is_file, src_path (id unused) */
+	int version;                  /* format: 0 writes CK_MANIFEST_VERSION; parse sets what it read */
+	struct ck_ckpt_info ckpt;     /* series, name, step, is_file, src_path (id unused); paths
+					 as recorded: absolute, or (version 2) relative to the store */
 	int64_t imported_ns;
 	char *pattern;                /* the series' stored step pattern; NULL = built-ins */
 	int64_t series_created_ns;
@@ -73,7 +79,8 @@ struct ck_manifest_txn {
 };
 
 /* Writes m durably to its path (temporary file, fsync, rename, fsync of the
- * directory), keeping the previous manifest as a backup.  0 or -errno with
+ * directory), keeping the previous manifest as a backup.  Paths under
+ * store are recorded relative to it, in the current format version.  0 or -errno with
  * err.  Then exactly one of _commit (the index commit went through) or
  * _rollback (it did not) must follow. */
 int ck_manifest_store(const char *store, const struct ck_manifest *m, struct ck_manifest_txn *tx,
@@ -83,7 +90,9 @@ void ck_manifest_store_rollback(struct ck_manifest_txn *tx);
 
 /* Reads and parses the manifest at path (a regular file of at most
  * CK_MANIFEST_MAX_BYTES).  Same return values as ck_manifest_parse, or
- * -errno for I/O; err says why (without the path). */
-int ck_manifest_load(const char *path, struct ck_manifest *out, struct ck_error *err);
+ * -errno for I/O; err says why (without the path).  Paths recorded
+ * relative to the store are made absolute against root (NULL: left as
+ * recorded). */
+int ck_manifest_load(const char *root, const char *path, struct ck_manifest *out, struct ck_error *err);
 
 #endif

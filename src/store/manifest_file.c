@@ -19,6 +19,7 @@
 #include <xxhash.h>
 
 #include "ckptfs/fileio.h"
+#include "index.h"
 #include "manifest.h"
 #include "staging.h"
 
@@ -74,6 +75,33 @@ static void txn_clear(struct ck_manifest_txn *tx)
 	memset(tx, 0, sizeof(*tx));
 }
 
+/* The text of m as the store records it: in the current format, with the
+ * paths under root relative to it (manifest.h). */
+static int write_recorded(const char *root, const struct ck_manifest *m, struct ck_buf *text, struct ck_error *err)
+{
+	struct ck_manifest rec = *m;
+	struct ck_ingest *files = calloc(m->nfiles + 1, sizeof(*files));
+	int rc;
+
+	if (!files)
+		return ck_fail(err, ENOMEM, "out of memory");
+	/* A checkpoint whose files have no owners recorded is written in
+	 * version 1, which holds absolute paths only. */
+	int rel = !m->nfiles || m->files[0].info.has_owner;
+
+	rec.version = 0;
+	rec.ckpt.src_path = rel ? (char *)ck_store_rel_path(root, m->ckpt.src_path) : m->ckpt.src_path;
+	for (size_t i = 0; i < m->nfiles; i++) {
+		files[i] = m->files[i];
+		if (rel)
+			files[i].info.src_path = (char *)ck_store_rel_path(root, m->files[i].info.src_path);
+	}
+	rec.files = files;
+	rc = ck_manifest_write(text, &rec, err);
+	free(files);
+	return rc;
+}
+
 int ck_manifest_store(const char *store, const struct ck_manifest *m, struct ck_manifest_txn *tx,
 		      struct ck_error *err)
 {
@@ -82,7 +110,7 @@ int ck_manifest_store(const char *store, const struct ck_manifest *m, struct ck_
 	int rc;
 
 	memset(tx, 0, sizeof(*tx));
-	rc = ck_manifest_write(&text, m, err);
+	rc = write_recorded(store, m, &text, err);
 	if (rc < 0)
 		return rc;
 	tx->path = ck_manifest_path(store, m->ckpt.series, m->ckpt.name);
@@ -138,7 +166,21 @@ void ck_manifest_store_rollback(struct ck_manifest_txn *tx)
 	txn_clear(tx);
 }
 
-int ck_manifest_load(const char *path, struct ck_manifest *out, struct ck_error *err)
+/* Recorded paths made absolute against root. */
+static int resolve_paths(const char *root, struct ck_manifest *m, struct ck_error *err)
+{
+	int rc = ck_store_abs_path_inplace(root, &m->ckpt.src_path);
+
+	for (size_t i = 0; i < m->nfiles && rc == 0; i++)
+		rc = ck_store_abs_path_inplace(root, &m->files[i].info.src_path);
+	if (rc < 0) {
+		ck_manifest_clear(m);
+		return ck_fail(err, ENOMEM, "out of memory");
+	}
+	return 0;
+}
+
+int ck_manifest_load(const char *root, const char *path, struct ck_manifest *out, struct ck_error *err)
 {
 	uint8_t *text;
 	size_t len;
@@ -158,5 +200,7 @@ int ck_manifest_load(const char *path, struct ck_manifest *out, struct ck_error 
 		return ck_fail(err, -rc, "%s", strerror(-rc));
 	rc = ck_manifest_parse((const char *)text, len, out, err);
 	free(text);
+	if (rc == 0 && root)
+		rc = resolve_paths(root, out, err);
 	return rc;
 }

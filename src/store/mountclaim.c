@@ -1,11 +1,18 @@
-/* STORE/mount.lock: which writable mount serves the store.
+/* mount.lock: which writable mount serves the store on this node.
  *
+ * It lives beside the node's index: STORE/mount.lock on a local
+ * filesystem (one index, one node), and on a shared filesystem
+ * BASE/<store id>-<hash>/mount.lock in the node-local index's directory
+ * (index_place.c), so that every node (every node-local index) has a
+ * writable mount of its own, while the writers of one staged directory
+ * on several nodes coordinate through its writers lock (writers.c).
  * A writable ckptfs holds an exclusive flock on it for as long as it runs
  * (the kernel drops it when the daemon dies, kill -9 included) and keeps
- * "PID MOUNTPOINT\n" in it.  A second writable mount of the store is
- * refused: in-progress directories are claimed per daemon.  ckptctl
- * commit asks the live mount to commit instead of moving a directory the
- * mount may be writing into (docs/format.md). */
+ * "PID MOUNTPOINT\n" in it.  A second writable mount with the same index
+ * is refused: the mount keeps claims and parses of in-progress files in
+ * memory, and recovers the store when it starts.  ckptctl commit asks
+ * that mount to commit instead of moving a directory it may be writing
+ * into (docs/format.md). */
 #define _GNU_SOURCE
 #include "config.h"
 
@@ -18,7 +25,9 @@
 #include <unistd.h>
 #include <sys/file.h>
 
+#include "ckptfs/fileio.h"
 #include "ckptfs/store.h"
+#include "index.h"
 
 #define MOUNT_LOCK_FILE "mount.lock"
 #define MAX_RECORD 8192
@@ -26,13 +35,24 @@
 #define ENDING_HOLDER_WAIT_MS 10000
 #define ENDING_HOLDER_POLL_MS 20
 
-static char *lock_path(const char *store)
+/* Where this node's mount.lock of store is (writable: the store's id may
+ * be made): 0 and *path (allocated), or -errno with err. */
+static int lock_path(const char *store, int writable, char **path, struct ck_error *err)
 {
-	char *path = NULL;
+	struct ck_index_place where;
+	char *real = realpath(store, NULL);
+	int rc;
 
-	if (asprintf(&path, "%s/%s", store, MOUNT_LOCK_FILE) < 0)
-		return NULL;
-	return path;
+	*path = NULL;
+	if (!real)
+		return ck_fail(err, errno, "%s: %s", store, strerror(errno));
+	rc = ck_index_place_find(real, writable, &where, err);
+	free(real);
+	if (rc < 0)
+		return rc;
+	*path = ck_path_join(where.parent, MOUNT_LOCK_FILE);
+	ck_index_place_clear(&where);
+	return *path ? 0 : ck_fail(err, ENOMEM, "out of memory");
 }
 
 /* Reads "PID MOUNTPOINT\n" from fd: 0, or -ENOENT when it holds none. */
@@ -107,14 +127,15 @@ static int lock_claim(int fd)
 
 int ck_store_mount_claim(const char *store, const char *mountpoint, int *fd_out, struct ck_error *err)
 {
-	char *path = lock_path(store), *other = NULL;
+	char *path, *other = NULL;
 	char record[MAX_RECORD];
 	long pid;
 	int fd, len, rc;
 
 	*fd_out = -1;
-	if (!path)
-		return ck_fail(err, ENOMEM, "out of memory");
+	rc = lock_path(store, 1, &path, err);
+	if (rc < 0)
+		return rc;
 	fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644);
 	if (fd < 0) {
 		int e = errno;
@@ -128,8 +149,8 @@ int ck_store_mount_claim(const char *store, const char *mountpoint, int *fd_out,
 		int e = -rc;
 
 		if (e == EWOULDBLOCK && read_record(fd, &pid, &other) == 0)
-			ck_fail(err, EBUSY, "%s is already mounted writable by ckptfs (pid %ld) at %s", store, pid,
-				other);
+			ck_fail(err, EBUSY, "%s is already mounted writable by ckptfs (pid %ld) at %s on this node "
+				"(with this node's index, %s)", store, pid, other, path);
 		else if (e == EWOULDBLOCK)
 			ck_fail(err, EBUSY, "%s is already mounted writable by another ckptfs", store);
 		else
@@ -166,12 +187,13 @@ void ck_store_mount_release(int fd)
 
 int ck_store_mount_owner(const char *store, long *pid, char **mountpoint)
 {
-	char *path = lock_path(store);
+	char *path;
 	int fd, rc;
 
 	*mountpoint = NULL;
-	if (!path)
-		return -ENOMEM;
+	rc = lock_path(store, 0, &path, NULL);
+	if (rc < 0)
+		return rc;
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	free(path);
 	if (fd < 0)

@@ -250,21 +250,22 @@ int ck_rec_get_series_full(const MDB_val *v, char **pattern, int64_t *created_ns
 
 #define CKPT_HDR 40
 
-int ck_rec_put_ckpt(struct ck_buf *b, const struct ck_ckpt_info *c, int64_t imported_ns)
+int ck_rec_put_ckpt(struct ck_buf *b, const char *root, const struct ck_ckpt_info *c, int64_t imported_ns)
 {
-	size_t nn = strlen(c->name), ns = strlen(c->src_path);
+	const char *src = root ? ck_store_rel_path(root, c->src_path) : c->src_path;
+	size_t nn = strlen(c->name), ns = strlen(src);
 	uint8_t flags = (c->is_file ? CK_CKPT_FLAG_FILE : 0) | (c->deleted ? CK_CKPT_FLAG_DELETED : 0);
 
 	if (ck_buf_putc(b, CK_STORE_FORMAT) < 0 || ck_buf_putc(b, flags) < 0 ||
 	    ck_buf_put_le16(b, 0) < 0 || ck_buf_put_le32(b, (uint32_t)nn) < 0 ||
 	    ck_buf_put_le64(b, c->id) < 0 || ck_buf_put_le64(b, (uint64_t)c->step) < 0 ||
 	    ck_buf_put_le64(b, (uint64_t)imported_ns) < 0 || ck_buf_put_le32(b, (uint32_t)ns) < 0 ||
-	    ck_buf_put_le32(b, 0) < 0 || ck_buf_put(b, c->name, nn) < 0 || ck_buf_put(b, c->src_path, ns) < 0)
+	    ck_buf_put_le32(b, 0) < 0 || ck_buf_put(b, c->name, nn) < 0 || ck_buf_put(b, src, ns) < 0)
 		return -ENOMEM;
 	return 0;
 }
 
-int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, struct ck_ckpt_info *out)
+int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, const char *root, struct ck_ckpt_info *out)
 {
 	const char *key = k->mv_data;
 	size_t slen = strnlen(key, k->mv_size);
@@ -284,7 +285,7 @@ int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, struct ck_ckpt_info *out
 	nn = rd_u32(&r);
 	out->id = rd_u64(&r);
 	out->step = (int64_t)rd_u64(&r);
-	rd_u64(&r);
+	out->imported_ns = (int64_t)rd_u64(&r);
 	ns = rd_u32(&r);
 	rd_skip(&r, 4);
 	rc = rd_str(&r, nn, &out->name);
@@ -292,6 +293,8 @@ int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, struct ck_ckpt_info *out
 		rc = rd_str(&r, ns, &out->src_path);
 	if (rc == 0)
 		rc = rd_end(&r);
+	if (rc == 0 && root)
+		rc = ck_store_abs_path_inplace(root, &out->src_path);
 	if (rc == 0) {
 		out->series = dup_bytes(key, slen);
 		if (!out->series)
@@ -316,9 +319,10 @@ int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, struct ck_ckpt_info *out
 #define FILE_OWNER 1u
 #define FILE_RELPATH 2u
 
-int ck_rec_put_file(struct ck_buf *b, const struct ck_file_info *f, uint32_t nstorages)
+int ck_rec_put_file(struct ck_buf *b, const char *root, const struct ck_file_info *f, uint32_t nstorages)
 {
-	size_t ns = strlen(f->src_path), ne = f->error ? strlen(f->error) : 0;
+	const char *src = root ? ck_store_rel_path(root, f->src_path) : f->src_path;
+	size_t ns = strlen(src), ne = f->error ? strlen(f->error) : 0;
 	uint16_t flags = (f->has_owner ? FILE_OWNER : 0) | (relpath_shortened(f->relpath) ? FILE_RELPATH : 0);
 
 	if (ck_buf_putc(b, flags ? FILE_FORMAT_2 : CK_STORE_FORMAT) < 0 || ck_buf_putc(b, (uint8_t)f->kind) < 0 ||
@@ -332,14 +336,14 @@ int ck_rec_put_file(struct ck_buf *b, const struct ck_file_info *f, uint32_t nst
 	if (flags && (ck_buf_put_le32(b, f->has_owner ? f->owner.uid : 0) < 0 ||
 		      ck_buf_put_le32(b, f->has_owner ? f->owner.gid : 0) < 0))
 		return -ENOMEM;
-	if (ck_buf_put(b, f->src_path, ns) < 0 || ck_buf_put(b, f->error, ne) < 0)
+	if (ck_buf_put(b, src, ns) < 0 || ck_buf_put(b, f->error, ne) < 0)
 		return -ENOMEM;
 	if ((flags & FILE_RELPATH) && ck_buf_put(b, f->relpath, strlen(f->relpath)) < 0)
 		return -ENOMEM;
 	return 0;
 }
 
-int ck_rec_get_file(const MDB_val *k, const MDB_val *v, struct ck_file_info *out)
+int ck_rec_get_file(const MDB_val *k, const MDB_val *v, const char *root, struct ck_file_info *out)
 {
 	uint32_t ns, ne, mode, uid = 0, gid = 0;
 	uint16_t flags;
@@ -388,6 +392,8 @@ int ck_rec_get_file(const MDB_val *k, const MDB_val *v, struct ck_file_info *out
 		rc = rd_str(&r, r.len - r.off, &out->relpath);
 	if (rc == 0)
 		rc = rd_end(&r);
+	if (rc == 0 && root)
+		rc = ck_store_abs_path_inplace(root, &out->src_path);
 	if (rc == 0 && !out->relpath) {
 		out->relpath = dup_bytes((const uint8_t *)k->mv_data + 8, k->mv_size - 8);
 		if (!out->relpath)

@@ -1,5 +1,5 @@
 /* After a crash: finishing staged commits that were cut short, removing
- * temporary files, and listing the quarantine.
+ * temporary files and stale writers locks, and listing the quarantine.
  *
  * A directory under STORE/data/<series>/ was validated and made durable
  * before it was renamed there (staged.c), so one that the index does not
@@ -49,12 +49,17 @@ static int each_dir(const char *store, const char *area,
 }
 
 /* STORE/manifests/<series>/<name>.manifest.tmp.<pid>: the writer died before
- * its rename (only called while no commit runs). */
+ * its rename (only called while no commit of this index runs; on a shared
+ * filesystem other nodes' commits do not take this node's lock, so only a
+ * temporary file older than any write is theirs no more). */
 static int remove_manifest_temp(void *ctx, const char *series, const char *name, const char *path)
 {
-	(void)ctx;
+	const struct ck_store *st = ctx;
+	struct stat sb;
+
 	(void)series;
-	if (strstr(name, CK_MANIFEST_SUFFIX CK_REPLACE_TMP) && unlink(path) < 0)
+	if (strstr(name, CK_MANIFEST_SUFFIX CK_REPLACE_TMP) && lstat(path, &sb) == 0 &&
+	    ck_store_temp_stale(st->where.shared, &sb) && unlink(path) < 0)
 		return -errno;
 	return 0;
 }
@@ -150,10 +155,10 @@ int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx,
 	if (st->readonly)
 		return ck_fail(err, EROFS, "%s: store opened read-only", st->path);
 	/* No commit writes a manifest while the index lock is held exclusive. */
-	rc = ck_store_lock(st->path, 1, &lock, err);
+	rc = ck_store_lock(st, 1, &lock, err);
 	if (rc < 0)
 		return rc;
-	rc = ck_store_area_each(st->path, CK_MANIFEST_DIR, remove_manifest_temp, NULL);
+	rc = ck_store_area_each(st->path, CK_MANIFEST_DIR, remove_manifest_temp, st);
 	ck_store_unlock(lock);
 	if (rc < 0)
 		return ck_fail(err, -rc, "%s/%s: cannot remove temporary files: %s", st->path, CK_MANIFEST_DIR,
@@ -161,6 +166,13 @@ int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx,
 	rc = ck_store_commit_lock(st, &lock, err);
 	if (rc < 0)
 		return rc;
+	/* A directory under data/ that another node committed is in its
+	 * manifest and the journal, not a commit cut short. */
+	rc = ck_store_follow(st, NULL, err);
+	if (rc < 0) {
+		ck_store_unlock(lock);
+		return rc;
+	}
 	rc = each_dir(st->path, CK_STORE_DATA_DIR, recover_data_dir, &r);
 	if (rc == 0)
 		rc = each_dir(st->path, CK_STORE_QUARANTINE_DIR, recover_quarantined, &r);
@@ -178,6 +190,10 @@ int ck_store_recover(struct ck_store *st, ck_import_report_fn report, void *ctx,
 		keep_first(&r, applied < 0 ? applied : 0, &why);
 	}
 	ck_store_unlock(lock);
+	/* Writers locks of directories that left staging, which a process
+	 * killed right after its commit left (writers.c). */
+	if (rc == 0)
+		ck_writers_sweep(st->path);
 	if (rc < 0)
 		return ck_fail(err, -rc, "%s: recovery: %s", st->path, strerror(-rc));
 	return r.first_rc < 0 ? r.first_rc : r.recovered;

@@ -29,13 +29,16 @@
 #include "commit.h"
 #include "delete.h"
 #include "index.h"
+#include "journal.h"
 #include "manifest.h"
+#include "ckptfs/log.h"
 
 #define TMP_PREFIX CK_STORE_INDEX_DIR ".reindex."
 #define OLD_PREFIX CK_STORE_INDEX_DIR ".old."
 
 struct reindex {
-	const char *dir;
+	const char *dir;           /* the store (its real path) */
+	const struct ck_index_place *where;
 	const struct ck_reindex_opts *opts;
 	ck_import_report_fn report;
 	void *ctx;
@@ -244,7 +247,7 @@ static int index_manifest(struct reindex *r, const char *path, struct series_sta
 	size_t n;
 	int rc;
 
-	rc = ck_manifest_load(path, &m, &why);
+	rc = ck_manifest_load(r->dir, path, &m, &why);
 	if (rc == -ENOMEM)
 		return ck_fail(r->err, ENOMEM, "out of memory");
 	if (rc < 0) {
@@ -312,8 +315,9 @@ static int index_series(struct reindex *r, const char *sdir, const char *series)
 			rc = ck_fail(r->err, ENOMEM, "out of memory");
 		} else if (ck_ends_with(names[i], CK_MANIFEST_SUFFIX)) {
 			rc = index_manifest(r, path, &ss);
-		} else if (is_leftover(names[i]) && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode)) {
-			unlink(path);   /* no commit runs while we hold the lock */
+		} else if (is_leftover(names[i]) && lstat(path, &sb) == 0 && S_ISREG(sb.st_mode) &&
+			   ck_store_temp_stale(r->where->shared, &sb)) {
+			unlink(path);   /* no commit of this index runs while we hold the lock */
 		}
 		free(path);
 	}
@@ -379,7 +383,7 @@ static int swap_in(struct reindex *r, const char *tmp, const char *idx)
 	/* Without an atomic exchange: a crash between the renames leaves no
 	 * index, which every tool reports as "run ckptctl reindex". */
 	snprintf(old, sizeof(old), OLD_PREFIX "%ld", (long)getpid());
-	oldp = joinf(r->dir, old);
+	oldp = joinf(r->where->parent, old);
 	if (!oldp)
 		return ck_fail(r->err, ENOMEM, "out of memory");
 	rc = rename(idx, oldp) < 0 ? -errno : 0;
@@ -402,7 +406,7 @@ static int build_and_swap(struct reindex *r, const char *idx)
 	int rc;
 
 	snprintf(name, sizeof(name), TMP_PREFIX "%ld", (long)getpid());
-	tmp = joinf(r->dir, name);
+	tmp = joinf(r->where->parent, name);
 	if (!tmp)
 		return ck_fail(r->err, ENOMEM, "out of memory");
 	if (mkdir(tmp, 0755) < 0) {
@@ -415,8 +419,19 @@ static int build_and_swap(struct reindex *r, const char *idx)
 	/* Nobody sees this environment before the one sync below: no sync per checkpoint. */
 	if (rc == 0 && mdb_env_set_flags(r->nst.env, MDB_NOSYNC, 1) != 0)
 		rc = ck_fail(r->err, EIO, "%s: cannot set up the new index", tmp);
-	if (rc == 0)
-		rc = index_all(r);
+	if (rc == 0) {
+		uint64_t head = 0;
+
+		/* What the journal held before the manifests were read: the new
+		 * index follows it from there (journal.c). */
+		rc = ck_journal_head(r->dir, &head);
+		if (rc < 0)
+			ck_fail(r->err, -rc, "%s/%s: %s", r->dir, CK_JOURNAL_DIR, strerror(-rc));
+		if (rc == 0)
+			rc = index_all(r);
+		if (rc == 0)
+			rc = ck_journal_set_applied(&r->nst, head, r->err);
+	}
 	if (rc == 0) {
 		struct ck_error why = { { 0 } };
 		int prc = ck_pack_rebuild(&r->nst, 0, &why);
@@ -435,40 +450,78 @@ static int build_and_swap(struct reindex *r, const char *idx)
 		ck_fail(r->err, -rc, "%s: %s", tmp, strerror(-rc));
 	if (rc == 0)
 		rc = swap_in(r, tmp, idx);
-	if (rc == 0 && (rc = ck_fsync_dir(r->dir)) < 0)
-		ck_fail(r->err, -rc, "%s: %s", r->dir, strerror(-rc));
+	if (rc == 0 && (rc = ck_fsync_dir(r->where->parent)) < 0)
+		ck_fail(r->err, -rc, "%s: %s", r->where->parent, strerror(-rc));
 	if (rc < 0)
 		remove_env_dir(tmp);
 	free(tmp);
 	return rc;
 }
 
+/* Rebuilds the index at where from the store's manifests, holding its lock
+ * exclusive.  store is the store's real path. */
+static int rebuild(const char *store, const struct ck_index_place *where, const struct ck_reindex_opts *opts,
+		   ck_import_report_fn report_fn, void *ctx, struct ck_error *err)
+{
+	struct reindex r = { .dir = store, .where = where, .opts = opts, .report = report_fn, .ctx = ctx,
+			     .err = err };
+	int lock, rc;
+
+	rc = ck_lock_path(where->lock, 1, &lock, err);
+	if (rc < 0)
+		return rc;
+	remove_leftovers(where->parent);
+	if (!r.opts->force)
+		rc = check_coverage(&r, where->dir);
+	if (rc == 0)
+		rc = build_and_swap(&r, where->dir);
+	ck_store_unlock(lock);
+	return rc < 0 ? rc : (int)r.indexed;
+}
+
 int ck_store_reindex(const char *dir, const struct ck_reindex_opts *opts, ck_import_report_fn report_fn, void *ctx,
 		     struct ck_error *err)
 {
 	static const struct ck_reindex_opts defaults;
-	struct reindex r = { .dir = dir, .opts = opts ? opts : &defaults, .report = report_fn, .ctx = ctx,
-			     .err = err };
-	char *idx;
-	int lock, rc;
+	struct ck_index_place where;
+	char *real;
+	int rc;
 
 	rc = ck_store_check_marker(dir, err);
 	if (rc < 0)
 		return rc;
-	idx = joinf(dir, CK_STORE_INDEX_DIR);
-	if (!idx)
-		return ck_fail(err, ENOMEM, "out of memory");
-	rc = ck_store_lock(dir, 1, &lock, err);
-	if (rc < 0) {
-		free(idx);
-		return rc;
+	real = realpath(dir, NULL);
+	if (!real)
+		return ck_fail(err, errno, "%s: %s", dir, strerror(errno));
+	rc = ck_index_place_find(real, 1, &where, err);
+	if (rc == 0) {
+		rc = rebuild(real, &where, opts ? opts : &defaults, report_fn, ctx, err);
+		ck_index_place_clear(&where);
 	}
-	remove_leftovers(dir);
-	if (!r.opts->force)
-		rc = check_coverage(&r, idx);
-	if (rc == 0)
-		rc = build_and_swap(&r, idx);
-	ck_store_unlock(lock);
-	free(idx);
-	return rc < 0 ? rc : (int)r.indexed;
+	free(real);
+	return rc;
+}
+
+int ck_index_build(const char *store, const struct ck_index_place *where, struct ck_error *err)
+{
+	static const struct ck_reindex_opts opts = { .force = 1 };
+	struct stat sb;
+	char *data = joinf(where->dir, "data.mdb");
+	int rc = 0, lock;
+
+	if (!data)
+		return ck_fail(err, ENOMEM, "out of memory");
+	/* Another process of this node may be building it: wait for it, then
+	 * look again. */
+	rc = ck_lock_path(where->lock, 0, &lock, err);
+	if (rc == 0) {
+		rc = stat(data, &sb) == 0 ? 1 : 0;
+		ck_store_unlock(lock);
+	}
+	free(data);
+	if (rc != 0)
+		return rc < 0 ? rc : 0;
+	ck_info("%s: building the node-local index in %s from the manifests", store, where->dir);
+	rc = rebuild(store, where, &opts, NULL, NULL, err);
+	return rc < 0 ? rc : 0;
 }

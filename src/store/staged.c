@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "ckptfs/fileio.h"
+#include "ckptfs/log.h"
 #include "commit.h"
 #include "index.h"
 #include "ckptfs/ingest.h"
@@ -292,6 +293,53 @@ out:
 	return rc;
 }
 
+/* Whether the staged directory (inode ino) was committed by another
+ * process or node: STORE/data/<series>/<final name> is that very directory
+ * (a rename keeps the inode; the staged name may still be in this
+ * client's cache of a shared filesystem), or, ino 0, the staged directory
+ * is gone and the name is committed.  1 with err saying so (-EALREADY). */
+static int committed_elsewhere(struct staged *s, ino_t ino)
+{
+	struct ck_ckpt_info *ck;
+	struct stat now;
+	char *area = ck_path_join(s->st->path, CK_STORE_DATA_DIR), *dir = NULL, *path = NULL;
+	int yes = 0;
+
+	if (area && (dir = ck_path_join(area, s->series)) != NULL)
+		path = ck_path_join(dir, s->final_name);
+	if (ino)
+		yes = path && stat(path, &now) == 0 && S_ISDIR(now.st_mode) && now.st_ino == ino;
+	else if (lstat(s->src, &now) < 0 && errno == ENOENT) {
+		ck_store_follow(s->st, NULL, NULL);
+		yes = ck_store_find_checkpoint(s->st, s->series, s->final_name, &ck) == 0;
+		if (yes)
+			ck_ckpt_info_free(ck, 1);
+	}
+	free(area);
+	free(dir);
+	free(path);
+	if (yes)
+		ck_fail(s->err, EALREADY, "%s/%s was committed meanwhile by another process or node", s->series,
+			s->final_name);
+	return yes;
+}
+
+/* Under the commit lock: the directory validated is still the one staged.
+ * Another process or node may have committed it meanwhile (a marker seen
+ * by two daemons, an idle commit on each node): exactly one rename moves
+ * it, and the others get -EALREADY, which is not a failure. */
+static int still_staged(struct staged *s, const struct stat *validated)
+{
+	struct stat now;
+
+	if (committed_elsewhere(s, validated->st_ino))
+		return -EALREADY;
+	if (lstat(s->src, &now) == 0 && now.st_ino == validated->st_ino && S_ISDIR(now.st_mode))
+		return 0;
+	return ck_fail(s->err, ENOENT, "%s: moved away meanwhile (committed under another name or quarantined "
+		       "by another process or node)", s->src);
+}
+
 static int check_names(const struct ck_store *st, const char *series, const char *staged_name,
 		       const char *final_name, int64_t *step, struct ck_error *err)
 {
@@ -319,19 +367,47 @@ static int check_names(const struct ck_store *st, const char *series, const char
 int ck_store_commit_staged(struct ck_store *st, const char *series, const char *staged_name, const char *final_name,
 			   ck_import_report_fn report_fn, void *ctx, struct ck_error *err)
 {
-	return ck_store_commit_staged_with(st, series, staged_name, final_name, report_fn, ctx, NULL, NULL, err);
+	return ck_store_commit_staged_with(st, series, staged_name, final_name, report_fn, ctx, NULL, NULL,
+					   CK_WRITERS_COMMIT_WAIT_MS, err);
+}
+
+/* No node writes into the directory from here until it left staging
+ * (STORE/writers): -EBUSY while one still does after wait_ms.  A store
+ * whose filesystem cannot lock (or that this user cannot write) commits
+ * as a single node would, saying so. */
+static int hold_writers(struct staged *s, unsigned wait_ms, int *fd)
+{
+	struct ck_error why = { { 0 } };
+	int rc = ck_writers_exclusive(s->st->path, s->series, s->staged_name, wait_ms, fd, &why);
+
+	if (rc == -EBUSY)
+		return ck_fail(s->err, EBUSY, "%s", why.msg);
+	if (rc < 0)
+		ck_warn("%s: committed without waiting for other nodes' writers: %s", s->src, why.msg);
+	return 0;
+}
+
+/* After the commit: the lock file goes with the staged directory. */
+static void release_writers(struct staged *s, int fd)
+{
+	struct stat sb;
+
+	if (fd >= 0 && lstat(s->src, &sb) < 0 && errno == ENOENT)
+		ck_writers_done(s->st->path, s->series, s->staged_name, fd);
+	else
+		ck_writers_unlock(fd);
 }
 
 int ck_store_commit_staged_with(struct ck_store *st, const char *series, const char *staged_name,
 				const char *final_name, ck_import_report_fn report_fn, void *ctx,
-				ck_preparsed_fn preparsed, void *pctx, struct ck_error *err)
+				ck_preparsed_fn preparsed, void *pctx, unsigned wait_ms, struct ck_error *err)
 {
 	struct staged s = { .st = st, .series = series, .staged_name = staged_name,
 			    .final_name = final_name ? final_name : staged_name, .report = report_fn, .rctx = ctx,
 			    .preparsed = preparsed, .pctx = pctx, .err = err, .reasons = CK_BUF_INIT };
 	struct stat sb;
 	int64_t step;
-	int lock = -1, rc;
+	int lock = -1, writers = -1, rc;
 	size_t i;
 
 	if (st->readonly)
@@ -342,8 +418,12 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 	s.src = ck_store_staging_path(st, series, staged_name);
 	if (!s.src)
 		return ck_fail(err, ENOMEM, "out of memory");
+	rc = hold_writers(&s, wait_ms, &writers);
+	if (rc < 0)
+		goto out;
 	if (lstat(s.src, &sb) < 0) {
-		rc = ck_fail(err, errno, "%s: %s", s.src, strerror(errno));
+		rc = errno == ENOENT && committed_elsewhere(&s, 0) ? -EALREADY :
+		     ck_fail(err, errno, "%s: %s", s.src, strerror(errno));
 		goto out;
 	}
 	if (!S_ISDIR(sb.st_mode)) {
@@ -351,6 +431,8 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 		goto out;
 	}
 	rc = already_committed(st, series, s.final_name, err);   /* before the work of validating */
+	if (rc == -EEXIST && committed_elsewhere(&s, sb.st_ino))
+		rc = -EALREADY;
 	if (rc < 0)
 		goto out;
 	rc = validate(&s);
@@ -360,6 +442,12 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 	/* From here on the data/ and quarantine/ areas change: one commit or
 	 * recovery at a time. */
 	rc = ck_store_commit_lock(st, &lock, err);
+	/* What other processes and nodes committed before the lock was ours. */
+	if (rc == 0)
+		rc = ck_store_follow(st, NULL, err);
+	if (rc < 0)
+		goto out;
+	rc = still_staged(&s, &sb);
 	if (rc < 0)
 		goto out;
 	if (s.reasons.len) {
@@ -374,6 +462,7 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 	}
 out:
 	ck_store_unlock(lock);
+	release_writers(&s, writers);
 	for (i = 0; i < s.ningested; i++)
 		ck_ingest_clear(&s.files[i]);
 	free(s.files);

@@ -84,20 +84,42 @@ int ck_store_check_marker(const char *dir, struct ck_error *err)
 	return 0;
 }
 
-int ck_store_open_index(struct ck_store *st, const char *idx, int create, struct ck_error *err)
-{
-	unsigned int flags = MDB_NOTLS | (st->readonly ? MDB_RDONLY : 0);
-	unsigned int dbflags = create ? MDB_CREATE : 0;
-	MDB_txn *txn = NULL;
-	int rc;
+/* The index format byte (meta "format"): '2' since paths inside the store
+ * are recorded relative to it; '1' indexes are read as they are and
+ * become '2' on their first writable open. */
+#define INDEX_FORMAT '2'
 
-	rc = mdb_env_create(&st->env);
+static int open_env(struct ck_store *st, const char *idx, int writable)
+{
+	int rc = mdb_env_create(&st->env);
+
 	if (rc == 0)
 		rc = mdb_env_set_maxdbs(st->env, 16);
 	if (rc == 0)
 		rc = mdb_env_set_mapsize(st->env, CK_STORE_MAPSIZE);
 	if (rc == 0)
-		rc = mdb_env_open(st->env, idx, flags, 0644);
+		rc = mdb_env_open(st->env, idx, MDB_NOTLS | (writable ? 0 : MDB_RDONLY), 0644);
+	if (rc != 0 && st->env) {
+		mdb_env_close(st->env);
+		st->env = NULL;
+	}
+	return rc;
+}
+
+int ck_store_open_index(struct ck_store *st, const char *idx, int create, struct ck_error *err)
+{
+	unsigned int dbflags = create ? MDB_CREATE : 0;
+	MDB_txn *txn = NULL;
+	int rc;
+
+	if (create)
+		st->index_rw = 1;
+	rc = open_env(st, idx, st->index_rw);
+	if ((rc == EACCES || rc == EROFS) && st->index_rw && !create) {
+		/* Readable but not ours to write: read it as it is. */
+		st->index_rw = 0;
+		rc = open_env(st, idx, 0);
+	}
 	if (rc == 0) {
 		int dead;
 
@@ -106,7 +128,7 @@ int ck_store_open_index(struct ck_store *st, const char *idx, int create, struct
 		mdb_reader_check(st->env, &dead);
 	}
 	if (rc == 0)
-		rc = mdb_txn_begin(st->env, NULL, create ? 0 : MDB_RDONLY, &txn);
+		rc = mdb_txn_begin(st->env, NULL, st->index_rw ? 0 : MDB_RDONLY, &txn);
 	if (rc == 0)
 		rc = mdb_dbi_open(txn, CK_DB_META, dbflags, &st->meta);
 	if (rc == 0)
@@ -119,17 +141,21 @@ int ck_store_open_index(struct ck_store *st, const char *idx, int create, struct
 		rc = mdb_dbi_open(txn, CK_DB_STORAGES, dbflags, &st->storages);
 	if (rc == 0)
 		rc = mdb_dbi_open(txn, CK_DB_TENSORS, dbflags, &st->tensors);
-	if (rc == 0 && create) {
-		MDB_val k = { 6, "format" }, v = { 1, "1" };
-
-		rc = mdb_put(txn, st->meta, &k, &v, 0);
-	} else if (rc == 0) {
+	if (rc == 0) {
 		MDB_val k = { 6, "format" }, v;
+		static const char current = INDEX_FORMAT;
 
-		rc = mdb_get(txn, st->meta, &k, &v);
-		if (rc == 0 && (v.mv_size != 1 || *(const char *)v.mv_data != '1')) {
+		rc = create ? MDB_NOTFOUND : mdb_get(txn, st->meta, &k, &v);
+		if (rc == 0 && (v.mv_size != 1 || (*(const char *)v.mv_data != '1' &&
+						    *(const char *)v.mv_data != INDEX_FORMAT))) {
 			mdb_txn_abort(txn);
 			return ck_fail(err, EPROTONOSUPPORT, "%s: unsupported index format", st->path);
+		}
+		if ((rc == MDB_NOTFOUND && create) ||
+		    (rc == 0 && st->index_rw && *(const char *)v.mv_data != INDEX_FORMAT)) {
+			v.mv_size = 1;
+			v.mv_data = (void *)&current;
+			rc = mdb_put(txn, st->meta, &k, &v, 0);
 		}
 	}
 	if (rc == 0) {
@@ -172,7 +198,7 @@ static int check_index_present(const char *dir, const char *idx, struct ck_error
 int ck_store_init(const char *dir, struct ck_error *err)
 {
 	struct ck_store st = { 0 };
-	char *idx = NULL, *marker = NULL, *data = NULL;
+	char *marker = NULL, *real = NULL, *data = NULL, id[33];
 	struct stat sb;
 	int rc;
 
@@ -181,10 +207,10 @@ int ck_store_init(const char *dir, struct ck_error *err)
 	if (mkdir(dir, 0700) < 0 && errno != EEXIST)
 		return ck_fail(err, errno, "%s: %s", dir, strerror(errno));
 	marker = ck_path_join(dir, CK_STORE_MARKER_FILE);
-	idx = ck_path_join(dir, CK_STORE_INDEX_DIR);
+	real = realpath(dir, NULL);
 	data = ck_path_join(dir, CK_STORE_DATA_DIR);
-	if (!marker || !idx) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
+	if (!marker || !real) {
+		rc = real ? ck_fail(err, ENOMEM, "out of memory") : ck_fail(err, errno, "%s: %s", dir, strerror(errno));
 		goto out;
 	}
 	if (stat(marker, &sb) == 0) {
@@ -211,19 +237,30 @@ int ck_store_init(const char *dir, struct ck_error *err)
 		rc = ck_fail(err, data ? errno : ENOMEM, "%s: %s", data ? data : dir, strerror(data ? errno : ENOMEM));
 		goto out;
 	}
-	if (mkdir(idx, 0755) < 0) {
-		rc = ck_fail(err, errno, "%s: %s", idx, strerror(errno));
+	rc = ck_store_id(real, 1, id, err);
+	if (rc < 0)
 		goto out;
+	rc = ck_index_place_find(real, 1, &st.where, err);
+	if (rc < 0)
+		goto out;
+	/* On a shared filesystem the store holds no index: each node builds
+	 * its own from the manifests (index_place.c). */
+	if (!st.where.shared) {
+		if (mkdir(st.where.dir, 0755) < 0) {
+			rc = ck_fail(err, errno, "%s: %s", st.where.dir, strerror(errno));
+			goto out;
+		}
+		st.path = real;
+		rc = ck_store_open_index(&st, st.where.dir, 1, err);
+		if (st.env)
+			mdb_env_close(st.env);
 	}
-	st.path = (char *)dir;
-	rc = ck_store_open_index(&st, idx, 1, err);
-	if (st.env)
-		mdb_env_close(st.env);
 	if (rc == 0)
 		rc = write_marker(dir, err);
 out:
+	ck_index_place_clear(&st.where);
 	free(marker);
-	free(idx);
+	free(real);
 	free(data);
 	return rc;
 }
@@ -238,10 +275,30 @@ static void recover(struct ck_store *st)
 		ck_warn("%s: %s", st->path, why.msg);
 }
 
+/* Opens the environment where st->where says, building a node-local index
+ * first when there is none yet. */
+static int open_where(struct ck_store *st, struct ck_error *err)
+{
+	int rc;
+
+	if (st->where.shared) {
+		rc = ck_index_build(st->path, &st->where, err);
+		if (rc < 0)
+			return rc;
+	} else {
+		rc = check_index_present(st->path, st->where.dir, err);
+		if (rc < 0)
+			return rc;
+	}
+	st->index_rw = 1;
+	return ck_store_open_index(st, st->where.dir, 0, err);
+}
+
 int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct ck_error *err)
 {
+	struct ck_error why = { { 0 } };
 	struct ck_store *st;
-	char *layers, *idx;
+	char *layers;
 	int rc;
 
 	rc = ck_store_check_marker(dir, err);
@@ -257,7 +314,8 @@ int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct c
 	}
 	/* Absolute, so that paths built from it (store-owned files under
 	 * data/, manifests) compare equal to the absolute src_path of files
-	 * whichever directory a command was run from. */
+	 * whichever directory a command was run from; paths recorded relative
+	 * to the store are made absolute against it (paths.c). */
 	st->path = realpath(dir, NULL);
 	if (!st->path) {
 		rc = errno;
@@ -265,15 +323,9 @@ int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct c
 		free(st);
 		return ck_fail(err, rc, "%s: %s", dir, strerror(rc));
 	}
-	idx = ck_path_join(dir, CK_STORE_INDEX_DIR);
-	if (!idx) {
-		rc = ck_fail(err, ENOMEM, "out of memory");
-		goto fail;
-	}
-	rc = check_index_present(dir, idx, err);
+	rc = ck_index_place_find(st->path, !readonly, &st->where, err);
 	if (rc == 0)
-		rc = ck_store_open_index(st, idx, 0, err);
-	free(idx);
+		rc = open_where(st, err);
 	if (rc < 0)
 		goto fail;
 	layers = ck_path_join(dir, CK_STORE_LAYERS_FILE);
@@ -285,6 +337,9 @@ int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct c
 	free(layers);
 	if (rc < 0)
 		goto fail;
+	/* What other processes and nodes did since this index last looked. */
+	if (ck_store_follow(st, NULL, &why) < 0)
+		ck_warn("%s: cannot follow the store's journal: %s", st->path, why.msg);
 	if (!readonly)
 		recover(st);
 	*out = st;
@@ -292,6 +347,15 @@ int ck_store_open(const char *dir, int readonly, struct ck_store **out, struct c
 fail:
 	ck_store_close(st);
 	return rc;
+}
+
+int ck_store_is_shared(const struct ck_store *st, const char **fs, const char **index_dir)
+{
+	if (fs)
+		*fs = st->where.fs;
+	if (index_dir)
+		*index_dir = st->where.dir;
+	return st->where.shared;
 }
 
 void ck_store_close(struct ck_store *st)
@@ -302,6 +366,7 @@ void ck_store_close(struct ck_store *st)
 		mdb_env_close(st->env);
 	ck_layer_rules_free(st->rules);
 	ck_pack_pool_free(st->pool);
+	ck_index_place_clear(&st->where);
 	free(st->path);
 	free(st);
 }

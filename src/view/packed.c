@@ -30,6 +30,7 @@
 #define SEQUENTIAL_SLACK (4ull << 20)
 
 struct ck_vpacked {
+	struct ck_view *v;
 	struct ck_packed_file *file;
 	struct phys_file *pf;           /* for messages, and its storage ranges */
 	_Atomic uint64_t next;          /* end of the latest read */
@@ -116,6 +117,7 @@ int packed_get(struct ck_view *v, struct phys_file *pf, struct ck_vpacked **out)
 				p = NULL;
 				rc = -EIO;
 			} else {
+				p->v = v;
 				p->pf = pf;
 				p->succ = ranges ? load_order_succ(pf->ranges, pf->nranges) : NULL;
 				atomic_store(&pf->packed, p);
@@ -132,7 +134,13 @@ int packed_get(struct ck_view *v, struct phys_file *pf, struct ck_vpacked **out)
 
 int packed_recheck(struct ck_view *v, struct phys_file *pf)
 {
-	int rc = probe(v, pf);
+	int rc;
+
+	/* Compaction elsewhere may have packed it and removed the raw file
+	 * since this index last looked. */
+	if (!atomic_load(&pf->packed_known))
+		ck_store_follow(v->store, NULL, NULL);
+	rc = probe(v, pf);
 
 	return rc > 0 ? packed_get(v, pf, NULL) : rc;
 }
@@ -159,9 +167,18 @@ static int decode(struct ck_vpacked *p, void *buf, size_t len, uint64_t off)
 {
 	struct ck_error err = { { 0 } };
 	ssize_t got = ck_packed_pread(p->file, buf, len, off, &err);
+	int changed = 0;
 
 	if (got == (ssize_t)len)
 		return 0;
+	/* A sweep (on another node, perhaps) moved the chunks since this index
+	 * last looked: learn where they are now, and try once more. */
+	if (ck_store_follow(p->v->store, &changed, NULL) == 0 && changed) {
+		memset(&err, 0, sizeof(err));
+		got = ck_packed_pread(p->file, buf, len, off, &err);
+		if (got == (ssize_t)len)
+			return 0;
+	}
 	if (got >= 0)
 		ck_fail(&err, EIO, "the packed file ends at %" PRIu64, off + (uint64_t)got);
 	report(p, off, len, ck_error_text(&err, (int)got));

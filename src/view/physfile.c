@@ -40,6 +40,32 @@ int phys_open_fd(struct ck_view *v, struct phys_file *pf)
 	return rc;
 }
 
+/* A file that failed its identity check with its size unchanged (the store
+ * was copied or restored): read again once (ck_store_file_check), one
+ * thread at a time; the others find it done. */
+static int phys_reidentify(struct ck_view *v, struct phys_file *pf, struct ck_error *err)
+{
+	struct ck_file_info f;
+	int rc;
+
+	pthread_mutex_lock(&v->reid_lock);
+	pthread_mutex_lock(&v->lock);
+	f = pf->info;
+	pthread_mutex_unlock(&v->lock);
+	rc = ck_file_check(&f, err);
+	if (rc == -ESTALE)
+		rc = ck_store_file_check(v->store, &f, 1, err);
+	if (rc == 0) {
+		pthread_mutex_lock(&v->lock);
+		pf->info.dev = f.dev;
+		pf->info.ino = f.ino;
+		pf->info.mtime_ns = f.mtime_ns;
+		pthread_mutex_unlock(&v->lock);
+	}
+	pthread_mutex_unlock(&v->reid_lock);
+	return rc;
+}
+
 /* The raw file the view holds open is still the one imported (its path
  * may be gone). */
 static int pinned_check(struct phys_file *pf)
@@ -48,9 +74,7 @@ static int pinned_check(struct phys_file *pf)
 
 	if (pf->fd < 0 || fstat(pf->fd, &sb) < 0)
 		return -ESTALE;
-	return (uint64_t)sb.st_dev == pf->info.dev && (uint64_t)sb.st_ino == pf->info.ino &&
-	       (uint64_t)sb.st_size == pf->info.size &&
-	       (int64_t)sb.st_mtim.tv_sec * 1000000000 + sb.st_mtim.tv_nsec == pf->info.mtime_ns ? 0 : -ESTALE;
+	return ck_file_identity_same(&pf->info, &sb) ? 0 : -ESTALE;
 }
 
 /* Identity check on every open: a file changed behind the store's back is
@@ -74,6 +98,8 @@ int phys_check(struct ck_view *v, struct phys_file *pf)
 		return 0;                 /* coded lossily and removed: the open file is the one imported */
 	if (rc && packed_recheck(v, pf) > 0)
 		return 0;                 /* compaction packed it and removed the raw file */
+	if (rc == -ESTALE)
+		rc = phys_reidentify(v, pf, &err);
 	if (rc) {
 		ck_err("%s/%s: refusing to serve: %s", pf->ckpt->info.name,
 		       pf->info.relpath[0] ? pf->info.relpath : pf->ckpt->info.name, err.msg);

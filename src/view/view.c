@@ -518,6 +518,7 @@ int ck_view_open(const char *store_dir, const struct ck_view_opts *opts, struct 
 	if (!v)
 		return -ENOMEM;
 	pthread_mutex_init(&v->lock, NULL);
+	pthread_mutex_init(&v->reid_lock, NULL);
 	pthread_rwlock_init(&v->ns_lock, NULL);
 	pthread_mutex_init(&v->verify_lock, NULL);
 	pthread_cond_init(&v->verify_done, NULL);
@@ -610,6 +611,7 @@ void ck_view_close(struct ck_view *v)
 	packed_teardown(v);   /* after the packed files (phys_free) */
 	ck_store_close(v->store);
 	pthread_mutex_destroy(&v->lock);
+	pthread_mutex_destroy(&v->reid_lock);
 	pthread_rwlock_destroy(&v->ns_lock);
 	pthread_mutex_destroy(&v->verify_lock);
 	pthread_cond_destroy(&v->verify_done);
@@ -959,11 +961,16 @@ static int refresh_series(struct ck_view *v, struct view_series *s, uint64_t *ch
  * before its newest is reloaded as a new directory (reload_series). */
 int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nchanged)
 {
+	struct ck_error err = { { 0 } };
 	char **names = NULL;
 	size_t nnames = 0;
 	int pruned = 0, rc;
 
 	*nchanged = 0;
+	/* What other processes and nodes did, from the store's journal. */
+	rc = ck_store_follow(v->store, NULL, &err);
+	if (rc)
+		ck_warn("refresh: %s", err.msg);
 	rc = ck_store_list_series(v->store, &names, &nnames);
 	if (rc)
 		return rc;

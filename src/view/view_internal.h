@@ -123,6 +123,7 @@ struct ck_view {
 	uint64_t ns_changes;        /* grows with every change of a listing (ns_lock) */
 	pthread_mutex_t lock;       /* phys_file caches (short sections) */
 	pthread_mutex_t build_lock; /* composite builds (recursive: an index builds its shards) */
+	pthread_mutex_t reid_lock;  /* files read again after their identity changed (physfile.c) */
 	pthread_mutex_t verify_lock;   /* with verify_done: readers waiting for a range's hash */
 	pthread_cond_t verify_done;
 	int64_t open_time_ns;

@@ -18,22 +18,24 @@
  * own binary in a helper mode right away, calling nothing that allocates
  * between fork and exec (argv is built beforehand):
  *
- *   PROGRAM --commit-helper STORE SERIES STAGED FINAL
+ *   PROGRAM --commit-helper STORE SERIES STAGED FINAL [WAIT_MS]
  *   PROGRAM --delete-helper STORE SERIES NAME
  *
  * exit with the positive errno of the operation (0 on success).  The
  * helper commits without the parses kept from the last closes, so a
  * commit there re-reads its files.  It keeps the daemon's claim on
- * STORE/mount.lock, as a forked child shares it: a daemon killed
+ * mount.lock, as a forked child shares it: a daemon killed
  * mid-commit leaves its child to finish alone, and the next writable
  * mount must wait for it (mountclaim.c) rather than recover the store
  * while that commit still moves files.
  */
+#define _GNU_SOURCE
 #include "config.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -67,6 +69,8 @@ static void log_commit(const char *series, const char *staged, const char *final
 {
 	if (rc == -EBADMSG)
 		ck_warn("%s/%s: not committed, moved to the quarantine: %s", series, staged, err->msg);
+	else if (rc == -EALREADY || rc == -EBUSY)
+		ck_info("%s/%s: %s", series, staged, err->msg);   /* another node's business */
 	else if (rc)
 		ck_warn("%s/%s: commit as %s failed: %s", series, staged, final,
 			err->msg[0] ? err->msg : strerror(-rc));
@@ -88,7 +92,7 @@ int ck_writer_helper_wanted(int argc, char **argv)
 }
 
 static int commit_staged(const char *store, const char *series, const char *staged, const char *final,
-			 struct ckw_indexer *ix)
+			 unsigned wait_ms, struct ckw_indexer *ix)
 {
 	struct ck_error err = { { 0 } };
 	struct ck_store *st;
@@ -97,7 +101,7 @@ static int commit_staged(const char *store, const char *series, const char *stag
 	if (rc == 0) {
 		/* Files parsed at their last close are not read again. */
 		rc = ck_store_commit_staged_with(st, series, staged, final, NULL, NULL,
-						 ix ? ckw_indexer_find_in_child : NULL, ix, &err);
+						 ix ? ckw_indexer_find_in_child : NULL, ix, wait_ms, &err);
 		ck_store_close(st);
 	}
 	log_commit(series, staged, final, rc, &err);
@@ -116,19 +120,22 @@ static int delete_checkpoint(const char *store, const char *series, const char *
 int ck_writer_helper_main(int argc, char **argv)
 {
 	ck_log_init("ckptfs", 0, CK_LOG_INFO);
-	if (strcmp(argv[1], "--commit-helper") == 0 && argc == 6)
-		return exit_code(commit_staged(argv[2], argv[3], argv[4], argv[5], NULL));
+	if (strcmp(argv[1], "--commit-helper") == 0 && (argc == 6 || argc == 7))
+		return exit_code(commit_staged(argv[2], argv[3], argv[4], argv[5],
+					       argc == 7 ? (unsigned)strtoul(argv[6], NULL, 10) : CK_WRITERS_COMMIT_WAIT_MS,
+					       NULL));
 	if (strcmp(argv[1], "--delete-helper") == 0 && argc == 5)
 		return exit_code(delete_checkpoint(argv[2], argv[3], argv[4]));
 	return EINVAL;
 }
 
-/* fork + execv of /proc/self/exe with "OP STORE A B [C]": the parent gets
- * the pid, or -1 with errno. */
-static pid_t spawn_helper(struct ck_writer *w, const char *op, const char *a, const char *b, const char *c)
+/* fork + execv of /proc/self/exe with "OP STORE A B [C [D]]": the parent
+ * gets the pid, or -1 with errno. */
+static pid_t spawn_helper(struct ck_writer *w, const char *op, const char *a, const char *b, const char *c,
+			  const char *d)
 {
 	char self[PATH_MAX];
-	const char *argv[7] = { "ckptfs", op, w->store, a, b, c, NULL };
+	const char *argv[8] = { "ckptfs", op, w->store, a, b, c, c ? d : NULL, NULL };
 	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
 	pid_t pid;
 
@@ -144,6 +151,21 @@ static pid_t spawn_helper(struct ck_writer *w, const char *op, const char *a, co
 		_exit(EIO);   /* no helper: the commit failed */
 	}
 	return pid;
+}
+
+/* First thing in a forked child: every descriptor but stdio and the mount
+ * lock goes.  A flock belongs to the open file, which lives while any
+ * process holds a descriptor of it: a copy kept here of one the parent
+ * held locked at the fork (the index lock during a refresh, the writers
+ * lock of a directory written meanwhile) would keep that lock after the
+ * parent gave it up, and this child, opening the store, would wait for its
+ * own copy.  The FUSE device goes too: a daemon killed during a commit
+ * leaves no mount hanging on its child. */
+static void close_inherited(int keep)
+{
+	if (keep > 3)
+		close_range(3, (unsigned)keep - 1, 0);
+	close_range(keep >= 3 ? (unsigned)keep + 1 : 3, ~0U, 0);
 }
 
 /* fork() with the indexer's table frozen and no composite build running. */
@@ -167,24 +189,28 @@ static int wait_child(pid_t pid, int *status)
 	return 0;
 }
 
-int ckw_commit_in_child(struct ck_writer *w, const char *series, const char *staged, const char *final)
+int ckw_commit_in_child(struct ck_writer *w, const char *series, const char *staged, const char *final,
+			unsigned wait_ms)
 {
 	char *dir = ck_staging_top_path(w->staging, series, staged);
+	char wait_arg[16];
 	int status, rc;
 	pid_t pid;
 
 	if (!dir)
 		return -ENOMEM;
+	snprintf(wait_arg, sizeof(wait_arg), "%u", wait_ms);
 	/* A parse under way is finished rather than done twice. */
 	ckw_indexer_wait(w->indexer, dir);
-	pid = CHILD_EXECS ? spawn_helper(w, "--commit-helper", series, staged, final) : fork_child(w);
+	pid = CHILD_EXECS ? spawn_helper(w, "--commit-helper", series, staged, final, wait_arg) : fork_child(w);
 	if (pid < 0) {
 		rc = -errno;
 		free(dir);
 		return rc;
 	}
 	if (pid == 0) {
-		rc = commit_staged(w->store, series, staged, final, w->indexer);
+		close_inherited(w->mount_lock);
+		rc = commit_staged(w->store, series, staged, final, wait_ms, w->indexer);
 		/* _exit: the child must not run the parent's atexit work. */
 		_exit(exit_code(rc));
 	}
@@ -210,10 +236,11 @@ int ck_writer_delete(struct ck_writer *w, const char *series, const char *name)
 	int status, rc;
 	pid_t pid;
 
-	pid = CHILD_EXECS ? spawn_helper(w, "--delete-helper", series, name, NULL) : fork_child(w);
+	pid = CHILD_EXECS ? spawn_helper(w, "--delete-helper", series, name, NULL, NULL) : fork_child(w);
 	if (pid < 0)
 		return -errno;
 	if (pid == 0) {
+		close_inherited(w->mount_lock);
 		rc = delete_checkpoint(w->store, series, name);
 		/* _exit: the child must not run the parent's atexit work. */
 		_exit(rc < 0 && -rc < 256 ? -rc : rc ? EIO : 0);

@@ -10,6 +10,13 @@
  * the claim.  A rename or xattr commit needs none of that: the kernel
  * holds the directory's lock until the request is answered, after the
  * catch-up.
+ *
+ * Other nodes: the child's commit waits for writers of the directory on
+ * other nodes to close their files (its writers lock, held exclusive;
+ * ck_store_commit_staged), and fails with -EBUSY when they do not within
+ * CK_WRITERS_COMMIT_WAIT_MS.  Another node may commit the directory first:
+ * the child's -EALREADY is a commit done, and the view catches up to show
+ * it.
  */
 #include "config.h"
 
@@ -19,6 +26,7 @@
 #include <sys/stat.h>
 
 #include "ckptfs/log.h"
+#include "ckptfs/store.h"
 #include "child.h"
 #include "writer_int.h"
 
@@ -47,13 +55,46 @@ static void forget_if_gone(struct ck_writer *w, const char *path, const char *se
 		ck_staging_removed(w->staging, 0, series, name);
 }
 
+/* -EALREADY: another node committed it. */
+static int committed_elsewhere(const char *series, const char *name, int rc)
+{
+	if (rc != -EALREADY)
+		return rc;
+	ck_info("%s/%s: committed by another node", series, name);
+	return 0;
+}
+
+int ck_writer_moved_elsewhere(struct ck_writer *w, const char *series, const char *name)
+{
+	char *path;
+	struct stat st;
+	int gone;
+
+	if (!ck_staging_known(w->staging, series, name))
+		return 0;
+	path = ck_staging_top_path(w->staging, series, name);
+	gone = path && lstat(path, &st) != 0 && errno == ENOENT;
+	free(path);
+	if (!gone)
+		return 0;
+	ck_staging_removed(w->staging, 0, series, name);
+	ck_writer_catch_up(w);
+	return 1;
+}
+
 int ck_writer_commit_now(struct ck_writer *w, const char *series, const char *name, const char *final)
 {
 	char *path = ck_staging_top_path(w->staging, series, name);
 	int rc = ck_staging_claim(w->staging, series, name, 0);
 
 	if (rc == 0) {
-		rc = ckw_commit_in_child(w, series, name, final);
+		/* This mount's own handles, whose releases may not have come
+		 * yet, must not hold the commit up (flock locks of one process
+		 * conflict too); the claim keeps new ones out. */
+		ck_staging_writers_off(w->staging, series, name);
+		rc = committed_elsewhere(series, name,
+					 ckw_commit_in_child(w, series, name, final, CK_WRITERS_COMMIT_WAIT_MS));
+		ck_staging_writers_on(w->staging, series, name);
 		if (rc == 0)
 			ckw_notify_committed(w, series, final);
 		ck_staging_unclaim(w->staging, series, name);
@@ -64,8 +105,18 @@ int ck_writer_commit_now(struct ck_writer *w, const char *series, const char *na
 	return rc;
 }
 
-int ck_writer_commit_dir(struct ck_writer *w, const char *series, const char *name, int need_closed)
+/* Whether no other node (or process) writes into series/name now. */
+static int writers_gone(struct ck_writer *w, const char *series, const char *name)
 {
+	int fd, rc = ck_writers_exclusive(w->store, series, name, 0, &fd, NULL);
+
+	ck_writers_unlock(fd);
+	return rc != -EBUSY;   /* another failure: the commit itself tells */
+}
+
+int ck_writer_commit_dir(struct ck_writer *w, const char *series, const char *name, unsigned how)
+{
+	int need_closed = (how & CK_WRITER_CLOSED) != 0;
 	char *path = ck_staging_top_path(w->staging, series, name);
 	struct stat st;
 	int64_t step;
@@ -88,7 +139,22 @@ int ck_writer_commit_dir(struct ck_writer *w, const char *series, const char *na
 		free(path);
 		return -EAGAIN;
 	}
-	rc = ckw_commit_in_child(w, series, name, name);
+	/* At rest here, but written elsewhere: not now (a marker of no promise
+	 * or an idle time says nothing of other nodes' files still to come). */
+	if ((how & CK_WRITER_AT_REST) && !writers_gone(w, series, name)) {
+		ck_staging_unclaim(w->staging, series, name);
+		free(path);
+		return -EBUSY;
+	}
+	/* Not waiting for this mount's own handles: they must not hold up
+	 * the commit (flock locks of one process conflict too). */
+	if (!need_closed)
+		ck_staging_writers_off(w->staging, series, name);
+	rc = committed_elsewhere(series, name,
+				 ckw_commit_in_child(w, series, name, name,
+						     (how & CK_WRITER_AT_REST) ? 0 : CK_WRITERS_COMMIT_WAIT_MS));
+	if (!need_closed)
+		ck_staging_writers_on(w->staging, series, name);
 	if (rc == 0)
 		ckw_notify_committed(w, series, name);
 	/* The view catches up while the directory is still claimed: a lookup

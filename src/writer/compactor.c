@@ -43,7 +43,7 @@ struct ckw_compactor {
 	pid_t child;                /* compaction under way, or 0 */
 	int stopping;
 	char *ctl;                  /* the ckptctl beside this executable, or NULL */
-	char *argv[7];              /* its command line, built before any fork */
+	char *argv[9];              /* its command line, built before any fork */
 	char keep_raw[16];
 };
 
@@ -194,9 +194,15 @@ int ckw_compactor_start(struct ckw_compactor **out, struct ck_writer *w, unsigne
 	c->ctl = sibling_ckptctl();
 	if (c->ctl) {
 		char *const argv[] = { c->ctl, "compact", w->store, "--keep-raw", c->keep_raw, "-q", NULL };
+		/* The child keeps a shared store's index where this process does. */
+		char *const argv_dir[] = { c->ctl, "--index-dir", (char *)ck_store_index_base(), "compact", w->store,
+					   "--keep-raw", c->keep_raw, "-q", NULL };
 
 		snprintf(c->keep_raw, sizeof(c->keep_raw), "%u", CKW_COMPACT_KEEP_RAW);
-		memcpy(c->argv, argv, sizeof(argv));
+		if (ck_store_index_base())
+			memcpy(c->argv, argv_dir, sizeof(argv_dir));
+		else
+			memcpy(c->argv, argv, sizeof(argv));
 	}
 	pthread_mutex_init(&c->lock, NULL);
 	rc = ck_ticker_start(&c->ticker, secs, compact_tick, c);

@@ -35,8 +35,8 @@ static void check_dir(struct ck_writer *w, unsigned secs, const char *series, co
 	if (ckw_tree_newest_fd(fd, &newest, &files) || files == 0 ||
 	    ck_now_ns() - newest < (int64_t)secs * 1000000000)
 		return;
-	rc = ck_writer_commit_dir(w, series, name, 1);
-	if (rc && rc != -EAGAIN)
+	rc = ck_writer_commit_dir(w, series, name, CK_WRITER_CLOSED | CK_WRITER_AT_REST);
+	if (rc && rc != -EAGAIN && rc != -EBUSY)   /* EBUSY: written on another node; the next tick looks again */
 		ck_warn("%s/%s: idle commit: %s", series, name, strerror(-rc));
 }
 

@@ -90,11 +90,16 @@ static enum marker_kind marker_of(struct ck_writer *w, const char *series, const
 	return NO_MARKER;
 }
 
-void ckw_marker_commit(struct ck_writer *w, const char *series, const char *dir, const char *why)
+void ckw_marker_commit(struct ck_writer *w, const char *series, const char *dir, const char *why, int at_rest)
 {
-	int rc = ck_writer_commit_dir(w, series, dir, 1);
+	int rc = ck_writer_commit_dir(w, series, dir, CK_WRITER_CLOSED | (at_rest ? CK_WRITER_AT_REST : 0));
 
-	if (rc && rc != -EAGAIN)
+	/* Files of it still open for writing on another node: the last close
+	 * there commits it (every node honours the same markers); tried again
+	 * here once at rest, in case that node's daemon died first. */
+	if (rc == -EBUSY)
+		ckw_grace_schedule(w->grace, series, dir);
+	else if (rc && rc != -EAGAIN)
 		ck_warn("%s/%s: commit after %s: %s", series, dir, why, strerror(-rc));
 }
 
@@ -124,20 +129,20 @@ void ck_writer_marker_check(struct ck_writer *w, const char *path)
 
 		target = (w->opts.markers & kind) ? marker_target(path, kind) : NULL;
 		if (target)
-			ckw_marker_commit(w, series, target, dir);
+			ckw_marker_commit(w, series, target, dir, 0);
 		free(target);
 	} else if (dir && file) {
 		/* The marker, or the last other file of a marked directory
 		 * (releases arrive in any order). */
 		switch (marker_of(w, series, dir)) {
 		case MARKER_NOW:
-			ckw_marker_commit(w, series, dir, "its completion marker");
+			ckw_marker_commit(w, series, dir, "its completion marker", 0);
 			break;
 		case MARKER_GRACE:
 			if (w->grace && w->opts.marker_grace > 0)
 				ckw_grace_schedule(w->grace, series, dir);
 			else
-				ckw_marker_commit(w, series, dir, "its completion marker");
+				ckw_marker_commit(w, series, dir, "its completion marker", 0);
 			break;
 		case NO_MARKER:
 			break;

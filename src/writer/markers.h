@@ -10,7 +10,9 @@
  * names are skipped. */
 void ckw_marker_rescan(struct ck_writer *w);
 /* Commits series/dir after its marker (ck_writer_commit_dir, waiting for
- * the last close); a failure other than "not now" is logged with why. */
-void ckw_marker_commit(struct ck_writer *w, const char *series, const char *dir, const char *why);
+ * the last close; at_rest: after the marker grace, CK_WRITER_AT_REST); a
+ * directory still written on another node is tried again after the grace
+ * time; another failure than "not now" is logged with why. */
+void ckw_marker_commit(struct ck_writer *w, const char *series, const char *dir, const char *why, int at_rest);
 
 #endif

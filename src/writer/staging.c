@@ -20,6 +20,7 @@
 #include <xxhash.h>
 
 #include "ckptfs/buf.h"
+#include "ckptfs/log.h"
 #include "ckptfs/store.h"
 #include "ckptfs/writer_staging.h"
 
@@ -30,7 +31,12 @@ struct snode {
 	int is_series;
 	uint64_t nlookup;
 	unsigned open;          /* file handles open on it */
+	unsigned writing;       /* of those, open for writing */
+	long wtop;              /* the top node's slot they count in (-1: none) */
 	int busy;               /* top node: being committed */
+	unsigned writers;       /* top node: handles open for writing in it */
+	int writers_fd;         /* top node: its writers lock, held shared, or -1 */
+	int writers_off;        /* top node: the lock given up for a commit */
 	long hnext;             /* next slot in its hash chain; -1 ends it */
 };
 
@@ -41,6 +47,7 @@ struct ck_staged_dir {
 };
 
 struct ck_staging {
+	char *store;
 	char *staging_dir;      /* STORE/staging */
 	pthread_mutex_t lock;
 	pthread_cond_t unclaimed;   /* a commit released its directory */
@@ -65,6 +72,12 @@ int ck_staging_new(const char *store, struct ck_staging **out)
 		return -ENOMEM;
 	}
 	s->staging_dir = (char *)ck_buf_steal(&dir, NULL);
+	s->store = strdup(store);
+	if (!s->store) {
+		free(s->staging_dir);
+		free(s);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->unclaimed, NULL);
 	*out = s;
@@ -75,6 +88,8 @@ static void snode_free(struct snode *n)
 {
 	if (!n)
 		return;
+	if (n->writers_fd >= 0)
+		ck_writers_unlock(n->writers_fd);
 	free(n->series);
 	free(n->name);
 	free(n);
@@ -91,6 +106,7 @@ void ck_staging_free(struct ck_staging *s)
 	free(s->nodes);
 	free(s->buckets);
 	free(s->staging_dir);
+	free(s->store);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->unclaimed);
 	free(s);
@@ -224,6 +240,8 @@ int ck_staging_get(struct ck_staging *s, uint64_t parent, const char *series, co
 		goto out;
 	}
 	n->parent = parent;
+	n->wtop = -1;
+	n->writers_fd = -1;
 	n->is_series = parent == 0 && !name;
 	n->name = strdup(name ? name : series);
 	n->series = parent == 0 ? strdup(series) : NULL;
@@ -401,8 +419,23 @@ void ck_staging_removed(struct ck_staging *s, uint64_t parent, const char *serie
 	pthread_mutex_unlock(&s->lock);
 }
 
-/* The top node (directly under a series) that n is in, lock held; NULL
- * for series nodes and nodes removed or renamed away. */
+/* The slot of the top node (directly under a series) that node ino is in,
+ * lock held; -1 for series nodes and nodes removed or renamed away. */
+static long top_slot(struct ck_staging *s, uint64_t ino)
+{
+	struct snode *n = node_at(s, ino);
+
+	for (int depth = 0; n && n->name && depth < 4096; depth++) {
+		if (n->parent == 0)
+			return n->is_series ? -1 : (long)((ino & ~CK_STAGING_BIT) - 1);
+		ino = n->parent;
+		n = node_at(s, ino);
+	}
+	return -1;
+}
+
+/* The top node that n is in, lock held; NULL for series nodes and nodes
+ * removed or renamed away. */
 static struct snode *top_of(struct ck_staging *s, struct snode *n)
 {
 	for (int depth = 0; n && n->name && depth < 4096; depth++) {
@@ -411,6 +444,51 @@ static struct snode *top_of(struct ck_staging *s, struct snode *n)
 		n = node_at(s, n->parent);
 	}
 	return NULL;
+}
+
+/* One more handle open for writing on file node n (ino) in its top
+ * directory: this node's shared hold of the directory's writers lock
+ * starts with the first.  Lock held; the lock file is touched under it,
+ * which happens once per directory and node.  0 or -EBUSY (a commit of
+ * the directory holds the lock, on some node). */
+static int writer_in(struct ck_staging *s, struct snode *n, uint64_t ino)
+{
+	long slot = n->writing ? n->wtop : top_slot(s, ino);
+	struct snode *top = slot >= 0 ? s->nodes[slot] : NULL;
+
+	if (top == n || !top || !top->name)
+		return 0;   /* a series marker, or a node moved away: nothing to hold */
+	if (top->writers == 0 && top->writers_fd < 0 && !top->writers_off) {
+		struct ck_error err = { { 0 } };
+		int rc = ck_writers_share(s->store, top->series, top->name, &top->writers_fd, &err);
+
+		if (rc == -EBUSY)
+			return rc;
+		if (rc < 0)
+			ck_warn("%s/%s: other nodes' commits will not wait for this node's writes: %s",
+				top->series, top->name, err.msg);
+	}
+	top->writers++;
+	n->writing++;
+	n->wtop = slot;
+	return 0;
+}
+
+/* One handle open for writing on n closed, lock held: the last one in its
+ * top directory gives up this node's hold of the writers lock (the
+ * caller closed its descriptor first). */
+static void writer_out(struct ck_staging *s, struct snode *n)
+{
+	struct snode *top = n->wtop >= 0 && (size_t)n->wtop < s->n ? s->nodes[n->wtop] : NULL;
+
+	if (!n->writing)
+		return;
+	if (--n->writing == 0)
+		n->wtop = -1;
+	if (top && top->writers && --top->writers == 0) {
+		ck_writers_unlock(top->writers_fd);
+		top->writers_fd = -1;
+	}
 }
 
 int ck_staging_open_begin(struct ck_staging *s, uint64_t ino, int writing)
@@ -425,7 +503,9 @@ int ck_staging_open_begin(struct ck_staging *s, uint64_t ino, int writing)
 		rc = -ESTALE;
 	else if (writing && top && top->busy)
 		rc = -EBUSY;
-	else
+	else if (writing)
+		rc = writer_in(s, n, ino);
+	if (rc == 0)
 		n->open++;
 	pthread_mutex_unlock(&s->lock);
 	return rc;
@@ -443,13 +523,15 @@ int ck_staging_busy(struct ck_staging *s, uint64_t ino)
 	return busy;
 }
 
-unsigned ck_staging_open_end(struct ck_staging *s, uint64_t ino)
+unsigned ck_staging_open_end(struct ck_staging *s, uint64_t ino, int writing)
 {
 	struct snode *n;
 	unsigned left = 0;
 
 	pthread_mutex_lock(&s->lock);
 	n = node_at(s, ino);
+	if (n && writing)
+		writer_out(s, n);
 	if (n && n->open)
 		n->open--;
 	if (n)
@@ -478,6 +560,62 @@ int ck_staging_claim(struct ck_staging *s, const char *series, const char *name,
 	}
 	pthread_mutex_unlock(&s->lock);
 	return rc;
+}
+
+/* Whether STORE/staging/<series>/<name> is there. */
+static int still_staged(struct ck_staging *s, const char *series, const char *name)
+{
+	char *path = ck_staging_top_path(s, series, name);
+	struct stat sb;
+	int there = path && lstat(path, &sb) == 0;
+
+	free(path);
+	return there;
+}
+
+int ck_staging_known(struct ck_staging *s, const char *series, const char *name)
+{
+	int known;
+
+	pthread_mutex_lock(&s->lock);
+	known = find(s, 0, series, name) >= 0;
+	pthread_mutex_unlock(&s->lock);
+	return known;
+}
+
+void ck_staging_writers_off(struct ck_staging *s, const char *series, const char *name)
+{
+	long slot;
+
+	pthread_mutex_lock(&s->lock);
+	slot = find(s, 0, series, name);
+	if (slot >= 0) {
+		struct snode *top = s->nodes[slot];
+
+		ck_writers_unlock(top->writers_fd);
+		top->writers_fd = -1;
+		top->writers_off = 1;
+	}
+	pthread_mutex_unlock(&s->lock);
+}
+
+void ck_staging_writers_on(struct ck_staging *s, const char *series, const char *name)
+{
+	long slot;
+
+	pthread_mutex_lock(&s->lock);
+	slot = find(s, 0, series, name);
+	if (slot >= 0) {
+		struct snode *top = s->nodes[slot];
+		struct ck_error err = { { 0 } };
+
+		top->writers_off = 0;
+		if (top->writers && top->writers_fd < 0 && still_staged(s, series, name) &&
+		    ck_writers_share(s->store, series, name, &top->writers_fd, &err) < 0)
+			ck_warn("%s/%s: other nodes' commits will not wait for this node's writes: %s", series,
+				name, err.msg);
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 void ck_staging_unclaim(struct ck_staging *s, const char *series, const char *name)

@@ -50,7 +50,7 @@ static void grace_first(void *arg)
 
 static void grace_quiet(void *arg, const char *series, const char *dir)
 {
-	ckw_marker_commit(arg, series, dir, "its completion marker");
+	ckw_marker_commit(arg, series, dir, "its completion marker", 1);
 }
 
 void ck_writer_start(struct ck_writer *w)

@@ -16,6 +16,7 @@ export CKPT_BUILDDIR CKPT_SRCDIR CKPT_FIXTURES TORCH_PYTHON CKPTFS CKPTCTL
 _ck_mounts=""
 _ck_fs_mounts=""
 _ck_tmp=""
+_ck_atexit=""
 _ck_users=""
 _ck_groups=""
 
@@ -28,6 +29,10 @@ ck_cleanup() {
 	# After the FUSE mounts: their daemons may hold files there until they end.
 	for m in $_ck_fs_mounts; do
 		umount "$m" 2>/dev/null || { sleep 1; umount "$m" 2>/dev/null; } || umount -l "$m" 2>/dev/null || true
+	done
+	# Then what the test registered with ck_atexit (services it started).
+	for f in $_ck_atexit; do
+		"$f" || true
 	done
 	[ -n "$_ck_tmp" ] && rm -rf "$_ck_tmp"
 	for u in $_ck_users; do userdel "$u" 2>/dev/null || true; done
@@ -156,6 +161,12 @@ ck_import() {
 # e.g. with -f in the background, or expect it to fail).
 ck_track() {
 	_ck_mounts="$_ck_mounts $1"
+}
+
+# ck_atexit FUNCTION: runs FUNCTION on exit, after every mount is gone
+# (to stop a service the test started).
+ck_atexit() {
+	_ck_atexit="$_ck_atexit $1"
 }
 
 # ck_tmpfs DIR SIZE: a tmpfs of SIZE (e.g. 24m) mounted on DIR, unmounted on

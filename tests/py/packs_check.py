@@ -16,9 +16,15 @@ read back after compaction (tests/integration/packs_mount.sh).
       Every checkpoint of PLAIN_DIR reads back through the mount bit-exactly:
       whole files byte for byte, torch.load deep-compared, safetensors files
       read through mmap.
+  packs_check.py loop SERIES_DIR PLAIN_DIR STOPFILE CKPT...
+      Reads the files of the named checkpoints back and checks them as
+      `same` does, over and over, until STOPFILE exists; prints how many
+      passes it made.  Any difference or error ends it (exit 1).
   packs_check.py damaged SERIES_DIR PLAIN_DIR
       A pack was damaged: each file either reads back exactly or fails with
       EIO (never other bytes), and at least one fails.  Prints the count.
+
+Several commands joined by "+" run in turn in one process.
 """
 
 import errno
@@ -157,6 +163,16 @@ def same(series, plain):
 	print("%d files read back bit-exactly" % n)
 
 
+def loop(series, plain, stop, names):
+	passes = 0
+	while not os.path.exists(stop) or passes == 0:
+		for ck in names:
+			for f in sorted(os.listdir(os.path.join(plain, ck))):
+				check_file(os.path.join(series, ck, f), os.path.join(plain, ck, f))
+		passes += 1
+	print("%d passes over %s read back bit-exactly" % (passes, " ".join(names)))
+
+
 def composite(served, merged):
 	names = sorted(os.listdir(merged))
 	if sorted(os.listdir(served)) != names:
@@ -197,19 +213,29 @@ def damaged(series, plain):
 		sys.exit("the damaged pack was never noticed")
 
 
-def main():
-	cmd = sys.argv[1]
+def run(argv):
+	cmd = argv[0]
 	if cmd == "train":
-		train(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]),
-		      len(sys.argv) > 6 and sys.argv[6] == "partial")
+		train(argv[1], argv[2], int(argv[3]), int(argv[4]), len(argv) > 5 and argv[5] == "partial")
 	elif cmd == "composite":
-		composite(sys.argv[2], sys.argv[3])
+		composite(argv[1], argv[2])
 	elif cmd == "same":
-		same(sys.argv[2], sys.argv[3])
+		same(argv[1], argv[2])
+	elif cmd == "loop":
+		loop(argv[1], argv[2], argv[3], argv[4:])
 	elif cmd == "damaged":
-		damaged(sys.argv[2], sys.argv[3])
+		damaged(argv[1], argv[2])
 	else:
 		sys.exit("unknown command " + cmd)
+
+
+def main():
+	# Commands chained with "+" run in one process (torch imported once).
+	argv = sys.argv[1:]
+	while argv:
+		n = argv.index("+") if "+" in argv else len(argv)
+		run(argv[:n])
+		argv = argv[n + 1:]
 
 
 if __name__ == "__main__":

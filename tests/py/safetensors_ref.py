@@ -14,13 +14,13 @@ reader  -- the reference loader's validation: size bounds on the header
            byte counts that match dtype x shape.  Anything else raises
            SafetensorsError with the reason.
 
-Only torch (for tensors) and the standard library are used.
+Only torch (for tensors) and the standard library are used; torch is
+imported on first use, so that RawTensor files are written and headers
+parsed without it.
 """
 
 import json
 import struct
-
-import torch
 
 # (safetensors name, bits) in the Rust enum order, which is also the sort order.
 DTYPES = [
@@ -33,14 +33,30 @@ DTYPES = [
 RANK = {name: i for i, (name, _) in enumerate(DTYPES)}
 BITS = dict(DTYPES)
 
-# The dtypes torch 1.13 has.  Others are read as raw bytes (RawTensor).
-TORCH_OF = {
-    "BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "I16": torch.int16,
-    "F16": torch.float16, "BF16": torch.bfloat16, "I32": torch.int32,
-    "F32": torch.float32, "C64": torch.complex64, "F64": torch.float64,
-    "I64": torch.int64,
-}
-NAME_OF = {v: k for k, v in TORCH_OF.items()}
+_TORCH_OF = {}
+
+
+def torch_of():
+    """The dtypes torch 1.13 has.  Others are read as raw bytes (RawTensor)."""
+    if not _TORCH_OF:
+        import torch
+        _TORCH_OF.update({
+            "BOOL": torch.bool, "U8": torch.uint8, "I8": torch.int8, "I16": torch.int16,
+            "F16": torch.float16, "BF16": torch.bfloat16, "I32": torch.int32,
+            "F32": torch.float32, "C64": torch.complex64, "F64": torch.float64,
+            "I64": torch.int64,
+        })
+    return _TORCH_OF
+
+
+def __getattr__(name):
+    # TORCH_OF (safetensors name -> torch dtype) and NAME_OF (the reverse),
+    # made on first use.
+    if name == "TORCH_OF":
+        return torch_of()
+    if name == "NAME_OF":
+        return {v: k for k, v in torch_of().items()}
+    raise AttributeError("module %r has no attribute %r" % (__name__, name))
 
 MAX_HEADER = 100_000_000
 
@@ -67,6 +83,7 @@ def tensor_bytes(t):
     """Little-endian C-order bytes of a CPU tensor (any dtype, any rank)."""
     if isinstance(t, RawTensor):
         return t.data
+    import torch
     flat = t.detach().contiguous().reshape(-1)
     if flat.numel() == 0:
         return b""
@@ -76,9 +93,10 @@ def tensor_bytes(t):
 def _describe(t):
     if isinstance(t, RawTensor):
         return t.dtype, t.shape
-    if t.dtype not in NAME_OF:
+    name_of = __getattr__("NAME_OF")
+    if t.dtype not in name_of:
         raise SafetensorsError("dtype %s has no safetensors name" % t.dtype)
-    return NAME_OF[t.dtype], list(t.shape)
+    return name_of[t.dtype], list(t.shape)
 
 
 def dumps(tensors, metadata=None):
@@ -190,18 +208,19 @@ def parse_header(data):
 
 def loads(data):
     """Validates and decodes a safetensors file: (metadata, {name: tensor}) in file order."""
+    import torch
     metadata, entries = parse_header(data)
     (n,) = struct.unpack("<Q", data[:8])
     base = 8 + n
     out = {}
     for name, dtype, shape, begin, end in entries:
         raw = data[base + begin:base + end]
-        if dtype not in TORCH_OF:
+        if dtype not in torch_of():
             out[name] = RawTensor(dtype, shape, raw)
             continue
         flat = torch.frombuffer(bytearray(raw), dtype=torch.uint8) if raw else \
             torch.empty(0, dtype=torch.uint8)
-        out[name] = flat.view(TORCH_OF[dtype]).reshape(shape).clone()
+        out[name] = flat.view(torch_of()[dtype]).reshape(shape).clone()
     return metadata, out
 
 

@@ -21,9 +21,17 @@ int main(int argc, char **argv)
 		struct ck_error err = { { 0 } };
 		struct ck_buf text = CK_BUF_INIT;
 		struct ck_manifest m;
-		int rc = ck_manifest_load(argv[i], &m, &err);
+		char root[4096], *slash;
+		int rc;
 
+		/* STORE/manifests/SERIES/NAME.manifest: paths inside the store
+		 * made absolute, as version 1 recorded them. */
+		snprintf(root, sizeof(root), "%s", argv[i]);
+		for (int up = 0; up < 3 && (slash = strrchr(root, '/')) != NULL; up++)
+			*slash = 0;
+		rc = ck_manifest_load(root, argv[i], &m, &err);
 		if (rc == 0) {
+			m.version = 0;   /* written as version 1 */
 			for (size_t f = 0; f < m.nfiles; f++)
 				m.files[f].info.has_owner = 0;
 			rc = ck_manifest_write(&text, &m, &err);

@@ -5,7 +5,9 @@
  * names without a step and committed names are refused with the staged
  * directory left alone; a commit cut short after its rename (simulated),
  * leftover temporary manifests and a quarantined directory without its
- * REASON are put right by the next writable open. */
+ * REASON are put right by the next writable open; two committers of one
+ * directory (two daemons, two nodes) commit it exactly once; a commit waits
+ * for writers of the directory elsewhere (its writers lock). */
 #include "config.h"
 
 #include <errno.h>
@@ -14,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "ckptfs/store.h"
@@ -179,6 +182,112 @@ static void test_refusals(struct ck_store *st)
 	commit(st, "latest", "checkpoint-12", 0, NULL);
 }
 
+/* A committer of run/NAME as FINAL in a child process, which exits 0 when
+ * the commit returned want (pause: it waits at "validated" until the
+ * file the hook makes is removed). */
+static pid_t committer(const char *name, const char *final, int want, const char *pause)
+{
+	pid_t pid = fork();
+
+	SETUP(pid >= 0);
+	if (pid == 0) {
+		struct ck_error err = { { 0 } };
+		struct ck_store *mine;
+		int rc;
+
+		if (pause) {
+			setenv("CKPT_TEST_PAUSE_AT", "validated", 1);
+			setenv("CKPT_TEST_PAUSE_FILE", pause, 1);
+		}
+		if (ck_store_open(store, 0, &mine, &err) < 0)
+			_exit(2);
+		rc = ck_store_commit_staged(mine, "run", name, final, NULL, NULL, &err);
+		ck_store_close(mine);
+		if (rc != want)
+			fprintf(stderr, "commit of %s: %d (%s), expected %d\n", name, rc, err.msg, want);
+		_exit(rc == want ? 0 : 1);
+	}
+	return pid;
+}
+
+static int exited_0(pid_t pid)
+{
+	int status = 0;
+
+	return waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+/* Two committers of one directory (two daemons, two nodes): the first
+ * validates run/twice and waits there (the test hook) holding its writers
+ * lock; the second, started then, waits for the lock, and finds it
+ * committed (-EALREADY).  The series has it once. */
+static void test_commit_once(struct ck_store *st)
+{
+	char pause[600];
+	size_t before = count_checkpoints(st, NULL);
+	pid_t first, second;
+
+	stage("twice", 0);
+	pathf(pause, sizeof(pause), "%s/pause", tmp);
+	first = committer("twice", "checkpoint-40", 0, pause);
+	for (int i = 0; i < 600 && access(pause, F_OK) < 0; i++)
+		usleep(50000);
+	CHECK(access(pause, F_OK) == 0, "the first committer never reached its pause");
+	second = committer("twice", "checkpoint-40", -EALREADY, NULL);
+	usleep(300000);
+	CHECK(exists("staging/run/twice"), "the second committer did not wait for the first");
+	unlink(pause);
+	CHECK(exited_0(first), "the first committer did not commit");
+	CHECK(exited_0(second), "the second committer did not find the directory committed (-EALREADY)");
+	CHECK(count_checkpoints(st, "checkpoint-40") == before + 1, "checkpoint-40 not committed once");
+	CHECK(!exists("writers/run/twice"), "the writers lock of a committed directory is left");
+}
+
+/* Writers on other nodes (ck_writers_*): a commit waits for every shared
+ * holder of the directory's writers lock and gives up with -EBUSY,
+ * leaving it staged; a writer cannot take the lock while a commit holds
+ * it; a sweep removes only free locks of directories no longer staged. */
+static void test_writers(struct ck_store *st)
+{
+	struct ck_error err = { { 0 } };
+	int a, b, ex, fd;
+
+	stage("shared", 0);
+	SETUP(ck_writers_share(store, "run", "shared", &a, &err) == 0);
+	CHECK(ck_writers_share(store, "run", "shared", &b, &err) == 0, "two writers: %s", err.msg);
+	CHECK(ck_store_commit_staged_with(st, "run", "shared", "checkpoint-41", NULL, NULL, NULL, NULL, 100, &err) ==
+	      -EBUSY, "committed while files are open for writing elsewhere");
+	CHECK(strstr(err.msg, "open for writing"), "the refusal says: %s", err.msg);
+	CHECK(exists("staging/run/shared/model.safetensors"), "a refused commit moved the directory");
+	ck_writers_unlock(a);
+	CHECK(ck_writers_exclusive(store, "run", "shared", 0, &ex, &err) == -EBUSY, "exclusive with a writer left");
+	ck_writers_unlock(b);
+	commit(st, "shared", "checkpoint-41", 0, NULL);
+	CHECK(!exists("writers/run/shared"), "the writers lock outlived its directory");
+
+	stage("committing", 0);
+	SETUP(ck_writers_exclusive(store, "run", "committing", 0, &ex, &err) == 0);
+	CHECK(ck_writers_share(store, "run", "committing", &fd, &err) == -EBUSY,
+	      "a writer took the lock of a directory being committed");
+	CHECK(ck_writers_exclusive(store, "run", "committing", 0, &fd, &err) == -EBUSY, "two commits at once");
+	ck_writers_unlock(ex);
+	CHECK(ck_writers_share(store, "run", "committing", &fd, &err) == 0, "no writer after the commit: %s",
+	      err.msg);
+	ck_writers_unlock(fd);
+
+	/* Left behind by processes killed after their commit. */
+	SETUP(ck_writers_share(store, "run", "gone", &fd, &err) == 0);
+	ck_writers_unlock(fd);
+	SETUP(ck_writers_share(store, "run", "held", &fd, &err) == 0);
+	CHECK(exists("writers/run/gone") && exists("writers/run/held"), "no lock files");
+	ck_writers_sweep(store);
+	CHECK(!exists("writers/run/gone"), "a free lock of a directory not staged was kept");
+	CHECK(exists("writers/run/held"), "a held lock was swept");
+	CHECK(exists("writers/run/committing"), "the lock of a staged directory was swept");
+	ck_writers_unlock(fd);
+	CHECK(ck_writers_share(store, "run", "bad/name", &fd, &err) == -EINVAL, "a path as a directory name");
+}
+
 static void test_recovery(void)
 {
 	struct ck_error err = { { 0 } };
@@ -230,6 +339,10 @@ int main(void)
 	test_refusals(st);
 	ck_store_close(st);
 	test_recovery();
+	SETUP(ck_store_open(store, 0, &st, &err) == 0);
+	test_commit_once(st);
+	test_writers(st);
+	ck_store_close(st);
 	SETUP(run_command(pathf(cmd, sizeof(cmd), "rm -rf '%s'", tmp), NULL) == 0);
 	return test_result();
 }

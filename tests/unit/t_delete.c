@@ -246,7 +246,7 @@ static void check_consistent(struct ck_store *st, const char *when)
 		size_t nf = 0;
 
 		SETUP(mp && ck_store_list_files(st, c[i].id, &f, &nf) == 0);
-		if (ck_manifest_load(mp, &m, &err) < 0) {
+		if (ck_manifest_load(NULL, mp, &m, &err) < 0) {
 			CHECK(0, "%s: %s has no manifest: %s", when, c[i].name, err.msg);
 		} else {
 			CHECK(m.nfiles == nf, "%s: %s: %zu files indexed, %zu in the manifest", when, c[i].name, nf,

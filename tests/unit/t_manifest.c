@@ -261,9 +261,10 @@ static void strictness(const struct ck_buf *text)
 	ck_manifest_clear(&m);
 	free(t);
 
-	expect_refused(text, "ckptfs-manifest 2", "ckptfs-manifest 3", -EPROTONOSUPPORT, "future version");
-	expect_refused(text, "ckptfs-manifest 2", "ckptfs-manifesto 2", -EINVAL, "not a manifest");
-	expect_refused(text, "ckptfs-manifest 2", "ckptfs-manifest 1", -EINVAL, "owners in a version 1 manifest");
+	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifest 4", -EPROTONOSUPPORT, "future version");
+	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifest 0", -EPROTONOSUPPORT, "version 0");
+	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifesto 3", -EINVAL, "not a manifest");
+	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifest 1", -EINVAL, "owners in a version 1 manifest");
 	expect_refused(text, " uid=4294967295", "", -EINVAL, "version 2 without an owner");
 	expect_refused(text, "uid=4294967295", "uid=4294967296", -EINVAL, "uid over u32");
 	expect_refused(text, "mode=7640", "mode=640", -EINVAL, "mode of three digits");
@@ -295,8 +296,31 @@ static void strictness(const struct ck_buf *text)
 	expect_refused(text, "path=\"a.pt\"", "path=\"/a.pt\"", -EINVAL, "absolute relpath");
 	expect_refused(text, "path=\"a.pt\"", "path=\"c.pt\"", -EINVAL, "files out of order");
 	expect_refused(text, "path=\"bad.pt\"", "path=\"b/c d.safetensors\"", -EINVAL, "repeated file");
-	expect_refused(text, "physical=\"/data/a.pt\"", "physical=\"data/a.pt\"", -EINVAL, "relative physical");
-	expect_refused(text, "source=\"/data", "source=\"data", -EINVAL, "relative source");
+	/* Version 3 records paths inside the store relative to it; versions 1 and 2 only absolute ones. */
+	expect_refused(text, "physical=\"/data/a.pt\"", "physical=\"data/a.pt\"", 0, "store-relative physical");
+	expect_refused(text, "source=\"/data", "source=\"data", 0, "store-relative source");
+	expect_refused(text, "physical=\"/data/a.pt\"", "physical=\"../a.pt\"", -EINVAL, "physical outside the store");
+	expect_refused(text, "physical=\"/data/a.pt\"", "physical=\"data//a.pt\"", -EINVAL, "physical with //");
+	expect_refused(text, "source=\"/data", "source=\"./data", -EINVAL, "source with .");
+	{
+		char *v1 = edited(text, "ckptfs-manifest 3", "ckptfs-manifest 2", &len);
+		struct ck_buf b1 = { .data = (uint8_t *)v1, .len = len };
+		struct ck_manifest old;
+
+		CHECK(ck_manifest_parse(v1, len, &old, &err) == 0 && old.version == 2, "version 2: %s", err.msg);
+		if (old.version == 2) {
+			struct ck_buf again = CK_BUF_INIT;
+
+			CHECK(ck_manifest_write(&again, &old, &err) == 0 && again.len == len &&
+			      !memcmp(again.data, v1, len), "a version 2 manifest is not written back as it was");
+			ck_buf_free(&again);
+			ck_manifest_clear(&old);
+		}
+		expect_refused(&b1, "physical=\"/data/a.pt\"", "physical=\"data/a.pt\"", -EINVAL,
+			       "relative physical in version 2");
+		expect_refused(&b1, "source=\"/data", "source=\"data", -EINVAL, "relative source in version 2");
+		free(v1);
+	}
 	expect_refused(text, "series name=\"run", "series name=\"a/run", -EINVAL, "series with a slash");
 	expect_refused(text, "name=\"checkpoint-20\"", "name=\"..\"", -EINVAL, "checkpoint named ..");
 	expect_refused(text, "name=\"checkpoint-20\"", "name=\"\"", -EINVAL, "empty checkpoint name");
@@ -309,7 +333,7 @@ static void strictness(const struct ck_buf *text)
 	expect_refused(text, "error=none\n", "error=none\nextra\n", -EINVAL, "unknown line");
 	expect_refused(text, "xxh3-128=0123456789abcdef", "xxh3-128=0123456789ABCDEF", -EINVAL, "uppercase hash");
 	expect_refused(text, "pattern=\"", "pattern=none \"", -EINVAL, "none and a string");
-	expect_refused(text, "ckptfs-manifest 2\n", "", -EINVAL, "no header line");
+	expect_refused(text, "ckptfs-manifest 3\n", "", -EINVAL, "no header line");
 
 	/* Nothing but a valid checksum line, and an empty text. */
 	{
@@ -439,26 +463,26 @@ static void store_and_rollback(void)
 	/* Committed: there, and loads back. */
 	CHECK(ck_manifest_store(dir, &m, &tx, &err) == 0, "store: %s", err.msg);
 	ck_manifest_store_commit(&tx);
-	rc = ck_manifest_load(path, &back, &err);
+	rc = ck_manifest_load(NULL, path, &back, &err);
 	CHECK(rc == 0 && same_manifest(&m, &back), "load: %d %s", rc, err.msg);
 	if (rc == 0)
 		ck_manifest_clear(&back);
 	/* A replacement rolled back: the previous one is back. */
 	m.ckpt.step = 7;
 	CHECK(ck_manifest_store(dir, &m, &tx, &err) == 0, "store: %s", err.msg);
-	rc = ck_manifest_load(path, &back, &err);
+	rc = ck_manifest_load(NULL, path, &back, &err);
 	CHECK(rc == 0 && back.ckpt.step == 7, "replacement not in place: %d %s", rc, err.msg);
 	if (rc == 0)
 		ck_manifest_clear(&back);
 	ck_manifest_store_rollback(&tx);
-	rc = ck_manifest_load(path, &back, &err);
+	rc = ck_manifest_load(NULL, path, &back, &err);
 	CHECK(rc == 0 && back.ckpt.step == INT64_MIN, "rollback did not restore the previous manifest: %d %s", rc,
 	      err.msg);
 	if (rc == 0)
 		ck_manifest_clear(&back);
 	/* Loading refuses what is not a regular manifest file. */
 	*strrchr(path, '/') = '\0';
-	CHECK(ck_manifest_load(path, &back, &err) == -EINVAL, "loaded a directory");
+	CHECK(ck_manifest_load(NULL, path, &back, &err) == -EINVAL, "loaded a directory");
 	ck_manifest_clear(&m);
 	free(path);
 	/* Only the manifest is left: no temporary or backup file. */

@@ -1,10 +1,11 @@
-/* STORE/mount.lock: one writable mount per store (ck_store_mount_claim).
+/* mount.lock: one writable mount per store and node (ck_store_mount_claim).
  *
  * A holder whose mount point is mounted keeps others out (EBUSY, the
  * message naming its pid), and ck_store_mount_owner names it.  A holder
  * whose mount is gone (a daemon tearing down after its unmount, or the
  * commit child of a killed one) is waited for: the claim succeeds once it
- * lets go.  A released claim can be taken again at once.
+ * lets go.  A released claim can be taken again at once.  On a shared
+ * filesystem each node (each node-local index) has a claim of its own.
  */
 #include "config.h"
 
@@ -70,7 +71,7 @@ static void check_exit(pid_t pid, const char *what)
 int main(void)
 {
 	char store[] = "/tmp/t_mountclaim.XXXXXX";
-	char path[4096];
+	char path[4096], base[4096];
 	struct ck_error err = { { 0 } };
 	char *owner = NULL;
 	long pid_seen = 0;
@@ -119,6 +120,32 @@ int main(void)
 	      "owner after the wait: rc %d pid %ld at %s", rc, pid_seen, owner ? owner : "(none)");
 	free(owner);
 	ck_store_mount_release(fd);
+
+	/* On a shared filesystem the claim is the node's, beside its index:
+	 * another node (another index) mounts writable too, a second mount
+	 * with the same index is refused, and the store itself holds none. */
+	setenv("CKPT_TEST_SHARED_FS", "1", 1);
+	SETUP(ck_store_set_index_base(pathf(base, sizeof(base), "%s/node-a", store)) == 0);
+	holder = hold_claim(path, "/", 0, &release);
+	SETUP(ck_store_set_index_base(pathf(base, sizeof(base), "%s/node-b", store)) == 0);
+	memset(&err, 0, sizeof(err));
+	rc = ck_store_mount_claim(path, "/", &fd, &err);
+	CHECK(rc == 0 && fd >= 0, "node B's claim beside node A's: %d %s", rc, err.msg);
+	rc = ck_store_mount_owner(path, &pid_seen, &owner);
+	CHECK(rc == 1 && pid_seen == getpid(), "node B's owner: rc %d pid %ld", rc, pid_seen);
+	free(owner);
+	owner = NULL;
+	ck_store_mount_release(fd);
+	SETUP(ck_store_set_index_base(pathf(base, sizeof(base), "%s/node-a", store)) == 0);
+	rc = ck_store_mount_claim(path, "/elsewhere", &fd, &err);
+	CHECK(rc == -EBUSY, "a second writable mount with node A's index: %d", rc);
+	rc = ck_store_mount_owner(path, &pid_seen, &owner);
+	CHECK(rc == 1 && pid_seen == holder, "node A's owner: rc %d pid %ld", rc, pid_seen);
+	free(owner);
+	SETUP(write(release, "x", 1) == 1);
+	close(release);
+	check_exit(holder, "node A's holder");
+	unsetenv("CKPT_TEST_SHARED_FS");
 
 	{
 		char cmd[4200];

@@ -169,6 +169,16 @@ static void test_write_read(void)
 	CHECK(read_all(fd, 1) == 0, "read back");
 	CHECK(ck_pack_scan(fd, on_record, &s, &end, &err) == 0 && s.n == NREC && s.order_ok &&
 	      end == file_size(), "scan: %d records, order %d", s.n, s.order_ok);
+	/* Headers only: the same records, and from a record in the middle up to another. */
+	s.n = 0;
+	s.order_ok = 1;
+	CHECK(ck_pack_scan_headers(fd, 0, UINT64_MAX, on_record, &s, &end, &err) == 0 && s.n == NREC &&
+	      s.order_ok && end == file_size(), "header scan: %d records, order %d", s.n, s.order_ok);
+	s.n = NREC / 3;
+	s.order_ok = 1;
+	CHECK(ck_pack_scan_headers(fd, recs[NREC / 3].off, recs[2 * NREC / 3].off, on_record, &s, &end, &err) == 0 &&
+	      s.n == 2 * NREC / 3 && s.order_ok && end == recs[2 * NREC / 3].off,
+	      "header scan of a range: up to record %d, order %d", s.n, s.order_ok);
 	close(fd);
 
 	SETUP(ck_pack_writer_open(path, file_size(), &w, &info, &err) == 0);

@@ -382,7 +382,8 @@ static void incremental(const char *tmp)
 }
 
 /* A reader opened on an index made before packs (no chunks or fmaps
- * databases) sees packed files once a compaction created them. */
+ * databases; a reader that may write the index makes them, one that may
+ * not has none) sees packed files once a compaction created them. */
 static void late_packs(const char *tmp)
 {
 	struct ck_error err = { { 0 } };
@@ -402,7 +403,7 @@ static void late_packs(const char *tmp)
 
 	SETUP(ck_store_open(st2, 1, &st, &err) == 0);
 	f = find_file(st, "same", "checkpoint-10", "model.pt");
-	CHECK(!st->packs_ready && ck_store_file_packed(st, f->id) == 0, "an older index: nothing packed");
+	CHECK(ck_store_file_packed(st, f->id) == 0, "an older index: nothing packed");
 	snprintf(cmd, sizeof(cmd), "'%s/ckptctl' compact -q '%s'", getenv("CKPT_BUILDDIR") ? getenv("CKPT_BUILDDIR") : ".",
 		 st2);
 	CHECK(run_command(cmd, NULL) == 0, "%s", cmd);

@@ -201,7 +201,7 @@ static void manifests_written(void)
 	struct ck_error err = { { 0 } };
 	struct ck_manifest m;
 	char *p = manifest_of("run", "checkpoint-20");
-	int rc = ck_manifest_load(p, &m, &err);
+	int rc = ck_manifest_load(NULL, p, &m, &err);
 
 	CHECK(rc == 0, "%s: %d %s", p, rc, err.msg);
 	if (rc == 0) {
@@ -214,7 +214,7 @@ static void manifests_written(void)
 	}
 	free(p);
 	p = manifest_of("snaps", "s7.pt");
-	rc = ck_manifest_load(p, &m, &err);
+	rc = ck_manifest_load(NULL, p, &m, &err);
 	CHECK(rc == 0 && m.ckpt.is_file && m.pattern && !strcmp(m.pattern, "^s([0-9]+)\\.pt$") && m.ckpt.step == 7,
 	      "%s: %d %s", p, rc, err.msg);
 	if (rc == 0)
@@ -229,7 +229,7 @@ static int64_t series_created(const char *series, const char *name)
 	char *p = manifest_of(series, name);
 	int64_t t = -1;
 
-	if (ck_manifest_load(p, &m, &err) == 0) {
+	if (ck_manifest_load(NULL, p, &m, &err) == 0) {
 		t = m.series_created_ns;
 		ck_manifest_clear(&m);
 	}

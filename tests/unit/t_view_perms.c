@@ -203,7 +203,8 @@ static void before_owners(void)
 
 		snprintf(name, sizeof(name), "checkpoint-%d", step);
 		path = ck_manifest_path(store, "run", name);
-		SETUP(path && ck_manifest_load(path, &m, &err) == 0);
+		SETUP(path && ck_manifest_load(store, path, &m, &err) == 0);
+		m.version = 0;   /* the oldest this can be written in: 1, absolute paths */
 		for (size_t i = 0; i < m.nfiles; i++)
 			m.files[i].info.has_owner = 0;
 		SETUP(ck_manifest_write(&text, &m, &err) == 0);

@@ -4,13 +4,25 @@
  * file open), every kind of completion marker and the switch that turns
  * one off, the last close of another file completing a marked directory,
  * a series' stored step pattern, the listing of in-progress directories,
- * and a deletion.  The view follows each commit at once. */
+ * and a deletion.  Other nodes: a commit another node did first is done,
+ * an idle commit of a directory written elsewhere waits, and a directory
+ * committed elsewhere is found at once.  The view follows each commit at
+ * once. */
+#define _GNU_SOURCE
 #include "config.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "ckptfs/error.h"
 #include "ckptfs/store.h"
@@ -72,6 +84,8 @@ static void test_rename_commits(struct ck_writer *w)
 {
 	struct ck_staging *s = ck_writer_staging(w);
 	uint64_t top;
+	int status = 0;
+	pid_t pid;
 	char *p;
 
 	stage("run", "tmp-5");
@@ -104,6 +118,116 @@ static void test_rename_commits(struct ck_writer *w)
 	CHECK(ck_writer_commit_now(w, "run", "nothing", "checkpoint-8") == -ENOENT, "no such directory");
 	CHECK(ck_writer_commit_now(w, "run", "tmp-7", "checkpoint-7") == 0, "commit after the claim");
 	CHECK(committed("run", "checkpoint-7"), "checkpoint-7");
+
+	/* Committed by another node meanwhile (here another process): done,
+	 * and the view shows it. */
+	stage("run", "tmp-9");
+	SETUP(ck_staging_get(s, 0, "run", "tmp-9", &top) == 0);
+	pid = fork();
+	SETUP(pid >= 0);
+	if (pid == 0) {
+		struct ck_error err = { { 0 } };
+		struct ck_store *other;
+
+		_exit(ck_store_open(env.store, 0, &other, &err) == 0 &&
+		      ck_store_commit_staged(other, "run", "tmp-9", "checkpoint-9", NULL, NULL, &err) == 0 ? 0 : 1);
+	}
+	SETUP(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(ck_writer_commit_now(w, "run", "tmp-9", "checkpoint-9") == 0, "a commit another node did first");
+	CHECK(committed("run", "checkpoint-9"), "checkpoint-9 is not in the view");
+	CHECK(ck_staging_path(s, top, NULL, &p) == -ESTALE, "the directory committed elsewhere kept its node");
+}
+
+/* A directory this mount saw in progress, committed by another node: the
+ * lookup that misses it catches the view up at once. */
+static void test_moved_elsewhere(struct ck_writer *w)
+{
+	struct ck_staging *s = ck_writer_staging(w);
+	int status = 0;
+	uint64_t top;
+	pid_t pid;
+
+	stage("run", "checkpoint-12");
+	SETUP(ck_staging_get(s, 0, "run", "checkpoint-12", &top) == 0);
+	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-12") == 0, "still staged, but moved elsewhere");
+	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-404") == 0, "never seen, but moved elsewhere");
+	pid = fork();
+	SETUP(pid >= 0);
+	if (pid == 0) {
+		struct ck_error err = { { 0 } };
+		struct ck_store *other;
+
+		_exit(ck_store_open(env.store, 0, &other, &err) == 0 &&
+		      ck_store_commit_staged(other, "run", "checkpoint-12", NULL, NULL, NULL, &err) == 0 ? 0 : 1);
+	}
+	SETUP(waitpid(pid, &status, 0) == pid && WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	CHECK(!tw_in_view(&env, "run/checkpoint-12"), "the view caught up by itself");
+	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-12") == 1, "a commit elsewhere not noticed");
+	CHECK(tw_in_view(&env, "run/checkpoint-12"), "the view did not catch up");
+	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-12") == 0, "noticed twice");
+}
+
+/* SIGKILL to this process's children (a commit child stuck for good). */
+static void kill_children(void)
+{
+	DIR *d = opendir("/proc/self/task");
+	struct dirent *e;
+
+	while (d && (e = readdir(d)) != NULL) {
+		char path[300];
+		long pid;
+		FILE *f;
+
+		if (e->d_name[0] == '.')
+			continue;
+		f = fopen(pathf(path, sizeof(path), "/proc/self/task/%s/children", e->d_name), "r");
+		while (f && fscanf(f, "%ld", &pid) == 1)
+			kill((pid_t)pid, SIGKILL);
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+}
+
+struct bg_commit {
+	struct ck_writer *w;
+	int rc;
+};
+
+static void *commit_tmp_14(void *arg)
+{
+	struct bg_commit *c = arg;
+
+	c->rc = ck_writer_commit_now(c->w, "run", "tmp-14", "checkpoint-14");
+	return NULL;
+}
+
+/* A lock this process holds when the commit child is forked (a refresh of
+ * the view holding the index lock) is the parent's alone: once given up,
+ * the child, whose store open takes it exclusive, goes on. */
+static void test_fork_keeps_no_lock(struct ck_writer *w)
+{
+	struct bg_commit c = { w, 1 };
+	struct timespec until;
+	char path[600];
+	pthread_t t;
+	int fd;
+
+	stage("run", "tmp-14");
+	fd = open(pathf(path, sizeof(path), "%s/index.lock", env.store), O_RDWR | O_CLOEXEC);
+	SETUP(fd >= 0 && flock(fd, LOCK_SH) == 0);
+	SETUP(pthread_create(&t, NULL, commit_tmp_14, &c) == 0);
+	usleep(300000);
+	close(fd);
+	clock_gettime(CLOCK_REALTIME, &until);
+	until.tv_sec += 20;
+	if (pthread_timedjoin_np(t, NULL, &until) != 0) {
+		CHECK(0, "the commit child waited for a lock its parent gave up");
+		kill_children();
+		exit(test_result());   /* the thread is stuck in waitpid */
+	}
+	CHECK(c.rc == 0 && committed("run", "checkpoint-14"), "commit with a lock held at the fork: %d", c.rc);
 }
 
 static void test_own_name_commits(struct ck_writer *w)
@@ -113,27 +237,42 @@ static void test_own_name_commits(struct ck_writer *w)
 
 	stage("run", "checkpoint-8");
 	env.names_calls = 0;
-	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-8", 1) == 0, "commit_dir");
+	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-8", CK_WRITER_CLOSED) == 0, "commit_dir");
 	CHECK(committed("run", "checkpoint-8"), "checkpoint-8");
 	CHECK(env.names_calls == 1 && !strcmp(env.names_series, "run") && !strcmp(env.names_old, "checkpoint-8") &&
 	      !strcmp(env.names_new, "checkpoint-8"), "names notified: %u, %s %s %s", env.names_calls,
 	      env.names_series, env.names_old, env.names_new);
+	/* At rest here, written on another node: not now, and at once. */
+	stage("run", "checkpoint-13");
+	{
+		struct ck_error err = { { 0 } };
+		int other;
+
+		SETUP(ck_writers_share(env.store, "run", "checkpoint-13", &other, &err) == 0);
+		CHECK(ck_writer_commit_dir(w, "run", "checkpoint-13", CK_WRITER_CLOSED | CK_WRITER_AT_REST) == -EBUSY,
+		      "an idle commit of a directory written elsewhere");
+		CHECK(tw_exists(&env, "staging/run/checkpoint-13/model.safetensors"), "it moved all the same");
+		ck_writers_unlock(other);
+		CHECK(ck_writer_commit_dir(w, "run", "checkpoint-13", CK_WRITER_CLOSED | CK_WRITER_AT_REST) == 0,
+		      "an idle commit once nobody writes");
+		CHECK(committed("run", "checkpoint-13"), "checkpoint-13");
+	}
 	stage("run", "tmp-9");
-	CHECK(ck_writer_commit_dir(w, "run", "tmp-9", 1) == -EAGAIN, "commit_dir without a step");
-	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-404", 1) == -EAGAIN, "commit_dir of nothing");
+	CHECK(ck_writer_commit_dir(w, "run", "tmp-9", CK_WRITER_CLOSED) == -EAGAIN, "commit_dir without a step");
+	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-404", CK_WRITER_CLOSED) == -EAGAIN, "commit_dir of nothing");
 	tw_text(&env, "staging/run/checkpoint-10", "a file");
-	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-10", 1) == -EAGAIN, "commit_dir of a file");
+	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-10", CK_WRITER_CLOSED) == -EAGAIN, "commit_dir of a file");
 
 	/* A file open in it: not now; a rename commit would not wait. */
 	stage("run", "checkpoint-11");
 	SETUP(ck_staging_get(s, 0, "run", "checkpoint-11", &top) == 0);
 	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", &file) == 0);
 	SETUP(ck_staging_open_begin(s, file, 1) == 0);
-	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-11", 1) == -EAGAIN, "commit_dir with a file open");
+	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-11", CK_WRITER_CLOSED) == -EAGAIN, "commit_dir with a file open");
 	CHECK(!ck_staging_busy(s, file), "a refused commit left its claim");
 	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-11", 0) == 0, "commit_dir that need not wait");
 	CHECK(committed("run", "checkpoint-11"), "checkpoint-11");
-	ck_staging_open_end(s, file);
+	ck_staging_open_end(s, file, 1);
 }
 
 static void test_markers(void)
@@ -192,7 +331,7 @@ static void test_markers(void)
 	SETUP(ck_staging_open_begin(s, file, 1) == 0);
 	marker_check(w, "staging/run/checkpoint-24/.metadata");
 	CHECK(!committed("run", "checkpoint-24"), "committed with a file open");
-	ck_writer_released(w, file, 1, ck_staging_open_end(s, file));
+	ck_writer_released(w, file, 1, ck_staging_open_end(s, file, 1));
 	CHECK(committed("run", "checkpoint-24"), "the last close did not commit");
 
 	/* Markers not chosen are files like any other. */
@@ -246,7 +385,7 @@ static void test_parse_at_close(struct ck_writer *w)
 	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", &file) == 0);
 	SETUP(ck_staging_get(s, 0, "run", "latest", &marker) == 0);
 	SETUP(ck_staging_open_begin(s, file, 1) == 0 && ck_staging_open_begin(s, file, 1) == 0);
-	ck_writer_released(w, file, 1, ck_staging_open_end(s, file));
+	ck_writer_released(w, file, 1, ck_staging_open_end(s, file, 1));
 	st = state_of(w, "staging/run/tmp-30/model.safetensors");
 	CHECK(!strcmp(st, "in progress: being written"), "queued with a handle open: %s", st);
 	free(st);
@@ -258,7 +397,7 @@ static void test_parse_at_close(struct ck_writer *w)
 	st = state_of(w, "staging/run/latest");
 	CHECK(!strcmp(st, "in progress: being written"), "a series marker queued: %s", st);
 	free(st);
-	ck_writer_released(w, file, 1, ck_staging_open_end(s, file));
+	ck_writer_released(w, file, 1, ck_staging_open_end(s, file, 1));
 	CHECK(tw_wait_for(parsed, w), "never parsed after its last close");
 	CHECK(tw_exists(&env, "staging/run/tmp-30"), "a temporary name committed");
 }
@@ -283,7 +422,7 @@ static void test_stored_pattern(struct ck_writer *w)
 	CHECK(ck_writer_commit_now(w, "pat", "tmp-x", "ep2") == 0, "commit under the stored pattern");
 	CHECK(committed("pat", "ep2"), "pat/ep2");
 	stage("pat", "ep3");
-	CHECK(ck_writer_commit_dir(w, "pat", "ep3", 1) == 0, "commit_dir under the stored pattern");
+	CHECK(ck_writer_commit_dir(w, "pat", "ep3", CK_WRITER_CLOSED) == 0, "commit_dir under the stored pattern");
 	CHECK(committed("pat", "ep3"), "pat/ep3");
 }
 
@@ -375,6 +514,8 @@ int main(int argc, char **argv)
 	tw_open_view(&env);
 	w = open_writer(CK_MARK_ALL, NULL, 0);
 	test_rename_commits(w);
+	test_moved_elsewhere(w);
+	test_fork_keeps_no_lock(w);
 	test_own_name_commits(w);
 	test_parse_at_close(w);
 	test_stored_pattern(w);

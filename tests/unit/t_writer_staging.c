@@ -3,7 +3,7 @@
  * numbers never reused, open handles counted, and the claims of a commit:
  * EBUSY for writes into a claimed directory, for a second claim, and for
  * a claim that must wait for the last close; a lookup waiting for the
- * claim to go. */
+ * claim to go; the writers lock that other nodes' commits wait for. */
 #include "config.h"
 
 #include <errno.h>
@@ -19,6 +19,15 @@
 
 static char tmp[256];
 static char store[300];
+
+/* Whether STORE/rel exists. */
+static int exists_rel(const char *rel)
+{
+	char p[600];
+	struct stat sb;
+
+	return lstat(pathf(p, sizeof(p), "%s/%s", store, rel), &sb) == 0;
+}
 
 static char *path_of(struct ck_staging *s, uint64_t ino, const char *child)
 {
@@ -101,7 +110,7 @@ static void test_nodes(struct ck_staging *s)
 	ck_staging_removed(s, top, NULL, "other.bin");
 	CHECK(ck_staging_path(s, file, NULL, &p) == -ESTALE, "a removed node has a path");
 	CHECK(ck_staging_open_begin(s, file, 0) == 0, "a removed node still counts handles");
-	CHECK(ck_staging_open_end(s, file) == 0, "handles left");
+	CHECK(ck_staging_open_end(s, file, 0) == 0, "handles left");
 	ck_staging_forget(s, file, 1);
 	CHECK(ck_staging_open_begin(s, file, 0) == -ESTALE, "a forgotten node took a handle");
 	CHECK(ck_staging_open_begin(s, CK_STAGING_BIT | 999999, 0) == -ESTALE, "an unknown node took a handle");
@@ -139,7 +148,7 @@ static void test_claims(struct ck_staging *s)
 	CHECK(ck_staging_open_begin(s, file, 1) == 0, "open for writing");
 	CHECK(ck_staging_open_begin(s, file, 0) == 0, "open for reading");
 	CHECK(ck_staging_claim(s, "run", "checkpoint-7", 1) == -EBUSY, "claimed with a handle open");
-	CHECK(ck_staging_open_end(s, file) == 1, "one handle left");
+	CHECK(ck_staging_open_end(s, file, 1) == 1, "one handle left");
 	CHECK(ck_staging_claim(s, "run", "checkpoint-7", 1) == -EBUSY, "claimed with the last handle open");
 	CHECK(!ck_staging_busy(s, file), "a refused claim marked the directory");
 	/* A rename commit claims whatever is open. */
@@ -149,7 +158,7 @@ static void test_claims(struct ck_staging *s)
 	CHECK(ck_staging_claim(s, "run", "checkpoint-7", 0) == -EBUSY, "claimed twice");
 	CHECK(ck_staging_open_begin(s, file, 1) == -EBUSY, "opened for writing while claimed");
 	CHECK(ck_staging_open_begin(s, file, 0) == 0, "opened for reading while claimed");
-	CHECK(ck_staging_open_end(s, file) == 1, "handles");
+	CHECK(ck_staging_open_end(s, file, 0) == 1, "handles");
 	CHECK(ck_staging_claimed(s, "run", &names, &n) == 0 && n == 1 && !strcmp(names[0], "checkpoint-7"),
 	      "the claimed names of run");
 	ck_strv_free(names, n);
@@ -164,7 +173,7 @@ static void test_claims(struct ck_staging *s)
 	pthread_join(t, NULL);
 	CHECK(w.saw_release, "the wait ended before the unclaim");
 	CHECK(!ck_staging_busy(s, file), "still busy after the unclaim");
-	CHECK(ck_staging_open_end(s, file) == 0, "handles left");
+	CHECK(ck_staging_open_end(s, file, 0) == 0, "handles left");
 	CHECK(ck_staging_claim(s, "run", "checkpoint-7", 1) == 0, "a claim once closed");
 	ck_staging_unclaim(s, "run", "checkpoint-7");
 
@@ -173,6 +182,58 @@ static void test_claims(struct ck_staging *s)
 	CHECK(ck_staging_claimed(s, "run", &names, &n) == 0 && n == 0, "an unknown directory was marked");
 	ck_strv_free(names, n);
 	ck_staging_unclaim(s, "run", "never-seen");
+}
+
+/* Whether a commit on another node could take run/name's writers lock now. */
+static int committable(const char *name)
+{
+	int fd, rc = ck_writers_exclusive(store, "run", name, 0, &fd, NULL);
+
+	ck_writers_unlock(fd);
+	return rc == 0;
+}
+
+/* Other nodes' commits: the writers lock of a top directory is held
+ * shared from its first handle open for writing to the last close, not
+ * for readers or series markers; a directory a commit holds elsewhere
+ * refuses writers (EBUSY); a rename commit's own handles give it up. */
+static void test_writers(struct ck_staging *s)
+{
+	uint64_t top, a, b, marker;
+	int ex;
+
+	SETUP(ck_staging_mkdir(s, "run", "checkpoint-30", 0755) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "checkpoint-30", &top) == 0);
+	SETUP(ck_staging_get(s, top, NULL, "a.bin", &a) == 0);
+	SETUP(ck_staging_get(s, top, NULL, "b.bin", &b) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "latest", &marker) == 0);
+	CHECK(ck_staging_open_begin(s, a, 0) == 0 && committable("checkpoint-30"), "a reader holds the lock");
+	CHECK(ck_staging_open_begin(s, a, 1) == 0 && !committable("checkpoint-30"), "a writer does not");
+	CHECK(ck_staging_open_begin(s, b, 1) == 0, "a second writer");
+	ck_staging_open_end(s, a, 1);
+	CHECK(!committable("checkpoint-30"), "a writer left, but the lock is free");
+	ck_staging_open_end(s, b, 1);
+	CHECK(committable("checkpoint-30"), "the last writer kept the lock");
+	ck_staging_open_end(s, a, 0);
+	CHECK(ck_staging_open_begin(s, marker, 1) == 0 && !exists_rel("writers/run/latest"),
+	      "a series marker took a writers lock");
+	ck_staging_open_end(s, marker, 1);
+
+	/* Being committed on another node. */
+	SETUP(ck_writers_exclusive(store, "run", "checkpoint-30", 0, &ex, NULL) == 0);
+	CHECK(ck_staging_open_begin(s, a, 1) == -EBUSY, "a writer while another node commits");
+	CHECK(ck_staging_open_begin(s, a, 0) == 0, "a reader while another node commits");
+	ck_staging_open_end(s, a, 0);
+	ck_writers_unlock(ex);
+
+	/* A rename commit of this process. */
+	CHECK(ck_staging_open_begin(s, a, 1) == 0, "a writer");
+	ck_staging_writers_off(s, "run", "checkpoint-30");
+	CHECK(committable("checkpoint-30"), "the lock is still held for the commit");
+	ck_staging_writers_on(s, "run", "checkpoint-30");
+	CHECK(!committable("checkpoint-30"), "not held again after a commit that failed");
+	ck_staging_open_end(s, a, 1);
+	CHECK(committable("checkpoint-30"), "held after the last close");
 }
 
 static void test_disk(struct ck_staging *s)
@@ -211,6 +272,7 @@ int main(void)
 	test_nodes(s);
 	test_claims(s);
 	test_disk(s);
+	test_writers(s);
 	ck_staging_free(s);
 	SETUP(run_command(pathf(cmd, sizeof(cmd), "rm -rf '%s'", tmp), NULL) == 0);
 	return test_result();

@@ -189,7 +189,7 @@ static void test_idle_scan(void)
 	ckw_idle_scan(w, 60);
 	CHECK(in_view("checkpoint-17"), "checkpoint-17 did not commit once at rest");
 	/* Closed: it commits. */
-	ck_staging_open_end(s, file);
+	ck_staging_open_end(s, file, 0);
 	ckw_idle_scan(w, 60);
 	CHECK(in_view("checkpoint-15"), "checkpoint-15 did not commit once closed");
 	ck_writer_close(w);
@@ -236,7 +236,7 @@ static void test_running_writer(void)
 	nanosleep(&pause, NULL);
 	CHECK(!in_view("checkpoint-18"), "committed with a file open");
 	/* Its last close: committed after the grace. */
-	ck_writer_released(w, file, 1, ck_staging_open_end(s, file));
+	ck_writer_released(w, file, 1, ck_staging_open_end(s, file, 1));
 	CHECK(tw_wait_for(committed_18, NULL), "checkpoint-18 never committed");
 	ck_writer_stop(w);
 	ck_writer_close(w);
