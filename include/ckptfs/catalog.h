@@ -14,6 +14,13 @@
  *   3. a torch.save file (or single-file checkpoint) whose root dict has a
  *      dict entry 'model', 'state_dict', 'module' or 'model_state_dict'
  *      (first in that order): its tensors, that prefix stripped.
+ *   4. a torch DCP save (its .metadata at the top of the checkpoint, as
+ *      the mount serves it: a partial save merged with the older saves):
+ *      the tensor items whose FQN starts with "model.", that prefix
+ *      stripped ("model.model.layers.0.q_proj.weight" ->
+ *      "model.layers.0.q_proj.weight", as dcp_to_torch_save of a
+ *      {"model": state_dict} save and then transformers name them), in
+ *      the .metadata's order.  Items of other FQNs are no weights.
  * When both 1 and 2 are there, the safetensors files give the bytes and
  * the torch file the state-dict order (and the nodes recipes compose
  * torch.save files from).  Tensors of several files of one rule: by file
@@ -27,6 +34,26 @@
  * groups to the model's parameters by order and shape (src/ctl/ctl_int.h,
  * optim_match); otherwise the moments are "state.<key>.<moment>" in layer
  * "optimizer".  Moments are named "optimizer.<parameter>.<moment>".
+ * A DCP save's optimizer is its tensor items "optim.state.<P>.<moment>"
+ * (or "optimizer.state.<P>.<moment>"): P is the longest weight name that
+ * leaves one dotted component for the moment; an item no weight name fits
+ * is "state.<P>.<moment>" in layer "optimizer".  Its other items
+ * (param_groups, bytes items) are not in the catalog.
+ *
+ * A DCP tensor is served from its items' bytes as the data files hold
+ * them: the storage of the torch.save blob DCP wrote for it, which must be
+ * exactly the chunk's elements (contiguous is 0 otherwise: an item whose
+ * blob is not a torch.save archive, e.g. with transform_descriptors, or a
+ * storage larger than the chunk).  The index keeps no strides for DCP
+ * items: torch's writers save each chunk's storage whole, cloning a view
+ * that does not own all of it, so a storage of exactly the chunk's
+ * elements is taken to hold them in C order.  A tensor of several chunks
+ * (a ShardedTensor) is served when its chunks split it by rows (offsets
+ * and sizes equal to the whole tensor's in every dimension but the
+ * first): the chunks in row order are its bytes, one extent each
+ * (ck_cat_tensor.pieces); otherwise contiguous is 0.  A weights or layer
+ * file that would need a tensor with contiguous 0 is refused (-EINVAL,
+ * logged), as a torch.save tensor in another layout is.
  *
  * Side files (config.json, generation_config.json, tokenizer*,
  * special_tokens_map.json, added_tokens.json, vocab.json, vocab.txt,
@@ -57,6 +84,14 @@ enum ck_cat_model {
 	CK_CAT_MODEL_SAFETENSORS,
 	CK_CAT_MODEL_TORCH,
 	CK_CAT_MODEL_COMBINED,
+	CK_CAT_MODEL_DCP,
+};
+
+/* One extent of a tensor stored in pieces (a DCP tensor's chunks). */
+struct ck_cat_piece {
+	struct ck_vsource *source;
+	uint64_t offset, nbytes;
+	char *item;                 /* the item's name in its file ("model.w[0:8, 0:16]") */
 };
 
 struct ck_cat_tensor {
@@ -77,6 +112,10 @@ struct ck_cat_tensor {
 	const char *src_series;
 	int64_t src_step;
 	const struct ck_vnode *file;    /* the composite file it is read from */
+	/* Stored in several extents: their bytes in this order are the tensor
+	 * (source, offset are the first's, nbytes the sum).  NULL, 0 for one. */
+	struct ck_cat_piece *pieces;
+	size_t npieces;
 };
 
 /* One optimizer state entry: a parameter's moments as one subtree. */
@@ -102,6 +141,7 @@ struct ck_catalog {
 	struct ck_cat_tensor *pt_weights;
 	size_t npt_weights;
 	const struct ck_vnode **st_files;   /* safetensors model files, by name */
+	const struct ck_vnode *dcp_save;    /* rule 4: the save's .metadata */
 	size_t nst_files;
 	/* The optimizer state_dict: file, entry (NULL at the root), and its
 	 * 'state' entries in order. */
@@ -138,6 +178,9 @@ const struct ck_cat_tensor *ck_catalog_find(const struct ck_catalog *c, const ch
 const struct ck_cat_tensor *ck_catalog_find_pt(const struct ck_catalog *c, const char *name);
 /* The optimizer state of parameter param, or NULL. */
 const struct ck_cat_state *ck_catalog_find_state(const struct ck_catalog *c, const char *param);
+/* Reads len bytes at off of e's bytes (its pieces in order, if any), as
+ * ck_vsource_read does: 0, -EINVAL (past its end), or -EIO. */
+int ck_cat_read(struct ck_view *v, const struct ck_cat_tensor *e, void *buf, size_t len, uint64_t off);
 /* The block number of a layer name "layers.N", or -1. */
 long ck_layer_block(const char *layer);
 /* name with its block number from renumbered to: the first dotted

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckptfs/dcp.h"
 #include "ckptfs/layers.h"
 #include "ckptfs/log.h"
 #include "ckptfs/records.h"
@@ -68,6 +69,9 @@ struct builder {
 
 static void entry_free(struct ck_cat_tensor *e)
 {
+	for (size_t i = 0; i < e->npieces; i++)
+		free(e->pieces[i].item);
+	free(e->pieces);
 	free(e->name);
 	free(e->path);
 	free(e->param);
@@ -372,7 +376,17 @@ int cat_entry_copy(const struct ck_cat_tensor *src, struct ck_cat_tensor *dst)
 	dst->param = src->param ? strdup(src->param) : NULL;
 	dst->moment = src->moment ? strdup(src->moment) : NULL;
 	dst->layer = src->layer ? strdup(src->layer) : NULL;
-	if (!dst->name || !dst->path || (src->param && !dst->param) || (src->moment && !dst->moment) ||
+	dst->pieces = NULL;
+	dst->npieces = 0;
+	if (src->npieces && (dst->pieces = calloc(src->npieces, sizeof(*dst->pieces)))) {
+		for (size_t i = 0; i < src->npieces; i++) {
+			dst->pieces[i] = src->pieces[i];
+			if (!(dst->pieces[i].item = strdup(src->pieces[i].item)))
+				break;
+			dst->npieces++;
+		}
+	}
+	if (dst->npieces != src->npieces || !dst->name || !dst->path || (src->param && !dst->param) || (src->moment && !dst->moment) ||
 	    (src->layer && !dst->layer)) {
 		entry_free(dst);
 		return -ENOMEM;
@@ -461,6 +475,356 @@ out:
 	entries_free(pt.v, pt.n);
 	entries_free(st.v, st.n);
 	free(tf);
+	return rc;
+}
+
+/* --- rule 4: a DCP save -------------------------------------------------------- */
+
+#define DCP_MODEL_PREFIX "model."
+#define MAX_DCP_METADATA (256u << 20)
+
+static const char *const dcp_optim_prefixes[] = { "optim.state.", "optimizer.state." };
+
+/* The .metadata as the mount serves it (the merged save): 0 and *out, or
+ * -errno (logged). */
+static int dcp_read_metadata(struct builder *b, const struct ck_vnode *n, struct ck_dcp_meta **out)
+{
+	struct ck_vfile *f = NULL;
+	struct ck_error err = { "" };
+	uint8_t *buf = NULL;
+	uint64_t size, done = 0;
+	int rc = ck_view_open_file(b->v, n, &f);
+
+	if (rc)
+		return rc;
+	size = ck_vfile_size(f);
+	if (size > MAX_DCP_METADATA) {
+		ck_vfile_put(f);
+		return -EFBIG;
+	}
+	buf = malloc(size + 1);
+	rc = buf ? 0 : -ENOMEM;
+	while (!rc && done < size) {
+		ssize_t got = ck_vfile_read(f, buf + done, (size_t)(size - done), done);
+
+		if (got <= 0)
+			rc = got < 0 ? (int)got : -EIO;
+		else
+			done += (uint64_t)got;
+	}
+	ck_vfile_put(f);
+	if (!rc) {
+		rc = ck_dcp_parse(buf, (size_t)size, out, &err);
+		if (rc && rc != -ENOMEM)
+			ck_warn("%s/%s: .metadata: %s", b->cat->ckpt.series, b->cat->ckpt.name, err.msg);
+	}
+	free(buf);
+	return rc;
+}
+
+static int item_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct ck_cat_tensor *)a)->path, ((const struct ck_cat_tensor *)b)->path);
+}
+
+static const struct ck_cat_tensor *find_item(const struct tensor_list *items, const char *name)
+{
+	struct ck_cat_tensor key;
+
+	key.path = (char *)name;
+	return items->n ? bsearch(&key, items->v, items->n, sizeof(key), item_cmp) : NULL;
+}
+
+/* Whether an item's bytes are the chunk's elements: the storage of its
+ * blob (the view lists the range the store recorded under the item's
+ * name), of the chunk's dtype and exactly its size. */
+static int item_raw(const struct ck_cat_tensor *it, const struct ck_dcp_entry *e, const uint64_t *sizes)
+{
+	uint64_t n = ck_dtype_size(e->dtype);
+
+	for (int d = 0; d < e->ndim; d++)
+		n *= sizes[d];
+	return it->contiguous && it->dtype == e->dtype && it->nbytes == n && n;
+}
+
+/* The chunks of e in row order, when they split it by rows: 0, or -1. */
+static int row_split(const struct ck_dcp_meta *m, const struct ck_dcp_entry *e, size_t *order)
+{
+	uint64_t row = 0;
+
+	for (size_t k = 0; k < e->nchunks; k++)
+		order[k] = e->chunks[k];
+	for (size_t k = 1; k < e->nchunks; k++)   /* insertion sort by first offset: a few ranks */
+		for (size_t j = k; j > 0 && m->chunks[order[j]].offsets[0] < m->chunks[order[j - 1]].offsets[0]; j--) {
+			size_t t = order[j];
+
+			order[j] = order[j - 1];
+			order[j - 1] = t;
+		}
+	if (e->ndim < 1)
+		return e->nchunks == 1 ? 0 : -1;
+	for (size_t k = 0; k < e->nchunks; k++) {
+		const struct ck_dcp_chunk *c = &m->chunks[order[k]];
+
+		if (c->offsets[0] != row)
+			return -1;
+		for (int d = 1; d < e->ndim; d++)
+			if (c->offsets[d] || c->sizes[d] != e->size[d])
+				return -1;
+		row += c->sizes[0];
+	}
+	return row == e->size[0] ? 0 : -1;
+}
+
+/* An entry for DCP tensor e from its items: its bytes and provenance, the
+ * whole tensor's dtype and shape, name and path (the FQN) given. */
+static int dcp_entry(struct builder *b, const struct ck_dcp_meta *m, const struct ck_dcp_entry *e,
+		     const struct tensor_list *items, const char *name, struct ck_cat_tensor *out)
+{
+	size_t *order = calloc(e->nchunks + 1, sizeof(*order));
+	int split, rc = 0;
+
+	memset(out, 0, sizeof(*out));
+	if (!order)
+		return -ENOMEM;
+	split = row_split(m, e, order);
+	if (e->nchunks > 1)
+		out->pieces = calloc(e->nchunks, sizeof(*out->pieces));
+	out->name = strdup(name);
+	out->path = strdup(e->fqn);
+	if (!out->name || !out->path || (e->nchunks > 1 && !out->pieces)) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	out->dtype = e->dtype;
+	out->ndim = e->ndim;
+	memcpy(out->shape, e->size, sizeof(out->shape));
+	out->file = b->cat->dcp_save;
+	out->contiguous = split == 0;
+	for (size_t k = 0; k < e->nchunks && !rc; k++) {
+		const struct ck_dcp_chunk *c = &m->chunks[order[k]];
+		char *item = ck_dcp_item_name(e, c);
+		const struct ck_cat_tensor *it = item ? find_item(items, item) : NULL;
+
+		if (!item) {
+			rc = -ENOMEM;
+			break;
+		}
+		if (!it) {
+			/* a store indexed before DCP items had names */
+			ck_warn("%s/%s: DCP item %s has no bytes in the index: tensor '%s' left out",
+				b->cat->ckpt.series, b->cat->ckpt.name, item, e->fqn);
+			free(item);
+			rc = -ENOENT;
+			break;
+		}
+		if (!item_raw(it, e, c->sizes))
+			out->contiguous = 0;
+		if (!k) {
+			out->source = it->source;
+			out->offset = it->offset;
+			out->src_ckpt = it->src_ckpt;
+			out->src_step = it->src_step;
+		}
+		out->nbytes += it->nbytes;
+		if (out->pieces) {
+			out->pieces[k] = (struct ck_cat_piece){ it->source, it->offset, it->nbytes, item };
+			out->npieces++;
+		} else {
+			free(item);
+		}
+	}
+out:
+	free(order);
+	if (rc)
+		entry_free(out);
+	return rc;
+}
+
+/* The weight whose name P leaves one component in rest = "P.<moment>"
+ * (the longest), or NULL. */
+static const struct ck_cat_tensor *moment_param(const struct ck_cat_tensor *w, size_t nw, const char *rest)
+{
+	const struct ck_cat_tensor *best = NULL;
+
+	for (size_t i = 0; i < nw; i++) {
+		size_t k = strlen(w[i].name);
+
+		if (!strncmp(rest, w[i].name, k) && rest[k] == '.' && rest[k + 1] && !strchr(rest + k + 1, '.') &&
+		    (!best || k > strlen(best->name)))
+			best = &w[i];
+	}
+	return best;
+}
+
+static int push_entry(struct tensor_list *l, struct ck_cat_tensor *e)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		struct ck_cat_tensor *v = realloc(l->v, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = *e;
+	return 0;
+}
+
+/* The moment of DCP tensor e ("optim.state." + rest), named after its
+ * parameter among the weights. */
+static int dcp_moment(struct builder *b, const struct ck_dcp_meta *m, const struct ck_dcp_entry *e,
+		      const struct tensor_list *items, const char *rest, struct tensor_list *out)
+{
+	struct ck_catalog *c = b->cat;
+	const struct ck_cat_tensor *w = moment_param(c->weights, c->nweights, rest);
+	const char *dot = strrchr(rest, '.');
+	char param[600], full[800];
+	struct ck_cat_tensor t;
+	int rc;
+
+	if (!dot || !dot[1])
+		return 0;
+	if (w)
+		snprintf(param, sizeof(param), "%s", w->name);
+	else
+		snprintf(param, sizeof(param), "state.%.*s", (int)(dot - rest), rest);
+	snprintf(full, sizeof(full), "optimizer.%s.%s", param, dot + 1);
+	rc = dcp_entry(b, m, e, items, full, &t);
+	if (rc)
+		return rc == -ENOENT ? 0 : rc;
+	t.role = CK_CAT_MOMENT;
+	t.src_series = c->ckpt.series;
+	t.param = strdup(param);
+	t.moment = strdup(dot + 1);
+	t.layer = w ? strdup(w->layer) : strdup("optimizer");
+	if (!w)
+		c->moments_named = 0;
+	if (!t.param || !t.moment || !t.layer || push_entry(out, &t)) {
+		entry_free(&t);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+static int is_dcp_save(const struct ck_vnode *n)
+{
+	const char *rel = ck_vnode_relpath(n), *slash = rel ? strrchr(rel, '/') : NULL;
+
+	return rel && !strcmp(slash ? slash + 1 : rel, CK_DCP_METADATA) && ck_vnode_file_kind(n) == CK_FILE_OTHER;
+}
+
+/* Every tensor of the DCP save whose .metadata is n, whole (its chunks
+ * assembled), name and path its FQN: for the previous saved value of a
+ * tensor (the layers view), which a sharded tensor's items alone do not
+ * give.  A save that cannot be read has none. */
+static int dcp_tensors(struct builder *b, const struct ck_vnode *n, struct tensor_list *out)
+{
+	struct tensor_list items = { 0 };
+	struct ck_dcp_meta *m = NULL;
+	int rc;
+
+	b->cat->dcp_save = n;
+	rc = dcp_read_metadata(b, n, &m);
+	if (rc)
+		return rc == -ENOMEM ? rc : 0;
+	rc = file_tensors(b, n, NULL, &items);
+	if (!rc && items.n)
+		qsort(items.v, items.n, sizeof(*items.v), item_cmp);
+	for (size_t i = 0; i < m->nentries && !rc; i++) {
+		const struct ck_dcp_entry *e = &m->entries[i];
+		struct ck_cat_tensor t;
+
+		if (e->is_bytes)
+			continue;
+		rc = dcp_entry(b, m, e, &items, e->fqn, &t);
+		if (rc == -ENOENT)
+			rc = 0;
+		else if (!rc && push_entry(out, &t)) {
+			entry_free(&t);
+			rc = -ENOMEM;
+		}
+	}
+	entries_free(items.v, items.n);
+	ck_dcp_free(m);
+	return rc;
+}
+
+static int load_dcp(struct builder *b)
+{
+	struct ck_catalog *c = b->cat;
+	struct tensor_list items = { 0 }, w = { 0 }, mom = { 0 };
+	struct ck_dcp_meta *m = NULL;
+	size_t klen = strlen(DCP_MODEL_PREFIX);
+	int rc;
+
+	for (size_t i = 0; i < c->nfiles && !c->dcp_save; i++)
+		if (!strcmp(c->paths[i], CK_DCP_METADATA) && ck_vnode_file_kind(c->files[i]) == CK_FILE_OTHER)
+			c->dcp_save = c->files[i];
+	if (!c->dcp_save)
+		return 0;
+	rc = dcp_read_metadata(b, c->dcp_save, &m);
+	if (rc) {
+		if (rc == -ENOMEM)
+			return rc;
+		ck_warn("%s/%s: its DCP save is left out of the catalog: %s", c->ckpt.series, c->ckpt.name,
+			strerror(-rc));
+		c->dcp_save = NULL;
+		return 0;
+	}
+	rc = file_tensors(b, c->dcp_save, NULL, &items);
+	if (!rc && items.n)
+		qsort(items.v, items.n, sizeof(*items.v), item_cmp);
+	for (size_t i = 0; i < m->nentries && !rc; i++) {
+		const struct ck_dcp_entry *e = &m->entries[i];
+		struct ck_cat_tensor t;
+
+		if (e->is_bytes || strncmp(e->fqn, DCP_MODEL_PREFIX, klen) || !e->fqn[klen])
+			continue;
+		rc = dcp_entry(b, m, e, &items, e->fqn + klen, &t);
+		if (rc == -ENOENT) {
+			rc = 0;
+			continue;
+		}
+		if (!rc && push_entry(&w, &t)) {
+			entry_free(&t);
+			rc = -ENOMEM;
+		}
+	}
+	if (!rc)
+		rc = entry_layers(b, w.v, w.n);
+	if (!rc) {
+		entries_free(c->weights, c->nweights);   /* rules 1-3's empty list */
+		c->weights = w.v;
+		c->nweights = w.n;
+		w.v = NULL;
+		w.n = 0;
+		c->model = c->nweights ? CK_CAT_MODEL_DCP : CK_CAT_MODEL_NONE;
+		c->moments_named = 1;
+	}
+	for (size_t i = 0; i < m->nentries && !rc; i++) {
+		const struct ck_dcp_entry *e = &m->entries[i];
+
+		for (size_t p = 0; p < N_OF(dcp_optim_prefixes) && !e->is_bytes; p++) {
+			size_t k = strlen(dcp_optim_prefixes[p]);
+
+			if (!strncmp(e->fqn, dcp_optim_prefixes[p], k)) {
+				rc = dcp_moment(b, m, e, &items, e->fqn + k, &mom);
+				break;
+			}
+		}
+	}
+	if (!rc) {
+		c->moments = mom.v;
+		c->nmoments = mom.n;
+		mom.v = NULL;
+		mom.n = 0;
+	}
+	entries_free(items.v, items.n);
+	entries_free(w.v, w.n);
+	entries_free(mom.v, mom.n);
+	ck_dcp_free(m);
 	return rc;
 }
 
@@ -931,7 +1295,9 @@ int ck_catalog_build(struct ck_view *v, const struct ck_vnode *ckpt, struct ck_c
 		rc = b.cat->ckpt.is_file ? add_file(&b, "", ckpt) : collect_files(&b, ckpt);
 	if (!rc)
 		rc = load_weights(&b);
-	if (!rc)
+	if (!rc && b.cat->model == CK_CAT_MODEL_NONE)
+		rc = load_dcp(&b);
+	if (!rc && !b.cat->dcp_save)
 		rc = load_optimizer(&b);
 	if (!rc)
 		rc = load_side_files(&b);
@@ -977,7 +1343,10 @@ int cat_file_entries(struct ck_view *v, const struct ck_vnode *file, struct ck_c
 	b.cat = &dummy;
 	dummy.ckpt.series = "";
 	dummy.ckpt.name = ck_vnode_name(file);
-	rc = file_tensors(&b, file, NULL, &l);
+	if (is_dcp_save(file))
+		rc = dcp_tensors(&b, file, &l);
+	else
+		rc = file_tensors(&b, file, NULL, &l);
 	if (rc) {
 		entries_free(l.v, l.n);
 		return rc;
@@ -992,4 +1361,29 @@ int cat_file_entries(struct ck_view *v, const struct ck_vnode *file, struct ck_c
 void cat_entries_free(struct ck_cat_tensor *v, size_t n)
 {
 	entries_free(v, n);
+}
+
+int ck_cat_read(struct ck_view *v, const struct ck_cat_tensor *e, void *buf, size_t len, uint64_t off)
+{
+	unsigned char *out = buf;
+	uint64_t at = 0;
+	int rc = 0;
+
+	if (off > e->nbytes || len > e->nbytes - off)
+		return -EINVAL;
+	if (!e->npieces)
+		return ck_vsource_read(v, e->source, buf, len, e->offset + off);
+	for (size_t i = 0; i < e->npieces && len && !rc; at += e->pieces[i++].nbytes) {
+		const struct ck_cat_piece *p = &e->pieces[i];
+		uint64_t k;
+
+		if (off >= at + p->nbytes)
+			continue;
+		k = p->nbytes - (off - at) < len ? p->nbytes - (off - at) : len;
+		rc = ck_vsource_read(v, p->source, out, (size_t)k, p->offset + (off - at));
+		out += k;
+		off += k;
+		len -= (size_t)k;
+	}
+	return rc;
 }

@@ -94,6 +94,8 @@ struct ctl_srcs {
 };
 /* Adds src (once however often it is added): 0 or -ENOMEM. */
 int ctl_srcs_add(struct ctl_srcs *s, struct ck_vsource *src);
+/* Adds the sources of e's bytes (each of its pieces'): 0 or -ENOMEM. */
+int ctl_srcs_add_entry(struct ctl_srcs *s, const struct ck_cat_tensor *e);
 /* The sources of the picks' bytes: 0 or -ENOMEM. */
 int ctl_picks_sources(const struct st_pick *p, size_t n, struct ctl_srcs *out);
 void ctl_srcs_free(struct ctl_srcs *s);

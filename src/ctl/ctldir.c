@@ -88,6 +88,15 @@ int ctl_srcs_add(struct ctl_srcs *s, struct ck_vsource *src)
 	return 0;
 }
 
+int ctl_srcs_add_entry(struct ctl_srcs *s, const struct ck_cat_tensor *e)
+{
+	int rc = ctl_srcs_add(s, e->source);
+
+	for (size_t i = 0; i < e->npieces && !rc; i++)
+		rc = ctl_srcs_add(s, e->pieces[i].source);
+	return rc;
+}
+
 void ctl_srcs_free(struct ctl_srcs *s)
 {
 	free(s->v);

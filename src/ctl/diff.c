@@ -38,9 +38,9 @@ static int compare_bytes(struct ck_view *v, const struct ck_cat_tensor *a, const
 	for (uint64_t done = 0; done < b->nbytes && !rc;) {
 		size_t len = b->nbytes - done < chunk ? (size_t)(b->nbytes - done) : chunk;
 
-		rc = ck_vsource_read(v, a->source, pa, len, a->offset + done);
+		rc = ck_cat_read(v, a, pa, len, done);
 		if (!rc)
-			rc = ck_vsource_read(v, b->source, pb, len, b->offset + done);
+			rc = ck_cat_read(v, b, pb, len, done);
 		if (rc)
 			break;
 		if (*equal && memcmp(pa, pb, len))

@@ -286,9 +286,9 @@ static int layer_json_sources(struct ck_ctl *c, struct ctl_node *n, struct ctl_s
 	for (size_t i = 0; i < np && !rc; i++) {
 		const struct ck_cat_tensor *prev;
 
-		rc = ctl_srcs_add(out, p[i].e->source);
+		rc = ctl_srcs_add_entry(out, p[i].e);
 		if (!rc && previous_value(c, p[i].e, &prev) == 0)
-			rc = ctl_srcs_add(out, prev->source);
+			rc = ctl_srcs_add_entry(out, prev);
 	}
 	free(p);
 	return rc;

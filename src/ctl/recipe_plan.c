@@ -323,6 +323,11 @@ int ck_recipe_check(struct ck_view *v, const struct ck_recipe *r, const struct c
 		if (base->model == CK_CAT_MODEL_NONE)
 			rc = refuse(&p, r->base.line, "the base %s has no model weights (safetensors or torch.save)",
 				    ref_text(base, ref, sizeof(ref)));
+		else if (base->model == CK_CAT_MODEL_DCP)
+			rc = refuse(&p, r->base.line,
+				    "the base %s is a DCP save: recipes compose safetensors and torch.save "
+				    "checkpoints (a DCP checkpoint may be a source)",
+				    ref_text(base, ref, sizeof(ref)));
 	}
 	if (!rc)
 		rc = plan_named_weights(&p);

@@ -75,6 +75,31 @@ int ctl_safetensors_size(const struct st_pick *p, size_t n, uint64_t *size)
 	return rc;
 }
 
+/* A tensor stored in row pieces (include/ckptfs/catalog.h): each piece
+ * one extent, recorded as "NAME[rows]" with its rows' shape. */
+static int append_pieces(struct ck_vfile *f, const struct ck_cat_tensor *e, struct ck_vtensor *vt, const char *name)
+{
+	uint64_t shape[CK_MAX_DIMS], row = ck_dtype_size(e->dtype);
+	int rc = 0;
+
+	memcpy(shape, e->shape, sizeof(shape));
+	for (int d = 1; d < e->ndim; d++)
+		row *= e->shape[d];
+	vt->shape = shape;
+	for (size_t i = 0; i < e->npieces && !rc; i++) {
+		const char *slice = strrchr(e->pieces[i].item, '[');
+		char label[1024];
+
+		shape[0] = row ? e->pieces[i].nbytes / row : 0;
+		vt->source = e->pieces[i].source;
+		vt->src_offset = e->pieces[i].offset;
+		vt->nbytes = e->pieces[i].nbytes;
+		snprintf(label, sizeof(label), "%s%s", name, slice ? slice : "");
+		rc = ck_vfile_append_tensor(f, vt, label);
+	}
+	return rc;
+}
+
 int ctl_safetensors(struct ck_view *v, const struct st_pick *p, size_t n, const char *what, struct ck_vfile **out)
 {
 	struct ck_buf hdr = CK_BUF_INIT;
@@ -107,7 +132,10 @@ int ctl_safetensors(struct ck_view *v, const struct st_pick *p, size_t n, const 
 		struct ck_vtensor vt;
 
 		cat_vtensor(hit->e, &vt);
-		rc = ck_vfile_append_tensor(f, &vt, hit->name);
+		if (hit->e->npieces)
+			rc = append_pieces(f, hit->e, &vt, hit->name);
+		else
+			rc = ck_vfile_append_tensor(f, &vt, hit->name);
 	}
 	if (!rc)
 		rc = ck_vfile_seal(f);
@@ -127,7 +155,7 @@ int ctl_picks_sources(const struct st_pick *p, size_t n, struct ctl_srcs *out)
 	int rc = 0;
 
 	for (size_t i = 0; i < n && !rc; i++)
-		rc = ctl_srcs_add(out, p[i].e->source);
+		rc = ctl_srcs_add_entry(out, p[i].e);
 	return rc;
 }
 
@@ -299,7 +327,7 @@ static int index_sources(struct ck_ctl *c, struct ctl_node *n, struct ctl_srcs *
 
 	(void)c;
 	for (size_t i = 0; i < cat->nweights && !rc; i++)
-		rc = ctl_srcs_add(out, cat->weights[i].source);
+		rc = ctl_srcs_add_entry(out, &cat->weights[i]);
 	return rc;
 }
 

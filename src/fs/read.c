@@ -253,10 +253,14 @@ void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 	struct ck_extent *ext = stack;
 	size_t cap = STACK_EXTENTS;
 	struct fuse_bufvec *bv;
+	/* The kernel may send the release as soon as the reply's bytes are
+	 * in, while this thread is still returning from writev (ASan checks
+	 * the buffers then): the file lives until this read is done. */
+	struct ck_vfile *f = ck_vfile_get(vfile_of(fi));
 	int n, rc;
 
 	(void)ino;
-	n = map_range(vfile_of(fi), (uint64_t)off, size, &ext, &cap, stack);
+	n = map_range(f, (uint64_t)off, size, &ext, &cap, stack);
 	if (n > 0) {
 		rc = decode_packed(ext, n);
 		if (rc)
@@ -305,4 +309,5 @@ void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 out:
 	if (ext != stack)
 		free(ext);
+	ck_vfile_put(f);
 }

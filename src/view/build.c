@@ -79,9 +79,10 @@ int ck_view_previous_file(struct ck_view *v, const struct ck_vnode *n, const str
 	pthread_rwlock_rdlock(&v->ns_lock);
 	before = ck->series->ckpts[ck->index - 1];
 	d = before->node;
-	/* The path of n, one name at a time, from the earlier checkpoint's node
-	 * (a deleted checkpoint's node is out of its series directory, whole). */
-	for (p = pf->info.relpath; d && *p;) {
+	/* The path of n (not src's: a DCP .metadata's tensors are in data
+	 * files), one name at a time, from the earlier checkpoint's node (a
+	 * deleted checkpoint's node is out of its series directory, whole). */
+	for (p = n->relpath ? n->relpath : ""; d && *p;) {
 		const char *slash = strchr(p, '/');
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
 		const struct ck_vnode *next = NULL;

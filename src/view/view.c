@@ -725,7 +725,8 @@ int ck_view_children(struct ck_view *v, const struct ck_vnode *dir, const struct
 	/* One more than needed: malloc(0) may answer NULL. */
 	c = malloc((dir->nchildren + 1) * sizeof(*c));
 	if (c) {
-		memcpy(c, dir->children, dir->nchildren * sizeof(*c));
+		if (dir->nchildren)	/* children is NULL then: no memcpy from NULL */
+			memcpy(c, dir->children, dir->nchildren * sizeof(*c));
 		*n = dir->nchildren;
 		*changes = v->ns_changes;
 	} else {

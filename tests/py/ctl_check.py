@@ -37,6 +37,15 @@ fails ends the run.
   ctl_check.py tailor-merge SERIES_DIR OUT
       the LLMTailor-style merge of TAILOR_RECIPE over a series written by
       examples/llmtailor_train.py, done the slow way, as a plain checkpoint
+  ctl_check.py dcp-save WORK
+      torch's real DCP writer (tests/py/dcp_series.py): WORK/dcp1 in one
+      process, WORK/dcp2 in 2 ranks (row-split ShardedTensors), each full
+      at step-10 and partial at step-20 and step-30
+  ctl_check.py dcp CTL WORK
+      weights/ and layers/ of every step of both: the reference reader
+      bit-exactly the offline merge of the saves (model.* with the prefix
+      stripped; optim.state.P.M as optimizer.P.M in P's layer), LAYER.json's
+      steps and relative L2 changes, history/ equal to layers/
   ctl_check.py tailor-same RUN_A RUN_B STEP
       the checkpoints at STEP of two resumed runs are bit-identical, and the
       runs trained on (finite losses after the resume)
@@ -651,6 +660,93 @@ def memmap(path):
     print("numpy memmaps of %d tensors of %s" % (count, os.path.basename(path)))
 
 
+# --- DCP checkpoints ----------------------------------------------------------------------
+
+DCP_SERIES = {"dcp1": 1, "dcp2": 2}
+
+
+def dcp_save(work):
+    import dcp_series
+    for series, ranks in DCP_SERIES.items():
+        dcp_series.save(os.path.join(work, series), ranks=ranks)
+
+
+def dcp_layer_of(name):
+    if name.startswith("layers."):
+        return "layers." + name.split(".")[1]
+    return "embed" if name.startswith("embed_tokens.") else "head"
+
+
+def dcp_expected(work, series, step, _cache={}):
+    """layer -> {name: tensor}, and name -> [(step, tensor) of each save
+    that stored it, up to step]: what torch's reader gives of the saves."""
+    import dcp_series
+    run = os.path.join(work, series)
+    saves = []
+    for s in dcp_series.STEPS:
+        if s <= step:
+            if (run, s) not in _cache:
+                _cache[run, s] = dcp_series.load_all(os.path.join(run, "step-%d" % s))
+            saves.append((s, _cache[run, s]))
+    params = set(k[len("model."):] for _, sd in saves for k in sd if k.startswith("model."))
+    layers, history = {}, {}
+    for s, sd in saves:
+        for fqn, t in sd.items():
+            if not torch.is_tensor(t):
+                continue
+            if fqn.startswith("model."):
+                name = fqn[len("model."):]
+                layer = dcp_layer_of(name)
+            elif fqn.startswith("optim.state."):
+                param, moment = fqn[len("optim.state."):].rsplit(".", 1)
+                expect(param in params, "%s: no parameter %s" % (fqn, param))
+                name, layer = "optimizer.%s.%s" % (param, moment), dcp_layer_of(param)
+            else:
+                continue
+            layers.setdefault(layer, {})[name] = t
+            history.setdefault(name, []).append((s, t))
+    return layers, history
+
+
+def dcp(ctl, work):
+    import dcp_series
+    nt = 0
+    for series in DCP_SERIES:
+        for step in dcp_series.STEPS:
+            ck = "step-%d" % step
+            want, saves = dcp_expected(work, series, step)
+            d = os.path.join(ctl, "weights", series, ck)
+            got, _ = read_weights_dir(d)
+            weights = {k: v for l in want.values() for k, v in l.items() if not k.startswith("optimizer.")}
+            same_tensors(got, weights, d)
+            expect(os.listdir(d) == ["model.safetensors"], "%s lists %s" % (d, os.listdir(d)))
+            nt += len(got)
+            d = os.path.join(ctl, "layers", series, ck)
+            expect(sorted(os.listdir(d)) == sorted([l + ".safetensors" for l in want] + [l + ".json" for l in want]),
+                   "%s lists %s" % (d, sorted(os.listdir(d))))
+            for layer, tensors in want.items():
+                path = os.path.join(d, layer + ".safetensors")
+                md, got = safetensors_ref.load(path)
+                same_tensors(got, tensors, path)
+                with open(os.path.join(ctl, "history", series, layer, ck + ".safetensors"), "rb") as a, \
+                        open(path, "rb") as b:
+                    expect(a.read() == b.read(), "history/%s/%s/%s differs from layers/" % (series, layer, ck))
+                with open(os.path.join(d, layer + ".json")) as f:
+                    doc = json.load(f)
+                expect(sorted(e["name"] for e in doc["tensors"]) == sorted(tensors), "%s.json names" % path)
+                for e in doc["tensors"]:
+                    stored_at = saves[e["name"]]
+                    expect(e["source_step"] == stored_at[-1][0], "%s %s: source_step %s" % (d, e["name"], e["source_step"]))
+                    if len(stored_at) < 2:
+                        expect(e["previous_step"] is None and e["rel_l2"] is None, "%s %s: no previous save" % (d, e["name"]))
+                        continue
+                    expect(e["previous_step"] == stored_at[-2][0], "%s %s: previous_step" % (d, e["name"]))
+                    want_l2 = rel_l2(stored_at[-1][1], stored_at[-2][1])
+                    expect(e["rel_l2"] is not None and abs(e["rel_l2"] - want_l2) <= 1e-5 * max(want_l2, 1e-30) + 1e-12,
+                           "%s %s: rel_l2 %r, expected %r" % (d, e["name"], e["rel_l2"], want_l2))
+    print("weights/, layers/, history/ of DCP saves (1 and 2 ranks, partial saves): %d weights bit-exact" % nt)
+
+
 COMMANDS = {
     "make": make,
     "make-wide": make_wide,
@@ -665,6 +761,8 @@ COMMANDS = {
     "tailor-yaml": lambda series, out: write(out, tailor_yaml(series)),
     "tailor-merge": tailor_merge,
     "tailor-same": tailor_same,
+    "dcp-save": dcp_save,
+    "dcp": dcp,
 }
 
 if __name__ == "__main__":
