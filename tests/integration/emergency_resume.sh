@@ -55,7 +55,10 @@ py "$CKPT_SRCDIR/examples/supervisor.py" --store "$store" --series run --ckptctl
 	--save-every 10 --out "$mnt/run" --emergency --kill-after-emergency 2 --step-delay 0.25 \
 	>"$tmp/supervisor.log" 2>&1 &
 sup=$!
-py "$CKPT_SRCDIR/examples/llmtailor_train.py" --steps $STEPS --policy full --save-every 5 --out "$mnt/part" \
+# Python itself in the background, not the py function's subshell: the
+# kill below must reach the trainer, or it outlives the test in its files.
+PYTHONDONTWRITEBYTECODE=1 "$TORCH_PYTHON" "$CKPT_SRCDIR/examples/llmtailor_train.py" --steps $STEPS --policy full \
+	--save-every 5 --out "$mnt/part" \
 	--emergency --emergency-partial 0.5 --store "$store" --ckptctl "$CKPTCTL" --step-delay 0.25 \
 	>"$tmp/part.log" 2>&1 &
 trainer=$!
