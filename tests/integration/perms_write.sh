@@ -16,7 +16,12 @@ tmp=$(ck_tmpdir)
 chmod 755 "$tmp"
 PY=/usr/bin/python3
 [ -x "$PY" ] || skip "no $PY"
-ops_py="$CKPT_SRCDIR/tests/py/perm_ops.py"
+# Other users run these: copies in the test's directory, since the checkout
+# may sit in a directory only root can enter (mktemp -d).
+cp "$CKPT_SRCDIR/tests/py/perm_ops.py" "$CKPTCTL" "$tmp/"
+chmod 0755 "$tmp/perm_ops.py" "$tmp/ckptctl"
+ops_py=$tmp/perm_ops.py
+CKPTCTL=$tmp/ckptctl
 
 G=ckw$$g O=ckw$$o M=ckw$$m X=ckw$$x
 ck_group "$G"
