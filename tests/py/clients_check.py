@@ -147,25 +147,35 @@ def check_safetensors(served, merged, what):
     print("%s: safetensors load_file and safe_open(device=%s) equal the merge" % (what, dev))
 
 
-def check_transformers(served_dir, merged, what):
+def check_transformers(served_dir, want, what):
+    """transformers' from_pretrained on served_dir loads exactly the tensors
+    of want (name -> tensor), and its greedy generation equals that of a
+    model built from want with the same config: what an eval harness
+    pointed at the directory would produce."""
     try:
-        from transformers import LlamaForCausalLM
+        from transformers import LlamaConfig, LlamaForCausalLM
     except ImportError as e:
         absent("the transformers package", e)
         return
-    kw = {"device_map": "cuda:0"} if cuda() else {}
+    dev = "cuda:0" if cuda() else "cpu"
+    kw = {"device_map": dev} if cuda() else {}
     model, info = LlamaForCausalLM.from_pretrained(served_dir, output_loading_info=True, **kw)
     lost = {k: v for k, v in info.items() if v}
     assert not lost, "%s: from_pretrained %s" % (what, lost)
-    _, want = safetensors_ref.load(merged)
     sd = model.state_dict()
     for name, t in want.items():
         assert tensor_bytes(sd[name]) == tensor_bytes(t), "%s: %s differs" % (what, name)
-    ids = torch.arange(8, device=model.device).unsqueeze(0)
+    ref = LlamaForCausalLM(LlamaConfig.from_pretrained(served_dir))
+    ref.load_state_dict({k: v.clone() for k, v in want.items()})
+    ref.generation_config = model.generation_config
+    ref = ref.to(device=dev, dtype=model.dtype).eval()
+    ids = torch.arange(1, 9, device=dev).unsqueeze(0)
+    greedy = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": 0}
     with torch.no_grad():
-        logits = model(ids).logits
-    assert torch.isfinite(logits).all(), what + ": non-finite logits"
-    print("%s: transformers LlamaForCausalLM.from_pretrained on %s equals the merge" % (what, model.device))
+        got, exp = model.eval().generate(ids, **greedy), ref.generate(ids, **greedy)
+    assert torch.equal(got, exp), "%s: generation %s, the merge's model gives %s" % (what, got.tolist(), exp.tolist())
+    print("%s: transformers from_pretrained on %s equals the merge; greedy generation %s as the merge's model"
+          % (what, dev, got[0, ids.shape[1]:].tolist()))
 
 
 def check(mnt_run, plain_run, scratch):
@@ -189,7 +199,7 @@ def check(mnt_run, plain_run, scratch):
             "map_location=cuda:0, devices" if cuda() else "map_location=cpu"))
         check_safetensors(os.path.join(served, "model.safetensors"),
                           os.path.join(merged, "model.safetensors"), name + "/model.safetensors")
-        check_transformers(served, os.path.join(merged, "model.safetensors"), name)
+        check_transformers(served, safetensors_ref.load(os.path.join(merged, "model.safetensors"))[1], name)
     if not cuda():
         absent("CUDA", "torch.cuda.is_available() is False: map_location=cuda not checked")
 
@@ -224,6 +234,7 @@ def dcp_save(path, steps):
 def dcp_load(path, steps):
     dcp = dcp_module()
     want = dcp_state(steps)
+    want["model"] = dict(want["model"])    # not the state_dict's OrderedDict and its _metadata
     got = {"model": {k: torch.zeros_like(v) for k, v in want["model"].items()}, "step": torch.tensor(0)}
     if hasattr(dcp, "load"):
         dcp.load(got, checkpoint_id=path)

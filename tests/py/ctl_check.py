@@ -15,7 +15,9 @@ fails ends the run.
   ctl_check.py weights CTL WORK
       weights/SERIES/CKPT/ of every checkpoint: the reference reader's rules
       (one file, or the shards of model.safetensors.index.json), metadata
-      format=pt, bit-exactly the merged model weights, the side files
+      format=pt, bit-exactly the merged model weights, the side files; where
+      transformers is installed, from_pretrained of each complete tiny
+      Llama and its greedy generation equal to the merge's model's
   ctl_check.py layers CTL WORK SERIES CKPT
       layers/SERIES/CKPT/: each layer's tensors bit-exactly, and LAYER.json's
       source and previous steps and relative L2 changes
@@ -74,6 +76,7 @@ import time
 
 import torch
 
+import clients_check
 import deepcompare
 import offline_merge
 import safetensors_ref
@@ -197,7 +200,7 @@ def versions(work, series, ckpt, rel):
 def load_any(path):
     if path.endswith(".safetensors"):
         return safetensors_ref.load(path)[1]
-    return torch.load(path, map_location="cpu")
+    return torch.load(path, map_location="cpu", weights_only=False)   # RNG states hold numpy arrays
 
 
 def merged(paths):
@@ -296,8 +299,11 @@ def weights(ctl, work):
             d = os.path.join(ctl, "weights", series, ck)
             got, n = read_weights_dir(d)
             nshards = max(nshards, n)
-            same_tensors(got, expected_weights(work, series, ck), d)
+            want = expected_weights(work, series, ck)
+            same_tensors(got, want, d)
             names = set(os.listdir(d))
+            if "config.json" in names and set(param_names("run")) <= set(want):
+                clients_check.check_transformers(d, want, d)
             expect(not any("optim" in n for n in names), "%s: optimizer state in the weights view" % d)
             for side in ("config.json", "tokenizer_config.json", "generation_config.json"):
                 src = versions(work, series, ck, side) if os.path.isdir(os.path.join(work, series, ck)) else []
@@ -501,7 +507,7 @@ def recipe(ctl, work, name):
         if rel.endswith(".safetensors"):
             same_tensors(safetensors_ref.load(path)[1], want, path)
         else:
-            deepcompare.assert_same(torch.load(path), want, path)
+            deepcompare.assert_same(torch.load(path, weights_only=False), want, path)
             # weights_only too, where the base's own file allows it
             try:
                 torch.load(versions(work, bs, bc, rel)[-1], weights_only=True)
@@ -604,7 +610,8 @@ def tailor_merge(series_dir, out):
 def tailor_same(run_a, run_b, step):
     ck = "checkpoint-%s" % step
     for rel in ("pytorch_model.bin", "optimizer.pt", "scheduler.pt"):
-        deepcompare.assert_same(torch.load(os.path.join(run_a, ck, rel)), torch.load(os.path.join(run_b, ck, rel)),
+        deepcompare.assert_same(torch.load(os.path.join(run_a, ck, rel), weights_only=False),
+                                torch.load(os.path.join(run_b, ck, rel), weights_only=False),
                                 "%s/%s" % (ck, rel))
     with open(os.path.join(run_a, ck, "trainer_state.json")) as f:
         a = json.load(f)

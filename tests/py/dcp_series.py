@@ -244,8 +244,12 @@ def _spawn(fn, nranks, *args):
     with tempfile.TemporaryDirectory() as d:
         # fork: the ranks inherit the imported torch instead of importing
         # it again (a second or more each); the parent has run no gloo.
+        # Not where there is a GPU: once the parent has asked torch about
+        # CUDA, a forked child cannot start it, and torch 2.x's DCP writer
+        # does (staging streams, a CPU tensor's is_pinned()).
+        method = "spawn" if torch.cuda.is_available() else "fork"
         mp.start_processes(_rank_main, args=(nranks, os.path.join(d, "rdzv"), fn, args),
-                           nprocs=nranks, join=True, start_method="fork")
+                           nprocs=nranks, join=True, start_method=method)
 
 
 def _rank_main(rank, nranks, rdzv, fn, args):
@@ -260,18 +264,36 @@ def _rank_main(rank, nranks, rdzv, fn, args):
 
 # ---- saving -----------------------------------------------------------------
 
+def _save_with(sd, writer, no_dist):
+    """torch 2.x's dcp.save (single process where no group is set up),
+    else 1.13's save_state_dict (gone from recent releases)."""
+    dcp = import_dcp()
+    if hasattr(dcp, "save"):
+        dcp.save(sd, storage_writer=writer)
+    else:
+        dcp.save_state_dict(sd, writer, no_dist=no_dist)
+
+
+def _load_with(sd, reader, no_dist):
+    dcp = import_dcp()
+    if hasattr(dcp, "load"):
+        dcp.load(sd, storage_reader=reader)
+    else:
+        dcp.load_state_dict(sd, reader, no_dist=no_dist)
+
+
 def save_real(path, flat, ranks):
     dcp = import_dcp()
     if ranks == 1:
-        dcp.save_state_dict(flat, dcp.FileSystemWriter(path), no_dist=True)
+        _save_with(flat, dcp.FileSystemWriter(path), True)
     else:
         _spawn(_save_rank, ranks, path, flat)
 
 
 def _save_rank(rank, nranks, path, flat):
-    dcp = import_dcp()
+    dcp = import_dcp()    # before to_sharded: on 1.13 its _shard imports only after the shim
     sd = {k: (to_sharded(k, v, rank, nranks) if sharded(k, v) else v) for k, v in flat.items()}
-    dcp.save_state_dict(sd, dcp.FileSystemWriter(path))
+    _save_with(sd, dcp.FileSystemWriter(path), False)
 
 
 def save(run, ranks=1, layout="real", steps=STEPS):
@@ -469,12 +491,8 @@ def template_of(md):
 
 
 def load(path, template):
-    dcp = import_dcp()
     sd = dict(template)
-    if hasattr(dcp, "load"):
-        dcp.load(sd, checkpoint_id=path)
-    else:
-        dcp.load_state_dict(sd, _reader_class()(path), no_dist=True)
+    _load_with(sd, _reader_class()(path), True)
     return sd
 
 
@@ -493,10 +511,10 @@ def offline_merge(plain_run, step):
 
 
 def _load_ranks(rank, nranks, path, ref, out_dir):
-    dcp = import_dcp()
+    import_dcp()    # on 1.13, to_sharded's _shard imports only after the shim
     sd = {k: (to_sharded(k, torch.zeros_like(v), rank, nranks, dim=1) if sharded(k, v) else
               (torch.zeros_like(v) if isinstance(v, torch.Tensor) else None)) for k, v in ref.items()}
-    dcp.load_state_dict(sd, _reader_class()(path))
+    _load_with(sd, _reader_class()(path), False)
     bad = []
     for k, v in ref.items():
         got = sd[k]
