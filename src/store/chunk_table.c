@@ -364,9 +364,10 @@ int ck_pack_ready(struct ck_store *st)
 	return ready;
 }
 
-int ck_store_file_packed(struct ck_store *st, uint64_t file_id)
+/* file_id's map in a transaction of its own: 1 (m to clear), 0 when the
+ * store has no packs or the file no map, or -errno. */
+static int fmap_of(struct ck_store *st, uint64_t file_id, struct ck_fmap *m)
 {
-	struct ck_fmap m;
 	MDB_txn *txn;
 	int rc;
 
@@ -375,11 +376,18 @@ int ck_store_file_packed(struct ck_store *st, uint64_t file_id)
 	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
 	if (rc)
 		return ck_mdb_errno(rc);
-	rc = ck_fmap_lookup(txn, st, file_id, &m);
+	rc = ck_fmap_lookup(txn, st, file_id, m);
 	mdb_txn_abort(txn);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
+	return rc == -ENOENT ? 0 : rc < 0 ? rc : 1;
+}
+
+int ck_store_file_packed(struct ck_store *st, uint64_t file_id)
+{
+	struct ck_fmap m;
+	int rc;
+
+	rc = fmap_of(st, file_id, &m);
+	if (rc <= 0)
 		return rc;
 	rc = (m.flags & CK_FMAP_PACKED) ? 1 : 0;
 	ck_fmap_clear(&m);
@@ -389,20 +397,11 @@ int ck_store_file_packed(struct ck_store *st, uint64_t file_id)
 int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_file_pack_info *out)
 {
 	struct ck_fmap m;
-	MDB_txn *txn;
 	int rc;
 
 	memset(out, 0, sizeof(*out));
-	if (!ck_pack_ready(st))
-		return 0;
-	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
-		return ck_mdb_errno(rc);
-	rc = ck_fmap_lookup(txn, st, file_id, &m);
-	mdb_txn_abort(txn);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
+	rc = fmap_of(st, file_id, &m);
+	if (rc <= 0)
 		return rc;
 	out->mapped = 1;
 	out->packed = !!(m.flags & CK_FMAP_PACKED);
@@ -428,21 +427,12 @@ int ck_store_file_pack_info(struct ck_store *st, uint64_t file_id, struct ck_fil
 int ck_store_file_lossy(struct ck_store *st, uint64_t file_id, struct ck_lossy_storage **out, size_t *n)
 {
 	struct ck_fmap m;
-	MDB_txn *txn;
 	int rc;
 
 	*out = NULL;
 	*n = 0;
-	if (!ck_pack_ready(st))
-		return 0;
-	rc = mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn);
-	if (rc)
-		return ck_mdb_errno(rc);
-	rc = ck_fmap_lookup(txn, st, file_id, &m);
-	mdb_txn_abort(txn);
-	if (rc == -ENOENT)
-		return 0;
-	if (rc < 0)
+	rc = fmap_of(st, file_id, &m);
+	if (rc <= 0)
 		return rc;
 	if (m.flags & CK_FMAP_LOSSY) {
 		*out = m.lossy;
