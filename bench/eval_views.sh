@@ -9,8 +9,10 @@
 # the end unless BENCH_KEEP=1 (a kept directory is reused).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
-for p in ckptfs ckptctl; do
-	[ -x "$top/$p" ] || { echo "$top/$p is not built (./autogen.sh && ./configure && make)" >&2; exit 1; }
+# CKPTFS=, CKPTCTL=: other binaries (an older build, to compare)
+CKPTFS=${CKPTFS:-$top/ckptfs} CKPTCTL=${CKPTCTL:-$top/ckptctl}
+for p in "$CKPTFS" "$CKPTCTL"; do
+	[ -x "$p" ] || { echo "$p is not built (./autogen.sh && ./configure && make)" >&2; exit 1; }
 done
 dir=${BENCH_DIR:-/var/tmp/ckptfs-evalviews}
 mkdir -p "$dir"
@@ -21,5 +23,5 @@ cleanup() {
 	[ "${BENCH_KEEP:-0}" = 1 ] || rm -rf "$dir"
 }
 trap cleanup EXIT INT TERM
-CKPTFS="$top/ckptfs" CKPTCTL="$top/ckptctl" ${TORCH_PYTHON:-/usr/bin/python3} -B "$top/bench/eval_views.py" \
+CKPTFS="$CKPTFS" CKPTCTL="$CKPTCTL" ${TORCH_PYTHON:-/usr/bin/python3} -B "$top/bench/eval_views.py" \
 	--work "$dir" "$@"

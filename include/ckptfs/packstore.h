@@ -189,13 +189,16 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts,
 /* ---- Reading packed files (thread-safe) ---- */
 
 /* A cache of decoded chunks shared by readers, bounded in bytes; one per
- * process is enough.  0 or -ENOMEM. */
+ * process is enough.  Besides the chunks read, it keeps the packed chunks
+ * a chain decode passes through (the same chunks of newer versions).
+ * 0 or -ENOMEM. */
 struct ck_chunk_cache;
 int ck_chunk_cache_new(uint64_t max_bytes, struct ck_chunk_cache **out);
 /* For one thread that inserts chunks in order and looks up each one a
  * while later (compaction's recent versions): one list under one lock,
  * first in, first out (a hit does not make an entry recent), so its bound
- * holds exactly what was inserted last.  0 or -ENOMEM. */
+ * holds exactly what was inserted last; chunks passed through are not
+ * kept.  0 or -ENOMEM. */
 int ck_chunk_cache_new_fifo(uint64_t max_bytes, struct ck_chunk_cache **out);
 void ck_chunk_cache_free(struct ck_chunk_cache *c);
 /* Hits, misses and bytes held, for stats and tests. */

@@ -35,7 +35,7 @@ struct shard {
 
 struct ck_chunk_cache {
 	unsigned nshards;            /* SHARDS, or 1 (ck_chunk_cache_new_fifo) */
-	int bump;                    /* a hit makes the entry the most recent */
+	int bump;                    /* a hit makes the entry the most recent; chain steps are kept */
 	struct shard s[SHARDS];
 };
 
@@ -190,6 +190,11 @@ int ck_chunk_cache_has(struct ck_chunk_cache *c, struct ck_hash128 h)
 	has = *slot_of(s, h) != NULL;
 	pthread_mutex_unlock(&s->lock);
 	return has;
+}
+
+int ck_chunk_cache_keeps_steps(const struct ck_chunk_cache *c)
+{
+	return c->bump;
 }
 
 void ck_chunk_cache_grow(struct ck_chunk_cache *c, uint64_t max_bytes)

@@ -219,6 +219,19 @@ static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_d
 		       CK_PACKS_DIR, l->pack_id, l->offset, why.msg);
 }
 
+/* A packed chunk below the one asked for, just rebuilt in p, into the
+ * cache: it is the same chunk of a newer checkpoint, which a reader going
+ * through a series from old to new asks for next, and which would
+ * otherwise be decoded from the anchor again.  Only if it hashes right
+ * (the cache holds checked chunks). */
+static void keep_step(struct ck_chunk_cache *cache, const struct ck_chunk_loc *l, struct ck_hash128 h,
+		      const uint8_t *p)
+{
+	if (cache && ck_chunk_cache_keeps_steps(cache) && l->where == CK_CHUNK_PACKED &&
+	    !ck_chunk_cache_has(cache, h) && ck_hash128_eq(ck_chunk_hash(p, l->raw_len), h))
+		ck_chunk_cache_insert(cache, h, p, l->raw_len);
+}
+
 /* The chain chain[0..n) (hashes hs) rebuilt into out in one pass, and
  * only the result hashed: the bottom (a raw file's bytes or a
  * self-contained record, decoded into out; or ref, a cached chunk of
@@ -226,10 +239,11 @@ static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_d
  * applied on top into out, without the records' CRCs
  * or the steps' hashes.  Every served chunk is hashed, so a damaged step
  * cannot pass; it is named by the step-by-step decode the caller falls
- * back to on any failure here.  0, or -errno. */
+ * back to on any failure here.  With a cache, each packed step below the
+ * top goes into it (keep_step).  0, or -errno. */
 static int one_pass(struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
-		    const struct ck_chunk_loc *chain, const struct ck_hash128 *hs, size_t n, const uint8_t *ref,
-		    uint32_t ref_len, uint8_t *out, uint32_t *len)
+		    struct ck_chunk_cache *cache, const struct ck_chunk_loc *chain, const struct ck_hash128 *hs,
+		    size_t n, const uint8_t *ref, uint32_t ref_len, uint8_t *out, uint32_t *len)
 {
 	struct ck_error why = { { 0 } };
 	const uint8_t *below = out;   /* what the next delta applies to */
@@ -257,6 +271,8 @@ static int one_pass(struct ck_store *st, struct ck_pack_fds *fds, struct ck_deco
 			if (rc == 0)
 				rc = ck_chunk_decode_unchecked(d->ctx, &desc, d->payload, NULL, out, &why);
 		}
+		if (rc == 0 && i > 0)
+			keep_step(cache, l, hs[i], out);
 	}
 	while (rc == 0 && i-- > 0) {
 		const struct ck_chunk_loc *l = &chain[i];
@@ -273,6 +289,8 @@ static int one_pass(struct ck_store *st, struct ck_pack_fds *fds, struct ck_deco
 			rc = -EIO;
 		if (rc == 0)
 			rc = ck_chunk_decode_unchecked(d->ctx, &desc, d->payload, below, out, &why);
+		if (rc == 0 && i > 0)
+			keep_step(cache, l, hs[i], out);
 		below = out;
 	}
 	if (rc == 0 && !ck_hash128_eq(ck_chunk_hash(out, have), hs[0]))
@@ -331,7 +349,7 @@ int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds,
 	}
 	/* Everything in one pass; step by step, checking each, only when that
 	 * fails (damage, or a chunk changed under us), to say where. */
-	rc = one_pass(st, fds, d, chain, hs, n, ref, ref_len, out, len);
+	rc = one_pass(st, fds, d, cache, chain, hs, n, ref, ref_len, out, len);
 	if (rc == 0) {
 		for (size_t i = 0; depth && i < n; i++)
 			deltas += chain[i].where == CK_CHUNK_PACKED && ck_codec_needs_ref(chain[i].codec);

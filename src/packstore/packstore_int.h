@@ -63,6 +63,9 @@ int ck_chunk_cache_read(struct ck_chunk_cache *c, struct ck_hash128 h, uint32_t 
 			uint32_t *len);
 void ck_chunk_cache_insert(struct ck_chunk_cache *c, struct ck_hash128 h, const uint8_t *p, uint32_t len);
 int ck_chunk_cache_has(struct ck_chunk_cache *c, struct ck_hash128 h);
+/* Whether the resolver keeps the chunks it passes through in c (a
+ * readers' cache, not compaction's first-in-first-out one). */
+int ck_chunk_cache_keeps_steps(const struct ck_chunk_cache *c);
 /* Raises the cache's bound to max_bytes (never lowers it). */
 void ck_chunk_cache_grow(struct ck_chunk_cache *c, uint64_t max_bytes);
 

@@ -117,6 +117,71 @@ static void compact_layer1_delta(struct ck_store *st, struct ck_compact_opts *op
 	ck_file_info_free(f, 1);
 }
 
+/* The deepest chunk of run1's packed files (K deltas from its anchor),
+ * resolved through a readers' cache, leaves the chunks its chain passed
+ * through (the same chunk of newer checkpoints) in the cache: the next
+ * newer one then costs one delta, not a decode from the anchor again.
+ * Compaction's first-in-first-out cache keeps nothing it passes through. */
+static void chain_steps_cached(struct ck_store *st)
+{
+	struct ck_hash128 none = { 0, 0 }, deepest = none, ref;
+	struct ck_chunk_cache *lru, *fifo;
+	struct ck_error err = { { 0 } };
+	struct ck_pack_fds fds;
+	struct ck_decoder d;
+	struct ck_chunk_loc l = { 0 };
+	unsigned depth, most = 0, got;
+	uint32_t len;
+	MDB_txn *txn;
+	int meets;
+
+	ck_pack_fds_init(&fds);
+	SETUP(ck_decoder_init(&d) == 0);
+	SETUP(ck_chunk_cache_new(64u << 20, &lru) == 0 && ck_chunk_cache_new_fifo(64u << 20, &fifo) == 0);
+	SETUP(mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn) == 0);
+	for (int step = 10; step <= 60; step += 10) {
+		char ckpt[32];
+		struct ck_file_info *f;
+		struct ck_fmap m;
+
+		snprintf(ckpt, sizeof(ckpt), "checkpoint-%d", step);
+		f = find_file(st, "run1", ckpt, "optimizer.pt");
+		SETUP(ck_fmap_lookup(txn, st, f->id, &m) == 0);
+		for (uint32_t i = 0; i < m.nchunks; i++) {
+			SETUP(ck_chunk_depth(txn, st, m.chunks[i].hash, none, &depth, &meets) == 0);
+			if (depth > most) {
+				most = depth;
+				deepest = m.chunks[i].hash;
+			}
+		}
+		ck_fmap_clear(&m);
+		ck_file_info_free(f, 1);
+	}
+	CHECK(most == K, "run1's optimizer.pt files: longest chain %u", most);
+	SETUP(ck_chunk_lookup(txn, st, deepest, &l) == 0);
+	ref = l.ref;
+	ck_chunk_loc_clear(&l);
+
+	CHECK(ck_chunk_resolve(txn, st, &fds, &d, fifo, deepest, d.out, &len, &got, &err) == 0 &&
+	      got == most && !ck_chunk_cache_has(fifo, ref), "through a FIFO cache: depth %u, step kept %d (%s)", got,
+	      ck_chunk_cache_has(fifo, ref), err.msg);
+	CHECK(ck_chunk_resolve(txn, st, &fds, &d, lru, deepest, d.out, &len, &got, &err) == 0 &&
+	      got == most && ck_chunk_cache_has(lru, ref), "through a readers' cache: depth %u, step kept %d (%s)",
+	      got, ck_chunk_cache_has(lru, ref), err.msg);
+	/* The step below ref is kept too: ref itself now costs one delta. */
+	SETUP(ck_chunk_lookup(txn, st, ref, &l) == 0);
+	CHECK(ck_chunk_cache_has(lru, l.ref), "the second step of the chain is kept too");
+	CHECK(ck_chunk_resolve(txn, st, &fds, &d, lru, ref, d.out, &len, &got, &err) == 0 && got == 1,
+	      "the next newer chunk: %u deltas decoded (%s)", got, err.msg);
+	printf("chain steps: a chunk %u deltas from its anchor leaves its chain's steps in a readers' cache\n", most);
+	ck_chunk_loc_clear(&l);
+	mdb_txn_abort(txn);
+	ck_pack_fds_close(&fds);
+	ck_chunk_cache_free(lru);
+	ck_chunk_cache_free(fifo);
+	ck_decoder_clear(&d);
+}
+
 /* Reads the whole packed file: 0, or the -errno of the first failure (err). */
 static int read_packed(struct ck_store *st, uint64_t id, struct ck_error *err)
 {
@@ -475,6 +540,7 @@ int main(void)
 	       (double)s.logical_bytes / (double)s.stored_bytes, s.dedup_bytes, s.delta_bytes, s.plain_bytes);
 	packed_files = 36 + 18;   /* run1, same, partial; sparse */
 	readback(st, "compacted", packed_files);
+	chain_steps_cached(st);
 
 	CHECK(ck_store_compact(st, &opts, NULL, NULL, &s, &err) == 0 && s.files == 0,
 	      "a second compaction has nothing to do: %" PRIu64 " files (%s)", s.files, err.msg);
