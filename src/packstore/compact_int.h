@@ -101,6 +101,13 @@ int ck_compact_pick_ref(const struct refs *r, const struct ck_layout_chunk *lc, 
  * map.  In a dry run only counts what it would store. */
 int ck_compact_pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, const struct ck_layout_chunk *lc,
 			  uint32_t tail, const struct refs *refs, struct ck_fmap *map);
+/* The exact chunk h of file version v, whose chunk-table lookup gave
+ * found (0 with *loc, or -ENOENT): stored already (packed, or raw in
+ * another file) it costs nothing and counts as dedup; else it is packed
+ * by ck_compact_pack_chunk.  Clears *loc. */
+int ck_compact_store_chunk(struct compact *c, MDB_txn *txn, const struct fver *v, struct ck_hash128 h,
+			   const struct ck_layout_chunk *lc, int found, struct ck_chunk_loc *loc,
+			   const struct refs *refs, struct ck_fmap *map);
 /* A new pack once the current one passed CK_PACK_ROTATE_BYTES. */
 int ck_compact_maybe_rotate(struct compact *c);
 

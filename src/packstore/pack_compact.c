@@ -290,16 +290,25 @@ static int map_chunk(struct compact *c, MDB_txn *txn, int fd, struct fver *v, si
 		rc = ck_chunk_store(txn, c->st, h, &loc);
 		return rc < 0 ? ck_fail(c->err, -rc, "index: %s", strerror(-rc)) : 0;
 	}
-	if (rc == 0 && (loc.where == CK_CHUNK_PACKED || loc.file_id != v->f->id)) {
+	return ck_compact_store_chunk(c, txn, v, h, lc, rc, &loc, refs, map);
+}
+
+int ck_compact_store_chunk(struct compact *c, MDB_txn *txn, const struct fver *v, struct ck_hash128 h,
+			   const struct ck_layout_chunk *lc, int found, struct ck_chunk_loc *loc,
+			   const struct refs *refs, struct ck_fmap *map)
+{
+	int rc;
+
+	if (found == 0 && (loc->where == CK_CHUNK_PACKED || loc->file_id != v->f->id)) {
 		/* Stored already (or raw in a newer file): costs nothing. */
-		ck_chunk_loc_clear(&loc);
+		ck_chunk_loc_clear(loc);
 		c->s.dedup_chunks++;
 		c->s.dedup_bytes += lc->len;
 		map->dedup_bytes += lc->len;
 		return 0;
 	}
-	rc = ck_compact_pack_chunk(c, txn, h, lc, rc == 0 ? loc.tail : 0, refs, map);
-	ck_chunk_loc_clear(&loc);
+	rc = ck_compact_pack_chunk(c, txn, h, lc, found == 0 ? loc->tail : 0, refs, map);
+	ck_chunk_loc_clear(loc);
 	return rc;
 }
 

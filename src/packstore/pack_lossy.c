@@ -194,22 +194,15 @@ static int exact_chunk(struct compact *c, struct lossy *L, MDB_txn *txn, const s
 	const struct ck_layout_chunk *lc = &v->lay.c[i];
 	struct ck_hash128 h = ck_chunk_hash(c->raw, lc->len);
 	struct ck_chunk_loc loc;
-	int rc = lookup(c, L, txn, h, &loc);
+	int rc = lookup(c, L, txn, h, &loc), stored;
 
 	map->chunks[i] = (struct ck_fmap_chunk){ .hash = h, .len = lc->len, .elem = lc->elem };
 	ck_chunk_cache_insert(c->recent, h, c->raw, lc->len);
 	if (rc < 0 && rc != -ENOENT)
 		return ck_fail(c->err, -rc, "index: chunk table: %s", strerror(-rc));
-	if (rc == 0 && (loc.where == CK_CHUNK_PACKED || loc.file_id != v->f->id)) {
-		ck_chunk_loc_clear(&loc);
-		c->s.dedup_chunks++;
-		c->s.dedup_bytes += lc->len;
-		map->dedup_bytes += lc->len;
-		return 0;
-	}
-	rc = ck_compact_pack_chunk(c, txn, h, lc, rc == 0 ? loc.tail : 0, refs, map);
-	ck_chunk_loc_clear(&loc);
-	if (rc == 0 && c->dry)
+	stored = rc == 0 && (loc.where == CK_CHUNK_PACKED || loc.file_id != v->f->id);
+	rc = ck_compact_store_chunk(c, txn, v, h, lc, rc, &loc, refs, map);
+	if (rc == 0 && c->dry && !stored)
 		rc = made_add(&L->made, h, 0);
 	return rc;
 }
