@@ -27,6 +27,12 @@ int ck_buf_put_le64(struct ck_buf *b, uint64_t v);
 uint8_t *ck_buf_steal(struct ck_buf *b, size_t *len);
 void ck_buf_free(struct ck_buf *b);
 
+/* An array of items of size bytes, full at *cap items, grown to twice
+ * that (first, when it has none yet): the new array, *cap updated; NULL
+ * on overflow or out of memory, with arr and *cap untouched.
+ *   if (n == cap && !(p = ck_grow(v, &cap, sizeof(*v), 16))) fail; v = p; */
+void *ck_grow(void *arr, size_t *cap, size_t size, size_t first);
+
 /* Frees n strings and the array holding them (NULL is fine). */
 void ck_strv_free(char **v, size_t n);
 

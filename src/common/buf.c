@@ -30,6 +30,23 @@ int ck_buf_reserve(struct ck_buf *b, size_t extra)
 	return 0;
 }
 
+void *ck_grow(void *arr, size_t *cap, size_t size, size_t first)
+{
+	size_t n = *cap ? *cap : first;
+	void *p;
+
+	if (*cap && n > SIZE_MAX / 2 / size)
+		return NULL;
+	if (*cap)
+		n *= 2;
+	else if (n > SIZE_MAX / size)
+		return NULL;
+	p = realloc(arr, n * size);
+	if (p)
+		*cap = n;
+	return p;
+}
+
 int ck_buf_put(struct ck_buf *b, const void *p, size_t n)
 {
 	int rc;

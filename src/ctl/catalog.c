@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/dcp.h"
 #include "ckptfs/layers.h"
 #include "ckptfs/log.h"
@@ -184,13 +185,10 @@ static int on_tensor(void *ctx, const struct ck_vtensor *t)
 		name += k + 1;
 	}
 	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-
-		e = realloc(l->v, cap * sizeof(*e));
+		e = ck_grow(l->v, &l->cap, sizeof(*e), 64);
 		if (!e)
 			return l->rc = -ENOMEM;
 		l->v = e;
-		l->cap = cap;
 	}
 	e = &l->v[l->n];
 	memset(e, 0, sizeof(*e));

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/clock.h"
 #include "ckptfs/log.h"
 #include "ctl_int.h"
@@ -111,13 +112,11 @@ static struct ctl_node *node_new(struct ck_ctl *c, struct ctl_node *parent, stru
 	struct ctl_node *n;
 
 	if (c->nnodes == c->capnodes) {
-		size_t cap = c->capnodes ? c->capnodes * 2 : 256;
-		struct ctl_node **p = realloc(c->nodes, cap * sizeof(*p));
+		struct ctl_node **p = ck_grow(c->nodes, &c->capnodes, sizeof(*p), 256);
 
 		if (!p)
 			return NULL;
 		c->nodes = p;
-		c->capnodes = cap;
 	}
 	n = calloc(1, sizeof(*n));
 	if (!n)

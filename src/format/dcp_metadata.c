@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/dcp.h"
 
 #define PROTOTYPE_MODULE "torch.distributed._shard.checkpoint.metadata"
@@ -232,13 +233,11 @@ const struct ck_dcp_entry *ck_dcp_find(const struct ck_dcp_meta *m, const char *
 static int add_def(struct parser *p, const uint64_t *off, const uint64_t *sz, int ndim)
 {
 	if (p->ndefs == p->capdefs) {
-		size_t cap = p->capdefs ? p->capdefs * 2 : 64;
-		struct def *d = realloc(p->defs, cap * sizeof(*d));
+		struct def *d = ck_grow(p->defs, &p->capdefs, sizeof(*d), 64);
 
 		if (!d)
 			return -ENOMEM;
 		p->defs = d;
-		p->capdefs = cap;
 	}
 	memset(&p->defs[p->ndefs], 0, sizeof(*p->defs));
 	if (ndim) {

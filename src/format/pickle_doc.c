@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "ckptfs/buf.h"
 #include "pickle_int.h"
 
 #define CHUNK_MIN  (64u << 10)
@@ -294,13 +295,11 @@ struct pk_node *pk_doc_intern_global(struct pk_doc *doc, const char *module, siz
 	if (pos >= 0)
 		return doc->globals[pos];
 	if (doc->nglobals == doc->globals_cap) {
-		size_t cap = doc->globals_cap ? doc->globals_cap * 2 : 16;
-		struct pk_node **v = realloc(doc->globals, cap * sizeof(*v));
+		struct pk_node **v = ck_grow(doc->globals, &doc->globals_cap, sizeof(*v), 16);
 
 		if (!v)
 			return NULL;
 		doc->globals = v;
-		doc->globals_cap = cap;
 	}
 	g = pk_new(doc, PK_GLOBAL);
 	if (!g)

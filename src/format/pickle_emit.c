@@ -24,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "pickle_int.h"
 #include "pickle_ops.h"
 
@@ -411,15 +412,13 @@ static void w_name(struct em *em, const char *s)
 	w_str(em, s, strlen(s));
 	idx = put(em);
 	if (em->nnames == em->names_cap) {
-		size_t cap = em->names_cap ? em->names_cap * 2 : 32;
-		struct global_memo *v = realloc(em->names, cap * sizeof(*v));
+		struct global_memo *v = ck_grow(em->names, &em->names_cap, sizeof(*v), 32);
 
 		if (!v) {
 			fail(em, ENOMEM, "out of memory");
 			return;
 		}
 		em->names = v;
-		em->names_cap = cap;
 	}
 	if (pk_htab_add(&em->names_tab, h, (uint32_t)em->nnames)) {
 		fail(em, ENOMEM, "out of memory");
@@ -467,15 +466,13 @@ static void w_global(struct em *em, const char *module, const char *name, const 
 		}
 		idx = put(em);
 		if (em->nglobals == em->globals_cap) {
-			size_t cap = em->globals_cap ? em->globals_cap * 2 : 32;
-			struct global_memo *v = realloc(em->globals, cap * sizeof(*v));
+			struct global_memo *v = ck_grow(em->globals, &em->globals_cap, sizeof(*v), 32);
 
 			if (!v) {
 				fail(em, ENOMEM, "out of memory");
 				return;
 			}
 			em->globals = v;
-			em->globals_cap = cap;
 		}
 		if (pk_htab_add(&em->globals_tab, h, (uint32_t)em->nglobals)) {
 			fail(em, ENOMEM, "out of memory");
@@ -642,15 +639,13 @@ static struct frame *push_frame(struct em *em, const struct pk_node *n, struct e
 		return NULL;
 	}
 	if (em->nframes == em->frames_cap) {
-		size_t cap = em->frames_cap ? em->frames_cap * 2 : 64;
-		struct frame *v = realloc(em->frames, cap * sizeof(*v));
+		struct frame *v = ck_grow(em->frames, &em->frames_cap, sizeof(*v), 64);
 
 		if (!v) {
 			fail(em, ENOMEM, "out of memory");
 			return NULL;
 		}
 		em->frames = v;
-		em->frames_cap = cap;
 	}
 	e->active++;
 	f = &em->frames[em->nframes++];

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "pickle_int.h"
 
 struct probe {
@@ -80,13 +81,11 @@ int pk_memo_put(struct pk_memo *m, uint64_t idx, struct pk_node *n)
 		return 0;
 	}
 	if (m->nsparse == m->sparse_cap) {
-		size_t cap = m->sparse_cap ? m->sparse_cap * 2 : 64;
-		struct pk_memo_entry *s = realloc(m->sparse, cap * sizeof(*s));
+		struct pk_memo_entry *s = ck_grow(m->sparse, &m->sparse_cap, sizeof(*s), 64);
 
 		if (!s)
 			return -ENOMEM;
 		m->sparse = s;
-		m->sparse_cap = cap;
 	}
 	if (pk_htab_add(&m->sparse_tab, idx_hash(idx), (uint32_t)m->nsparse))
 		return -ENOMEM;

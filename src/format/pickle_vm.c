@@ -236,13 +236,11 @@ static size_t fence(const struct vm *vm)
 static int push(struct vm *vm, struct pk_node *n)
 {
 	if (vm->sp == vm->scap) {
-		size_t cap = vm->scap ? vm->scap * 2 : 256;
-		struct pk_node **s = realloc(vm->stack, cap * sizeof(*s));
+		struct pk_node **s = ck_grow(vm->stack, &vm->scap, sizeof(*s), 256);
 
 		if (!s)
 			return oom(vm);
 		vm->stack = s;
-		vm->scap = cap;
 	}
 	vm->stack[vm->sp++] = n;
 	if (n->kind == PK_GLOBAL && pk_is_getattr(n))
@@ -287,13 +285,11 @@ static int pop_mark(struct vm *vm, size_t *start)
 static int push_mark(struct vm *vm)
 {
 	if (vm->nmarks == vm->mcap) {
-		size_t cap = vm->mcap ? vm->mcap * 2 : 64;
-		size_t *m = realloc(vm->marks, cap * sizeof(*m));
+		size_t *m = ck_grow(vm->marks, &vm->mcap, sizeof(*m), 64);
 
 		if (!m)
 			return oom(vm);
 		vm->marks = m;
-		vm->mcap = cap;
 	}
 	vm->marks[vm->nmarks++] = vm->sp;
 	return 0;

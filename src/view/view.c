@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <time.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/clock.h"
 #include "ckptfs/log.h"
 #include "ckptfs/str.h"
@@ -28,13 +29,11 @@ static struct ck_vnode *node_new(struct ck_view *v, struct ck_vnode *parent, con
 	struct ck_vnode *n;
 
 	if (v->nnodes == v->capnodes) {
-		size_t cap = v->capnodes ? v->capnodes * 2 : 256;
-		struct ck_vnode **p = realloc(v->nodes, cap * sizeof(*p));
+		struct ck_vnode **p = ck_grow(v->nodes, &v->capnodes, sizeof(*p), 256);
 
 		if (!p)
 			return NULL;
 		v->nodes = p;
-		v->capnodes = cap;
 	}
 	n = calloc(1, sizeof(*n));
 	if (!n)
