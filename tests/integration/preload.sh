@@ -37,7 +37,24 @@ mount_fg() {
 		i=$((i + 1))
 	done
 	grep "preload: \|warm-up: " "$tmp/fg.err" || true
-	grep -q "preload: " "$tmp/fg.err" || { tail -20 "$tmp/fg.err"; fail "no preload line from ckptfs"; }
+	grep -q "preload: " "$tmp/fg.err" || { tail -20 "$tmp/fg.err"; stuck "$fg" "$2"; fail "no preload line from ckptfs"; }
+}
+# stuck PID MNT: where a daemon that said nothing is (each thread's state
+# and kernel wait channel, its kernel stacks as root) and whether MNT is
+# mounted.
+stuck() {
+	echo "--- ckptfs $1 after 3 minutes:"
+	grep " $2 " /proc/mounts || echo "$2 is not mounted"
+	if [ ! -d "/proc/$1" ]; then
+		_st=0
+		wait "$1" || _st=$?
+		echo "ckptfs has exited with status $_st"
+		return 0
+	fi
+	for t in /proc/"$1"/task/*; do
+		echo "thread ${t##*/}: $(cut -d' ' -f3 "$t/stat" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)"
+		head -8 "$t/stack" 2>/dev/null || true
+	done
 }
 umount_fg() {
 	ck_umount "$1"
