@@ -190,7 +190,8 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts,
 
 /* A cache of decoded chunks shared by readers, bounded in bytes; one per
  * process is enough.  Besides the chunks read, it keeps the packed chunks
- * a chain decode passes through (the same chunks of newer versions).
+ * a chain decode of a file passes through (the same chunks of newer
+ * versions) when the file is at most an eighth of the bound.
  * 0 or -ENOMEM. */
 struct ck_chunk_cache;
 int ck_chunk_cache_new(uint64_t max_bytes, struct ck_chunk_cache **out);

@@ -35,7 +35,7 @@ struct shard {
 
 struct ck_chunk_cache {
 	unsigned nshards;            /* SHARDS, or 1 (ck_chunk_cache_new_fifo) */
-	int bump;                    /* a hit makes the entry the most recent; chain steps are kept */
+	int bump;                    /* a hit makes the entry the most recent */
 	struct shard s[SHARDS];
 };
 
@@ -192,9 +192,9 @@ int ck_chunk_cache_has(struct ck_chunk_cache *c, struct ck_hash128 h)
 	return has;
 }
 
-int ck_chunk_cache_keeps_steps(const struct ck_chunk_cache *c)
+uint64_t ck_chunk_cache_bound(const struct ck_chunk_cache *c)
 {
-	return c->bump;
+	return c->s[0].max * c->nshards;   /* each shard's, grown alike */
 }
 
 void ck_chunk_cache_grow(struct ck_chunk_cache *c, uint64_t max_bytes)

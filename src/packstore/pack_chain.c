@@ -227,8 +227,8 @@ static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_d
 static void keep_step(struct ck_chunk_cache *cache, const struct ck_chunk_loc *l, struct ck_hash128 h,
 		      const uint8_t *p)
 {
-	if (cache && ck_chunk_cache_keeps_steps(cache) && l->where == CK_CHUNK_PACKED &&
-	    !ck_chunk_cache_has(cache, h) && ck_hash128_eq(ck_chunk_hash(p, l->raw_len), h))
+	if (cache && l->where == CK_CHUNK_PACKED && !ck_chunk_cache_has(cache, h) &&
+	    ck_hash128_eq(ck_chunk_hash(p, l->raw_len), h))
 		ck_chunk_cache_insert(cache, h, p, l->raw_len);
 }
 
@@ -239,10 +239,10 @@ static void keep_step(struct ck_chunk_cache *cache, const struct ck_chunk_loc *l
  * applied on top into out, without the records' CRCs
  * or the steps' hashes.  Every served chunk is hashed, so a damaged step
  * cannot pass; it is named by the step-by-step decode the caller falls
- * back to on any failure here.  With a cache, each packed step below the
- * top goes into it (keep_step).  0, or -errno. */
+ * back to on any failure here.  With keep (a cache, or NULL), each packed
+ * step below the top goes into it (keep_step).  0, or -errno. */
 static int one_pass(struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
-		    struct ck_chunk_cache *cache, const struct ck_chunk_loc *chain, const struct ck_hash128 *hs,
+		    struct ck_chunk_cache *keep, const struct ck_chunk_loc *chain, const struct ck_hash128 *hs,
 		    size_t n, const uint8_t *ref, uint32_t ref_len, uint8_t *out, uint32_t *len)
 {
 	struct ck_error why = { { 0 } };
@@ -272,7 +272,7 @@ static int one_pass(struct ck_store *st, struct ck_pack_fds *fds, struct ck_deco
 				rc = ck_chunk_decode_unchecked(d->ctx, &desc, d->payload, NULL, out, &why);
 		}
 		if (rc == 0 && i > 0)
-			keep_step(cache, l, hs[i], out);
+			keep_step(keep, l, hs[i], out);
 	}
 	while (rc == 0 && i-- > 0) {
 		const struct ck_chunk_loc *l = &chain[i];
@@ -290,7 +290,7 @@ static int one_pass(struct ck_store *st, struct ck_pack_fds *fds, struct ck_deco
 		if (rc == 0)
 			rc = ck_chunk_decode_unchecked(d->ctx, &desc, d->payload, below, out, &why);
 		if (rc == 0 && i > 0)
-			keep_step(cache, l, hs[i], out);
+			keep_step(keep, l, hs[i], out);
 		below = out;
 	}
 	if (rc == 0 && !ck_hash128_eq(ck_chunk_hash(out, have), hs[0]))
@@ -301,8 +301,8 @@ static int one_pass(struct ck_store *st, struct ck_pack_fds *fds, struct ck_deco
 }
 
 int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
-		     struct ck_chunk_cache *cache, struct ck_hash128 h, uint8_t *out, uint32_t *len,
-		     unsigned *depth, struct ck_error *err)
+		     struct ck_chunk_cache *cache, int keep_steps, struct ck_hash128 h, uint8_t *out,
+		     uint32_t *len, unsigned *depth, struct ck_error *err)
 {
 	struct ck_chunk_loc chain[CK_PACK_MAX_CHAIN + 1];
 	struct ck_hash128 hs[CK_PACK_MAX_CHAIN + 1];
@@ -349,7 +349,7 @@ int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds,
 	}
 	/* Everything in one pass; step by step, checking each, only when that
 	 * fails (damage, or a chunk changed under us), to say where. */
-	rc = one_pass(st, fds, d, cache, chain, hs, n, ref, ref_len, out, len);
+	rc = one_pass(st, fds, d, keep_steps ? cache : NULL, chain, hs, n, ref, ref_len, out, len);
 	if (rc == 0) {
 		for (size_t i = 0; depth && i < n; i++)
 			deltas += chain[i].where == CK_CHUNK_PACKED && ck_codec_needs_ref(chain[i].codec);

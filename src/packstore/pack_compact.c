@@ -193,7 +193,7 @@ int ck_compact_pack_chunk(struct compact *c, MDB_txn *txn, struct ck_hash128 h, 
 		    (ck_chunk_cache_copy(c->recent, refh, c->dec.out, &ref_len) ||
 		     /* the reference may sit in records not written out yet */
 		     (c->w && ck_pack_flush(c->w) == 0 &&
-		      ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, refh, c->dec.out, &ref_len, NULL,
+		      ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, 0, refh, c->dec.out, &ref_len, NULL,
 				      NULL) == 0)))
 			ref = c->dec.out;
 	}

@@ -168,7 +168,7 @@ static int read_exact(struct compact *c, MDB_txn *txn, const struct src *src, co
 		return rc < 0 ? ck_fail(c->err, -rc, "%s: read at %" PRIu64 ": %s", v->f->src_path, lc->off,
 					rc == -EIO ? "the file ends first" : strerror(-rc)) : 0;
 	}
-	rc = ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, src->exact->chunks[i].hash, out, &len, NULL,
+	rc = ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, 0, src->exact->chunks[i].hash, out, &len, NULL,
 			      c->err);
 	if (rc == 0 && len != lc->len)
 		rc = ck_fail(c->err, EIO, "%s: chunk %zu of %u bytes, the map says %u", v->f->src_path, i, len, lc->len);
@@ -263,7 +263,7 @@ static int lossy_chunk(struct compact *c, struct lossy *L, MDB_txn *txn, const s
 	    depth_of(c, L, txn, refh, &depth) == 0 && depth + 1 <= c->k &&
 	    (ck_chunk_cache_copy(c->recent, refh, c->dec.out, &ref_len) ||
 	     (c->w && ck_pack_flush(c->w) == 0 &&
-	      ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, refh, c->dec.out, &ref_len, NULL, NULL) == 0)))
+	      ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, 0, refh, c->dec.out, &ref_len, NULL, NULL) == 0)))
 		ref = c->dec.out;
 	rc = ck_lossy_encode(c->enc, c->raw, lc->len, s->dt, bound, ref, ref_len, L->decoded, &desc, &payload, &res);
 	if (rc == -E2BIG)
@@ -815,7 +815,7 @@ static int read_back(struct compact *c, MDB_txn *txn, void *arg)
 
 	for (size_t i = 0; i < L->nwritten; i++) {
 		uint32_t len;
-		int rc = ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, L->written[i], out, &len, NULL,
+		int rc = ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, 0, L->written[i], out, &len, NULL,
 					  c->err);
 
 		if (rc < 0)

@@ -37,6 +37,11 @@
 /* Chunks a hint may queue: a few MiB of tensors, or many small records
  * (an optimizer's step counters are 4 bytes each). */
 #define PREFETCH_QUEUE 64
+/* Chain steps are kept for a file up to this share of the cache: with the
+ * default anchor interval a chain group holds four newer versions' steps,
+ * and steps that cannot stay until the next version is read only cost a
+ * hash, a copy and fresh memory each (docs/design.md, "Integrity"). */
+#define KEEP_STEPS_SHARE 8
 
 enum slot_state { SLOT_FREE, SLOT_BUSY, SLOT_READY };
 
@@ -54,6 +59,7 @@ struct ck_packed_file {
 	struct ck_store *st;
 	uint64_t file_id;
 	struct ck_chunk_cache *cache;
+	int keep_steps;               /* small against the cache: chain steps go into it */
 	struct ck_fmap map;
 	uint64_t *start;              /* nchunks + 1 offsets */
 	/* Per chunk: a reader has read it or a slot holds it, so prefetch
@@ -117,6 +123,7 @@ int ck_packed_open(struct ck_store *st, uint64_t file_id, struct ck_chunk_cache 
 	pf->st = st;
 	pf->file_id = file_id;
 	pf->cache = cache;
+	pf->keep_steps = cache && pf->map.size <= ck_chunk_cache_bound(cache) / KEEP_STEPS_SHARE;
 	ck_pack_fds_init(&pf->fds);
 	pthread_mutex_init(&pf->lock, NULL);
 	pthread_cond_init(&pf->wake, NULL);
@@ -181,7 +188,7 @@ static int load_chunk(struct ck_packed_file *pf, MDB_txn **txn, struct ck_decode
 		*txn = NULL;
 		return ck_fail(err, -ck_mdb_errno(rc), "%s: index: %s", pf->st->path, mdb_strerror(rc));
 	}
-	rc = ck_chunk_resolve(*txn, pf->st, &pf->fds, d, pf->cache, c->hash, dst, &len, NULL, err);
+	rc = ck_chunk_resolve(*txn, pf->st, &pf->fds, d, pf->cache, pf->keep_steps, c->hash, dst, &len, NULL, err);
 	if (rc == 0 && len != c->len) {
 		char hex[33];
 

@@ -68,7 +68,7 @@ static int verify_map(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds
 
 		if (hset_has(good, c->hash))
 			continue;
-		rc = ck_chunk_resolve(txn, st, fds, d, NULL, c->hash, d->out, &len, NULL, &why);
+		rc = ck_chunk_resolve(txn, st, fds, d, NULL, 0, c->hash, d->out, &len, NULL, &why);
 		if (rc == -ENOMEM)
 			return rc;
 		if (checked)

@@ -43,12 +43,14 @@ void ck_pack_fds_put_raw(struct ck_pack_fds *f, int fd);
 
 /* Decodes the chunk h (raw_len bytes) into out (CK_CHUNK_MAX bytes) by
  * following its chain in txn; cache (may be NULL) supplies decoded
- * references.  Every step is hash-checked: -EIO with err naming the chunk,
- * pack or file, offset and the failing step.  *depth (may be NULL) gets
- * the number of deltas decoded.  0 or -errno. */
+ * references, and with keep_steps also receives the packed steps the chain
+ * passes through (the same chunk of newer versions, which a reader going
+ * through a series reads next).  Every step is hash-checked: -EIO with err
+ * naming the chunk, pack or file, offset and the failing step.  *depth
+ * (may be NULL) gets the number of deltas decoded.  0 or -errno. */
 int ck_chunk_resolve(MDB_txn *txn, struct ck_store *st, struct ck_pack_fds *fds, struct ck_decoder *d,
-		     struct ck_chunk_cache *cache, struct ck_hash128 h, uint8_t *out, uint32_t *len,
-		     unsigned *depth, struct ck_error *err);
+		     struct ck_chunk_cache *cache, int keep_steps, struct ck_hash128 h, uint8_t *out,
+		     uint32_t *len, unsigned *depth, struct ck_error *err);
 /* Walks h's chain without decoding: its delta depth, and whether avoid
  * appears on it (a delta against h would close a cycle).  0 or -errno. */
 int ck_chunk_depth(MDB_txn *txn, struct ck_store *st, struct ck_hash128 h, struct ck_hash128 avoid,
@@ -63,9 +65,8 @@ int ck_chunk_cache_read(struct ck_chunk_cache *c, struct ck_hash128 h, uint32_t 
 			uint32_t *len);
 void ck_chunk_cache_insert(struct ck_chunk_cache *c, struct ck_hash128 h, const uint8_t *p, uint32_t len);
 int ck_chunk_cache_has(struct ck_chunk_cache *c, struct ck_hash128 h);
-/* Whether the resolver keeps the chunks it passes through in c (a
- * readers' cache, not compaction's first-in-first-out one). */
-int ck_chunk_cache_keeps_steps(const struct ck_chunk_cache *c);
+/* The bound c was made with, in bytes. */
+uint64_t ck_chunk_cache_bound(const struct ck_chunk_cache *c);
 /* Raises the cache's bound to max_bytes (never lowers it). */
 void ck_chunk_cache_grow(struct ck_chunk_cache *c, uint64_t max_bytes);
 

@@ -118,13 +118,16 @@ static void compact_layer1_delta(struct ck_store *st, struct ck_compact_opts *op
 }
 
 /* The deepest chunk of run1's packed files (K deltas from its anchor),
- * resolved through a readers' cache, leaves the chunks its chain passed
- * through (the same chunk of newer checkpoints) in the cache: the next
- * newer one then costs one delta, not a decode from the anchor again.
- * Compaction's first-in-first-out cache keeps nothing it passes through. */
+ * resolved keeping its steps, leaves the chunks its chain passed through
+ * (the same chunk of newer checkpoints) in the cache: the next newer one
+ * then costs one delta, not a decode from the anchor again.  Resolved
+ * without keep_steps (compaction, verify) it leaves nothing.  Read through
+ * ck_packed_pread, a file keeps its steps in a cache eight times its size
+ * or more, and none in a smaller one. */
 static void chain_steps_cached(struct ck_store *st)
 {
 	struct ck_hash128 none = { 0, 0 }, deepest = none, ref;
+	uint64_t deep_file = 0, deep_size = 0;
 	struct ck_chunk_cache *lru, *fifo;
 	struct ck_error err = { { 0 } };
 	struct ck_pack_fds fds;
@@ -152,6 +155,8 @@ static void chain_steps_cached(struct ck_store *st)
 			if (depth > most) {
 				most = depth;
 				deepest = m.chunks[i].hash;
+				deep_file = f->id;
+				deep_size = m.size;
 			}
 		}
 		ck_fmap_clear(&m);
@@ -162,17 +167,32 @@ static void chain_steps_cached(struct ck_store *st)
 	ref = l.ref;
 	ck_chunk_loc_clear(&l);
 
-	CHECK(ck_chunk_resolve(txn, st, &fds, &d, fifo, deepest, d.out, &len, &got, &err) == 0 &&
-	      got == most && !ck_chunk_cache_has(fifo, ref), "through a FIFO cache: depth %u, step kept %d (%s)", got,
+	CHECK(ck_chunk_resolve(txn, st, &fds, &d, fifo, 0, deepest, d.out, &len, &got, &err) == 0 &&
+	      got == most && !ck_chunk_cache_has(fifo, ref), "without keep_steps: depth %u, step kept %d (%s)", got,
 	      ck_chunk_cache_has(fifo, ref), err.msg);
-	CHECK(ck_chunk_resolve(txn, st, &fds, &d, lru, deepest, d.out, &len, &got, &err) == 0 &&
-	      got == most && ck_chunk_cache_has(lru, ref), "through a readers' cache: depth %u, step kept %d (%s)",
+	CHECK(ck_chunk_resolve(txn, st, &fds, &d, lru, 1, deepest, d.out, &len, &got, &err) == 0 &&
+	      got == most && ck_chunk_cache_has(lru, ref), "keeping steps: depth %u, step kept %d (%s)",
 	      got, ck_chunk_cache_has(lru, ref), err.msg);
 	/* The step below ref is kept too: ref itself now costs one delta. */
 	SETUP(ck_chunk_lookup(txn, st, ref, &l) == 0);
 	CHECK(ck_chunk_cache_has(lru, l.ref), "the second step of the chain is kept too");
-	CHECK(ck_chunk_resolve(txn, st, &fds, &d, lru, ref, d.out, &len, &got, &err) == 0 && got == 1,
+	CHECK(ck_chunk_resolve(txn, st, &fds, &d, lru, 1, ref, d.out, &len, &got, &err) == 0 && got == 1,
 	      "the next newer chunk: %u deltas decoded (%s)", got, err.msg);
+	/* Through ck_packed_pread: by the file's size against the cache. */
+	for (int big = 0; big < 2; big++) {
+		struct ck_chunk_cache *c;
+		struct ck_packed_file *pf;
+		uint8_t *all = malloc(deep_size);
+
+		SETUP(all && ck_chunk_cache_new(deep_size * (big ? 16 : 4), &c) == 0);
+		SETUP(ck_packed_open(st, deep_file, c, &pf, &err) == 0);
+		CHECK(ck_packed_pread(pf, all, deep_size, 0, &err) == (ssize_t)deep_size, "read whole: %s", err.msg);
+		ck_packed_close(pf);
+		CHECK(ck_chunk_cache_has(c, ref) == big, "a file of %" PRIu64 " bytes, cache %s: step %s", deep_size,
+		      big ? "16 times that" : "4 times that", big ? "kept" : "not kept");
+		ck_chunk_cache_free(c);
+		free(all);
+	}
 	printf("chain steps: a chunk %u deltas from its anchor leaves its chain's steps in a readers' cache\n", most);
 	ck_chunk_loc_clear(&l);
 	mdb_txn_abort(txn);
