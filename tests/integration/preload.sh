@@ -26,12 +26,15 @@ files="model.pt model.safetensors"
 mount_fg() {
 	mkdir -p "$2"
 	ck_track "$2"
-	"$CKPTFS" "$1" "$2" -f -o "log_level=debug$3" 2>"$tmp/fg.err" &
+	# Emptied here, not by the daemon's redirection: that happens in the
+	# background child, and the wait below could otherwise read the last
+	# mount's log (its preload line) before the child truncates it.
+	: >"$tmp/fg.err"
+	"$CKPTFS" "$1" "$2" -f -o "log_level=debug$3" 2>>"$tmp/fg.err" &
 	fg=$!
 	i=0
-	# Up to 3 minutes: under ASan, with other tests beside it, the
-	# warm-up's hashing and pushes take far longer than the 0.1 s they do
-	# alone.
+	# Up to 3 minutes: the warm-up takes 0.1 s alone, longer under ASan
+	# with other tests beside it.
 	until grep -q "preload: " "$tmp/fg.err" || [ $i -ge 1800 ]; do
 		sleep 0.1
 		i=$((i + 1))
@@ -39,11 +42,11 @@ mount_fg() {
 	grep "preload: \|warm-up: " "$tmp/fg.err" || true
 	grep -q "preload: " "$tmp/fg.err" || { tail -20 "$tmp/fg.err"; stuck "$fg" "$2"; fail "no preload line from ckptfs"; }
 }
-# stuck PID MNT: where a daemon that said nothing is (each thread's state
-# and kernel wait channel, its kernel stacks as root) and whether MNT is
-# mounted.
+# stuck PID MNT: where a daemon without a preload line is (each thread's state
+# and kernel wait channel, its kernel stacks as root, gdb's backtraces
+# where gdb is installed) and whether MNT is mounted.
 stuck() {
-	echo "--- ckptfs $1 after 3 minutes:"
+	echo "--- ckptfs $1, no preload line yet:"
 	grep " $2 " /proc/mounts || echo "$2 is not mounted"
 	if [ ! -d "/proc/$1" ]; then
 		_st=0
@@ -52,9 +55,17 @@ stuck() {
 		return 0
 	fi
 	for t in /proc/"$1"/task/*; do
-		echo "thread ${t##*/}: $(cut -d' ' -f3 "$t/stat" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)"
+		echo "thread ${t##*/}: $(cut -d' ' -f3,14,15 "$t/stat" 2>/dev/null) $(cat "$t/wchan" 2>/dev/null)" \
+			"syscall $(cut -d' ' -f1-3 "$t/syscall" 2>/dev/null)"
 		head -8 "$t/stack" 2>/dev/null || true
 	done
+	sleep 1
+	for t in /proc/"$1"/task/*; do
+		echo "thread ${t##*/} a second later: $(cut -d' ' -f3,14,15 "$t/stat" 2>/dev/null)"
+	done
+	if command -v gdb >/dev/null 2>&1; then
+		gdb -p "$1" -batch -ex "thread apply all bt 12" 2>/dev/null | grep "^#\|^Thread" || true
+	fi
 }
 umount_fg() {
 	ck_umount "$1"
