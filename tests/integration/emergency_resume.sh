@@ -57,9 +57,12 @@ py "$CKPT_SRCDIR/examples/supervisor.py" --store "$store" --series run --ckptctl
 sup=$!
 # Python itself in the background, not the py function's subshell: the
 # kill below must reach the trainer, or it outlives the test in its files.
+# Twice (a)'s step delay: it must still be training when the XID error
+# comes, after (a), started under a supervisor, has committed its
+# checkpoint-10 (on a loaded machine it once finished all 40 steps first).
 PYTHONDONTWRITEBYTECODE=1 "$TORCH_PYTHON" "$CKPT_SRCDIR/examples/llmtailor_train.py" --steps $STEPS --policy full \
 	--save-every 5 --out "$mnt/part" \
-	--emergency --emergency-partial 0.5 --store "$store" --ckptctl "$CKPTCTL" --step-delay 0.25 \
+	--emergency --emergency-partial 0.5 --store "$store" --ckptctl "$CKPTCTL" --step-delay 0.5 \
 	>"$tmp/part.log" 2>&1 &
 trainer=$!
 wait_committed "$mnt/run/checkpoint-10"
@@ -98,6 +101,8 @@ grep -q "resumed at step $e from $mnt/run/checkpoint-$e" "$tmp/supervisor.log" |
 check emergency "$mnt/run/checkpoint-$e" 0.25 + state "$mnt/run/checkpoint-$e" "$tmp/straight/checkpoint-$e" + \
 	same "$mnt/run/checkpoint-$STEPS" "$tmp/straight/checkpoint-$STEPS" + \
 	partial "$mnt/part" "$eb" "$tmp/straight" || fail "the emergency checkpoints (see above)"
+# The trainer's last save commits by its marker, after the marker's grace.
+wait_committed "$mnt/run/checkpoint-$STEPS"
 "$CKPTCTL" resume-info "$store" run
 "$CKPTCTL" resume-info "$store" run --json >"$tmp/info.json"
 py -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["checkpoint"] == "checkpoint-%s" % sys.argv[2], d; assert d["path"] == sys.argv[3], d' \
