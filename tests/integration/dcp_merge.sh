@@ -87,8 +87,14 @@ PY
 getfattr -n user.ckptfs.sources --only-values "$m/mixed/step-20/.metadata" >"$tmp/mixed.json"
 grep -q '"not_merged": "older saves from step-10 on not merged: step-10 was saved by torch 2.0-2.3' "$tmp/mixed.json" ||
 	fail "the mixed series does not say why: $(head -c 400 "$tmp/mixed.json")"
-ck_py dcp_series.py load "$m/mixed/step-20" | grep -q ": 25 items$" || fail "mixed step-20 is not its own save"
-ck_py dcp_series.py load "$m/mixed/step-30" | grep -q ": 41 items$" || fail "mixed step-30 does not merge step-20"
+# Counted by the torch at hand (its reader's counts differ by version).
+items() { ck_py dcp_series.py load "$@" | sed -n 's/.*: \([0-9]*\) items$/\1/p'; }
+own20=$(items "$tmp/mixed/step-20") own30=$(items "$tmp/mixed/step-30")
+both=$(items "$tmp/mixed/step-20" "$tmp/mixed/step-30")
+[ -n "$own20" ] && [ "$own30" -lt "$both" ] || fail "mixed: saves of $own20 and $own30 items, $both together"
+[ "$(items "$m/mixed/step-20")" = "$own20" ] || fail "mixed step-20 is not its own save"
+n=$(items "$m/mixed/step-30")
+[ "$n" = "$both" ] || fail "mixed step-30 does not merge step-20: $n items, with step-20's $both"
 
 # show and stats: FQNs and layers.
 "$CKPTCTL" show "$store" two/step-30 .metadata >"$tmp/show.out" || fail "ckptctl show"

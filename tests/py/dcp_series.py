@@ -723,7 +723,11 @@ def main(argv):
     elif a.cmd == "merge":
         write_merged(a.args[0], int(a.args[1]), a.args[2], a.layout, a.ranks)
     else:
-        print("%s: %d items" % (a.args[0], len(load_all(a.args[0]))))
+        # load A [B...]: the items of the saves together (their FQNs' union)
+        fqns = set()
+        for path in a.args:
+            fqns.update(load_all(path))
+        print("%s: %d items" % (" + ".join(a.args), len(fqns)))
 
 
 if __name__ == "__main__":
