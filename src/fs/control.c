@@ -28,7 +28,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -288,10 +287,8 @@ static void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		base_ops->open(req, ino, fi);
 		return;
 	}
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		fuse_reply_err(req, EROFS);
+	if (ckfs_refuse_write_open(req, fi))
 		return;
-	}
 	rc = ck_ctl_open_file(fs->ctl, ino, &f);
 	/* After the open, which looked at the sources' owners and modes now. */
 	if (!rc && (rc = ctl_may(req, ino, CK_MAY_READ)) != 0)
@@ -300,14 +297,7 @@ static void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)f;
-	fi->noflush = 1;
-	if (ck_ctl_volatile(fs->ctl, ino))
-		fi->direct_io = 1;
-	else
-		fi->keep_cache = 1;
-	if (fuse_reply_open(req, fi) == -ENOENT)
-		ck_vfile_put(f);
+	ckfs_reply_open_vfile(req, fi, f, ck_ctl_volatile(fs->ctl, ino));
 }
 
 static void ctl_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off, struct fuse_file_info *fi)

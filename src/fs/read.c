@@ -30,6 +30,27 @@ static struct ck_vfile *vfile_of(const struct fuse_file_info *fi)
 	return (struct ck_vfile *)(uintptr_t)fi->fh;
 }
 
+int ckfs_refuse_write_open(fuse_req_t req, const struct fuse_file_info *fi)
+{
+	if ((fi->flags & O_ACCMODE) == O_RDONLY && !(fi->flags & O_TRUNC))
+		return 0;
+	fuse_reply_err(req, EROFS);
+	return 1;
+}
+
+void ckfs_reply_open_vfile(fuse_req_t req, struct fuse_file_info *fi, struct ck_vfile *f, int direct_io)
+{
+	fi->fh = (uint64_t)(uintptr_t)f;
+	fi->noflush = 1;
+	/* Its bytes never change: keep the page cache across opens, unless
+	 * told to bypass it. */
+	fi->direct_io = direct_io != 0;
+	fi->keep_cache = !direct_io;
+	/* -ENOENT: the open was interrupted and no release will come. */
+	if (fuse_reply_open(req, fi) == -ENOENT)
+		ck_vfile_put(f);
+}
+
 void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 {
 	struct ckfs *fs = ckfs_of(req);
@@ -37,10 +58,8 @@ void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ck_vfile *f;
 	int rc;
 
-	if ((fi->flags & O_ACCMODE) != O_RDONLY || (fi->flags & O_TRUNC)) {
-		fuse_reply_err(req, EROFS);
+	if (ckfs_refuse_write_open(req, fi))
 		return;
-	}
 	n = ckfs_node(fs, ino);
 	if (!n) {
 		fuse_reply_err(req, ESTALE);
@@ -54,8 +73,6 @@ void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = (uint64_t)(uintptr_t)f;
-	fi->noflush = 1;
 	/* A file served as it was saved: the kernel reads it itself. */
 	rc = ckfs_passthrough_open(fs, req, ino, f, fi);
 	if (rc != -ENOTSUP) {
@@ -63,14 +80,9 @@ void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 			ck_vfile_put(f);	/* interrupted: no release will come */
 		return;
 	}
-	/* Committed files never change: keep the page cache across opens,
-	 * or bypass it (-o direct_io, see CKFS_DIO_NONE). */
-	fi->keep_cache = 1;
-	fi->direct_io = fs->cfg->direct_io == CKFS_DIO_ALL ||
-			(fs->cfg->direct_io == CKFS_DIO_TORCH && ck_vnode_file_kind(n) == CK_FILE_TORCH);
-	/* -ENOENT: the open was interrupted and no release will come. */
-	if (fuse_reply_open(req, fi) == -ENOENT)
-		ck_vfile_put(f);
+	/* -o direct_io: see CKFS_DIO_NONE. */
+	ckfs_reply_open_vfile(req, fi, f, fs->cfg->direct_io == CKFS_DIO_ALL ||
+				(fs->cfg->direct_io == CKFS_DIO_TORCH && ck_vnode_file_kind(n) == CK_FILE_TORCH));
 }
 
 void ckfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)

@@ -7,9 +7,17 @@
 #include <stddef.h>
 #include <sys/types.h>
 
+#include "ckptfs/view.h"
 #include "lowlevel.h"
 
 void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
+/* For the opens of other read-only files (the control directory's):
+ * whether fi asks to write or truncate, which is then answered EROFS; and
+ * the answer to an open of f, whose reference the handle takes (given
+ * back if the open was interrupted), with the page cache kept across
+ * opens or, with direct_io, bypassed. */
+int ckfs_refuse_write_open(fuse_req_t req, const struct fuse_file_info *fi);
+void ckfs_reply_open_vfile(fuse_req_t req, struct fuse_file_info *fi, struct ck_vfile *f, int direct_io);
 void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		  struct fuse_file_info *fi);
 void ckfs_op_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
