@@ -114,6 +114,26 @@ int ck_compact_maybe_rotate(struct compact *c);
 /* The files of a checkpoint (none for NULL). */
 int ck_compact_files_of(struct ck_store *st, const struct ck_ckpt_info *ck, struct ck_file_info **f, size_t *n);
 
+/* What compacting one checkpoint starts from, in either pass: its files,
+ * those of the checkpoints its delta references come from (nearest
+ * first), and the index transaction it is written in. */
+struct ckpt_job {
+	struct ck_file_info *f;
+	size_t n;
+	struct ck_file_info *rf[NEWER_MAX];
+	size_t rn[NEWER_MAX];
+	size_t nrefs;
+	MDB_txn *txn;             /* read-only in a dry run */
+};
+/* Lists ck's files and those of refs[0..nrefs) (up to NEWER_MAX), begins
+ * the transaction, and sizes c->recent for the checkpoint.  0 or -errno
+ * with c->err; ck_compact_job_end either way. */
+int ck_compact_job_begin(struct compact *c, const struct ck_ckpt_info *ck, const struct ck_ckpt_info *const *refs,
+			 size_t nrefs, struct ckpt_job *j);
+/* Aborts the transaction if it is still open (set j->txn to NULL once it
+ * is committed) and frees the lists. */
+void ck_compact_job_end(struct ckpt_job *j);
+
 /* Makes the records appended for ck durable, writes its packmap (every
  * file's map as txn holds it), the pack position, and commits txn; txn is
  * gone afterwards, committed or not.  Crash points: PREFIX-synced,

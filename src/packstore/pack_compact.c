@@ -427,6 +427,40 @@ int ck_compact_files_of(struct ck_store *st, const struct ck_ckpt_info *ck, stru
 	return ck ? ck_store_list_files(st, ck->id, f, n) : 0;
 }
 
+int ck_compact_job_begin(struct compact *c, const struct ck_ckpt_info *ck, const struct ck_ckpt_info *const *refs,
+			 size_t nrefs, struct ckpt_job *j)
+{
+	uint64_t bytes = 0;
+	int rc;
+
+	memset(j, 0, sizeof(*j));
+	rc = ck_compact_files_of(c->st, ck, &j->f, &j->n);
+	for (; j->nrefs < nrefs && j->nrefs < NEWER_MAX && rc == 0; j->nrefs++)
+		rc = ck_compact_files_of(c->st, refs[j->nrefs], &j->rf[j->nrefs], &j->rn[j->nrefs]);
+	if (rc < 0)
+		return ck_fail(c->err, -rc, "%s/%s: cannot list files: %s", ck->series, ck->name, strerror(-rc));
+	rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, c->dry ? MDB_RDONLY : 0, &j->txn));
+	if (rc < 0) {
+		j->txn = NULL;
+		return ck_fail(c->err, -rc, "index: %s", strerror(-rc));
+	}
+	for (size_t i = 0; i < j->n; i++)
+		bytes += j->f[i].size;
+	ck_chunk_cache_grow(c->recent, bytes < RECENT_CACHE_MAX / 2 ? 2 * bytes : RECENT_CACHE_MAX);
+	return 0;
+}
+
+void ck_compact_job_end(struct ckpt_job *j)
+{
+	if (j->txn)
+		mdb_txn_abort(j->txn);
+	j->txn = NULL;
+	ck_file_info_free(j->f, j->n);
+	for (size_t k = 0; k < NEWER_MAX; k++)
+		ck_file_info_free(j->rf[k], j->rn[k]);
+	memset(j, 0, sizeof(*j));
+}
+
 static const struct ck_file_info *same_path(const struct ck_file_info *f, size_t n, const char *relpath)
 {
 	for (size_t i = 0; i < n; i++)
@@ -460,38 +494,23 @@ void ck_compact_refs_load(struct compact *c, MDB_txn *txn, struct ck_file_info *
 static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const struct ck_ckpt_info *newer,
 			 size_t nnewer, int pack)
 {
-	struct ck_file_info *f = NULL, *nf[NEWER_MAX] = { NULL };
-	size_t n = 0, nn[NEWER_MAX] = { 0 }, changed = 0;
-	uint64_t bytes = 0;
-	MDB_txn *txn = NULL;
+	const struct ck_ckpt_info *refs[NEWER_MAX];
+	struct ckpt_job j;
+	size_t changed = 0;
 	int rc;
 
-	if (nnewer > NEWER_MAX)
-		nnewer = NEWER_MAX;
-	rc = ck_compact_files_of(c->st, ck, &f, &n);
-	for (size_t k = 0; k < nnewer && rc == 0; k++)
-		rc = ck_compact_files_of(c->st, &newer[k], &nf[k], &nn[k]);
-	if (rc < 0) {
-		rc = ck_fail(c->err, -rc, "%s/%s: cannot list files: %s", ck->series, ck->name, strerror(-rc));
-		goto out;
-	}
-	rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, 0, &txn));
-	if (rc < 0) {
-		ck_fail(c->err, -rc, "index: %s", strerror(-rc));
-		txn = NULL;
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++)
-		bytes += f[i].size;
-	ck_chunk_cache_grow(c->recent, bytes < RECENT_CACHE_MAX / 2 ? 2 * bytes : RECENT_CACHE_MAX);
-	for (size_t i = 0; i < n && rc == 0 && !(c->o->stop && *c->o->stop); i++) {
-		struct refs refs = { .n = 0 };
+	for (size_t k = 0; k < nnewer && k < NEWER_MAX; k++)
+		refs[k] = &newer[k];
+	rc = ck_compact_job_begin(c, ck, refs, nnewer < NEWER_MAX ? nnewer : NEWER_MAX, &j);
+	for (size_t i = 0; i < j.n && rc == 0 && !(c->o->stop && *c->o->stop); i++) {
+		const struct ck_file_info *f = &j.f[i];
+		struct refs r = { .n = 0 };
 		struct ck_fmap old, map;
 		struct fver v;
 
-		if (f[i].kind == CK_FILE_BAD)
+		if (f->kind == CK_FILE_BAD)
 			continue;
-		rc = ck_fmap_lookup(txn, c->st, f[i].id, &old);
+		rc = ck_fmap_lookup(j.txn, c->st, f->id, &old);
 		if (rc == 0) {
 			int done = (old.flags & CK_FMAP_PACKED) || !pack;
 
@@ -502,41 +521,36 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 			rc = ck_fail(c->err, -rc, "index: file map: %s", strerror(-rc));
 			break;
 		}
-		rc = ck_compact_fver_load(c->st, &f[i], &v);
+		rc = ck_compact_fver_load(c->st, f, &v);
 		if (rc < 0) {
-			rc = ck_fail(c->err, -rc, "%s: %s", f[i].src_path, strerror(-rc));
+			rc = ck_fail(c->err, -rc, "%s: %s", f->src_path, strerror(-rc));
 			break;
 		}
 		if (pack)
-			ck_compact_refs_load(c, txn, nf, nn, nnewer, f[i].relpath, &refs);
-		rc = map_file(c, txn, &v, pack, &refs, &map);
+			ck_compact_refs_load(c, j.txn, j.rf, j.rn, j.nrefs, f->relpath, &r);
+		rc = map_file(c, j.txn, &v, pack, &r, &map);
 		if (rc == 0) {
-			rc = ck_compact_put_fmap(txn, c->st, f[i].id, &map);
+			rc = ck_compact_put_fmap(j.txn, c->st, f->id, &map);
 			if (rc < 0)
 				ck_fail(c->err, -rc, "index: %s", strerror(-rc));
 			if (pack) {
 				c->s.files++;
-				c->s.logical_bytes += f[i].size;
+				c->s.logical_bytes += f->size;
 				c->s.chunks += map.nchunks;
 			}
 			ck_fmap_clear(&map);
 			changed++;
 		}
-		ck_compact_refs_clear(&refs);
+		ck_compact_refs_clear(&r);
 		ck_compact_fver_clear(&v);
 		if (rc == 0 && pack && c->progress)
-			c->progress(c->pctx, ck->series, ck->name, f[i].relpath, &c->s);
+			c->progress(c->pctx, ck->series, ck->name, f->relpath, &c->s);
 	}
-	if (rc < 0 || !changed)
-		goto out;
-	rc = ck_compact_commit(c, txn, ck, f, n, "compact", NULL, NULL);
-	txn = NULL;
-out:
-	if (txn)
-		mdb_txn_abort(txn);
-	ck_file_info_free(f, n);
-	for (size_t k = 0; k < NEWER_MAX; k++)
-		ck_file_info_free(nf[k], nn[k]);
+	if (rc == 0 && changed) {
+		rc = ck_compact_commit(c, j.txn, ck, j.f, j.n, "compact", NULL, NULL);
+		j.txn = NULL;
+	}
+	ck_compact_job_end(&j);
 	return rc;
 }
 

@@ -910,43 +910,30 @@ static void lossy_refs(struct compact *c, struct lossy *L, MDB_txn *txn, struct 
 
 static int lossy_checkpoint(struct compact *c, void *arg)
 {
-	struct job *j = arg;
-	struct lossy *L = j->L;
-	const struct ck_ckpt_info *ck = &L->ck[j->at];
-	struct ck_file_info *f = NULL, *of[NEWER_MAX] = { NULL };
-	size_t n = 0, on[NEWER_MAX] = { 0 }, nolder = 0, changed = 0;
-	uint64_t bytes = 0;
-	MDB_txn *txn = NULL;
+	struct job *jb = arg;
+	struct lossy *L = jb->L;
+	const struct ck_ckpt_info *ck = &L->ck[jb->at];
+	const struct ck_ckpt_info *older[NEWER_MAX];
+	size_t nolder = 0, changed = 0;
+	struct ckpt_job j;
 	int rc;
 
 	L->nwritten = 0;
 	memset(&L->rep, 0, sizeof(L->rep));
-	rc = ck_compact_files_of(c->st, ck, &f, &n);
 	/* The older checkpoints, nearest first: the references. */
-	for (size_t k = j->at; k-- > 0 && nolder < NEWER_MAX && rc == 0;)
-		rc = ck_compact_files_of(c->st, &L->ck[k], &of[nolder], &on[nolder]), nolder++;
-	if (rc < 0) {
-		rc = ck_fail(c->err, -rc, "%s/%s: cannot list files: %s", ck->series, ck->name, strerror(-rc));
-		goto out;
-	}
-	rc = ck_mdb_errno(mdb_txn_begin(c->st->env, NULL, c->dry ? MDB_RDONLY : 0, &txn));
-	if (rc < 0) {
-		ck_fail(c->err, -rc, "index: %s", strerror(-rc));
-		txn = NULL;
-		goto out;
-	}
-	for (size_t i = 0; i < n; i++)
-		bytes += f[i].size;
-	ck_chunk_cache_grow(c->recent, bytes < RECENT_CACHE_MAX / 2 ? 2 * bytes : RECENT_CACHE_MAX);
-	for (size_t i = 0; i < n && rc == 0 && !(c->o->stop && *c->o->stop); i++) {
+	for (size_t k = jb->at; k-- > 0 && nolder < NEWER_MAX;)
+		older[nolder++] = &L->ck[k];
+	rc = ck_compact_job_begin(c, ck, older, nolder, &j);
+	for (size_t i = 0; i < j.n && rc == 0 && !(c->o->stop && *c->o->stop); i++) {
+		const struct ck_file_info *f = &j.f[i];
 		struct refs refs = { .n = 0 };
 		struct ck_fmap old = { 0 }, map;
 		struct fver v;
 		int have;
 
-		if (f[i].kind == CK_FILE_BAD)
+		if (f->kind == CK_FILE_BAD)
 			continue;
-		rc = ck_fmap_lookup(txn, c->st, f[i].id, &old);
+		rc = ck_fmap_lookup(j.txn, c->st, f->id, &old);
 		have = rc == 0;
 		if (rc < 0 && rc != -ENOENT) {
 			rc = ck_fail(c->err, -rc, "index: file map: %s", strerror(-rc));
@@ -957,34 +944,34 @@ static int lossy_checkpoint(struct compact *c, void *arg)
 			ck_fmap_clear(&old);
 			continue;   /* coded already: its original is gone */
 		}
-		rc = ck_compact_fver_load(c->st, &f[i], &v);
+		rc = ck_compact_fver_load(c->st, f, &v);
 		if (rc < 0) {
 			ck_fmap_clear(&old);
-			rc = ck_fail(c->err, -rc, "%s: %s", f[i].src_path, strerror(-rc));
+			rc = ck_fail(c->err, -rc, "%s: %s", f->src_path, strerror(-rc));
 			break;
 		}
-		lossy_refs(c, L, txn, of, on, nolder, f[i].relpath, &refs);
-		rc = lossy_file(c, L, txn, j->at, &v, have ? &old : NULL, &refs, &map);
+		lossy_refs(c, L, j.txn, j.rf, j.rn, j.nrefs, f->relpath, &refs);
+		rc = lossy_file(c, L, j.txn, jb->at, &v, have ? &old : NULL, &refs, &map);
 		if (rc == 0 && have && (old.flags & CK_FMAP_PACKED) && !(map.flags & CK_FMAP_LOSSY)) {
 			ck_fmap_clear(&map);   /* packed exactly already, nothing to code */
 		} else if (rc == 0) {
 			if (!c->dry)
-				rc = ck_compact_put_fmap(txn, c->st, f[i].id, &map);
+				rc = ck_compact_put_fmap(j.txn, c->st, f->id, &map);
 			if (rc < 0)
 				ck_fail(c->err, -rc, "index: %s", strerror(-rc));
 			c->s.files++;
-			c->s.logical_bytes += f[i].size;
+			c->s.logical_bytes += f->size;
 			c->s.chunks += map.nchunks;
 			if (map.flags & CK_FMAP_LOSSY) {
 				c->s.lossy_files++;
-				c->s.lossy_logical += f[i].size;
+				c->s.lossy_logical += f->size;
 				L->rep.files++;
 				L->rep.storages += map.nlossy;
 			}
-			L->rep.logical_bytes += f[i].size;
-			L->rep.before_bytes += have && (old.flags & CK_FMAP_PACKED) ? old.stored_bytes : f[i].size;
+			L->rep.logical_bytes += f->size;
+			L->rep.before_bytes += have && (old.flags & CK_FMAP_PACKED) ? old.stored_bytes : f->size;
 			L->rep.after_bytes += map.stored_bytes;
-			if (c->dry && (map.flags & CK_FMAP_LOSSY) && dry_keep(L, f[i].id, &map) < 0)
+			if (c->dry && (map.flags & CK_FMAP_LOSSY) && dry_keep(L, f->id, &map) < 0)
 				rc = ck_fail(c->err, ENOMEM, "out of memory");
 			ck_fmap_clear(&map);
 			changed++;
@@ -993,15 +980,12 @@ static int lossy_checkpoint(struct compact *c, void *arg)
 		ck_compact_refs_clear(&refs);
 		ck_compact_fver_clear(&v);
 		if (rc == 0 && c->progress)
-			c->progress(c->pctx, ck->series, ck->name, f[i].relpath, &c->s);
+			c->progress(c->pctx, ck->series, ck->name, f->relpath, &c->s);
 	}
-	if (rc < 0 || !changed || c->dry)
-		goto out;
-	rc = ck_compact_commit(c, txn, ck, f, n, "lossy", read_back, L);
-	txn = NULL;
-out:
-	if (txn)
-		mdb_txn_abort(txn);
+	if (rc == 0 && changed && !c->dry) {
+		rc = ck_compact_commit(c, j.txn, ck, j.f, j.n, "lossy", read_back, L);
+		j.txn = NULL;
+	}
 	if (rc == 0 && changed && c->o->lossy_report) {
 		L->rep.series = ck->series;
 		L->rep.ckpt = ck->name;
@@ -1009,9 +993,7 @@ out:
 		L->rep.bound = L->p->bound;
 		c->o->lossy_report(c->o->lossy_report_ctx, &L->rep);
 	}
-	ck_file_info_free(f, n);
-	for (size_t k = 0; k < NEWER_MAX; k++)
-		ck_file_info_free(of[k], on[k]);
+	ck_compact_job_end(&j);
 	return rc;
 }
 
