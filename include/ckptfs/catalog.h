@@ -48,10 +48,13 @@
  * items: torch's writers save each chunk's storage whole, cloning a view
  * that does not own all of it, so a storage of exactly the chunk's
  * elements is taken to hold them in C order.  A tensor of several chunks
- * (a ShardedTensor) is served when its chunks split it by rows (offsets
- * and sizes equal to the whole tensor's in every dimension but the
- * first): the chunks in row order are its bytes, one extent each
- * (ck_cat_tensor.pieces); otherwise contiguous is 0.  A weights or layer
+ * (a ShardedTensor, a DTensor) is served when its chunks tile it exactly,
+ * split along any dimensions: its bytes in C order are runs of the
+ * chunks' storages (ck_cat_tensor.pieces), one per chunk when they split
+ * it by rows, one per row of a chunk otherwise (a split by columns, as
+ * tensor parallelism shards a row-parallel layer's weight, costs an
+ * extent per row and shard in every file built from it); chunks with a
+ * gap or an overlap between them make contiguous 0.  A weights or layer
  * file that would need a tensor with contiguous 0 is refused (-EINVAL,
  * logged), as a torch.save tensor in another layout is.
  *
@@ -87,11 +90,18 @@ enum ck_cat_model {
 	CK_CAT_MODEL_DCP,
 };
 
-/* One extent of a tensor stored in pieces (a DCP tensor's chunks). */
+/* One extent of a tensor stored in pieces (a DCP tensor's chunks): a run
+ * of its bytes in C order, all of a chunk split by rows, one row of a
+ * chunk split by columns. */
 struct ck_cat_piece {
 	struct ck_vsource *source;
 	uint64_t offset, nbytes;
-	char *item;                 /* the item's name in its file ("model.w[0:8, 0:16]") */
+	/* The first run of each item: the item's name in its file
+	 * ("model.w[0:8, 0:16]"), all its bytes from offset and its shape.
+	 * NULL, 0 on its other runs. */
+	char *item;
+	uint64_t item_nbytes;
+	uint64_t item_shape[CK_MAX_DIMS];
 };
 
 struct ck_cat_tensor {

@@ -379,7 +379,7 @@ int cat_entry_copy(const struct ck_cat_tensor *src, struct ck_cat_tensor *dst)
 	if (src->npieces && (dst->pieces = calloc(src->npieces, sizeof(*dst->pieces)))) {
 		for (size_t i = 0; i < src->npieces; i++) {
 			dst->pieces[i] = src->pieces[i];
-			if (!(dst->pieces[i].item = strdup(src->pieces[i].item)))
+			if (src->pieces[i].item && !(dst->pieces[i].item = strdup(src->pieces[i].item)))
 				break;
 			dst->npieces++;
 		}
@@ -545,52 +545,135 @@ static int item_raw(const struct ck_cat_tensor *it, const struct ck_dcp_entry *e
 	return it->contiguous && it->dtype == e->dtype && it->nbytes == n && n;
 }
 
-/* The chunks of e in row order, when they split it by rows: 0, or -1. */
-static int row_split(const struct ck_dcp_meta *m, const struct ck_dcp_entry *e, size_t *order)
+/* A run of a tensor's bytes in C order: elements [at, at + len) of the
+ * whole tensor are elements [from, from + len) of chunk k's storage. */
+struct run {
+	uint64_t at, from, len;
+	size_t k;
+};
+
+static int run_cmp(const void *a, const void *b)
 {
-	uint64_t row = 0;
+	const struct run *x = a, *y = b;
 
-	for (size_t k = 0; k < e->nchunks; k++)
-		order[k] = e->chunks[k];
-	for (size_t k = 1; k < e->nchunks; k++)   /* insertion sort by first offset: a few ranks */
-		for (size_t j = k; j > 0 && m->chunks[order[j]].offsets[0] < m->chunks[order[j - 1]].offsets[0]; j--) {
-			size_t t = order[j];
+	return x->at < y->at ? -1 : x->at > y->at;
+}
 
-			order[j] = order[j - 1];
-			order[j - 1] = t;
-		}
-	if (e->ndim < 1)
-		return e->nchunks == 1 ? 0 : -1;
+/* Runs of a tensor larger than this are not served (each is an extent of
+ * every file built from the tensor). */
+#define MAX_RUNS (1u << 22)
+
+/* The runs of e's chunks (order[k]: the k-th chunk's index in m), sorted,
+ * when the chunks tile the tensor exactly: 0 with *out and *n, -1 when
+ * they do not (a gap, an overlap, a chunk out of bounds, too many runs),
+ * -ENOMEM.  A chunk splits the tensor in dimension D, the last in which it
+ * does not span the whole tensor; each of its rows over the dimensions
+ * before D is one run (a chunk of a split by rows is one run, of a split
+ * by columns one per row). */
+static int chunk_runs(const struct ck_dcp_meta *m, const struct ck_dcp_entry *e, const size_t *order,
+		      struct run **out, size_t *n)
+{
+	uint64_t gstride[CK_MAX_DIMS], numel = 1, total = 0, cap = 0, end = 0;
+	struct run *r;
+	size_t nr = 0;
+
+	*out = NULL;
+	*n = 0;
+	for (int d = e->ndim; d-- > 0;) {
+		gstride[d] = numel;
+		numel *= e->size[d];
+	}
 	for (size_t k = 0; k < e->nchunks; k++) {
 		const struct ck_dcp_chunk *c = &m->chunks[order[k]];
+		uint64_t runs = 1;
+		int D = -1;
 
-		if (c->offsets[0] != row)
-			return -1;
-		for (int d = 1; d < e->ndim; d++)
-			if (c->offsets[d] || c->sizes[d] != e->size[d])
+		for (int d = 0; d < e->ndim; d++) {
+			if (c->offsets[d] > e->size[d] || c->sizes[d] > e->size[d] - c->offsets[d])
 				return -1;
-		row += c->sizes[0];
+			if (c->sizes[d] != e->size[d])
+				D = d;
+		}
+		for (int d = 0; d < D; d++)
+			runs *= c->sizes[d];
+		cap += runs;
+		if (cap > MAX_RUNS)
+			return -1;
 	}
-	return row == e->size[0] ? 0 : -1;
+	r = malloc((cap ? cap : 1) * sizeof(*r));
+	if (!r)
+		return -ENOMEM;
+	for (size_t k = 0; k < e->nchunks; k++) {
+		const struct ck_dcp_chunk *c = &m->chunks[order[k]];
+		uint64_t idx[CK_MAX_DIMS] = { 0 }, len = 1, from = 0;
+		int D = -1;
+
+		for (int d = 0; d < e->ndim; d++)
+			if (c->sizes[d] != e->size[d])
+				D = d;
+		for (int d = D < 0 ? 0 : D; d < e->ndim; d++)
+			len *= c->sizes[d];
+		for (int d = 0; d < e->ndim; d++)
+			if (!c->sizes[d])
+				len = 0;
+		if (!len)
+			continue;   /* an empty chunk holds nothing */
+		for (;;) {
+			uint64_t at = 0;
+			int d;
+
+			for (d = 0; d < e->ndim; d++)
+				at += (c->offsets[d] + (d < D ? idx[d] : 0)) * gstride[d];
+			r[nr++] = (struct run){ at, from, len, k };
+			total += len;
+			from += len;
+			/* the next row over the dimensions before D */
+			for (d = D - 1; d >= 0 && ++idx[d] == c->sizes[d]; d--)
+				idx[d] = 0;
+			if (d < 0)
+				break;
+		}
+	}
+	qsort(r, nr, sizeof(*r), run_cmp);
+	for (size_t i = 0; i < nr; i++) {
+		if (r[i].at != end) {
+			free(r);
+			return -1;   /* a gap or an overlap */
+		}
+		end += r[i].len;
+	}
+	if (total != numel || end != numel) {
+		free(r);
+		return -1;
+	}
+	*out = r;
+	*n = nr;
+	return 0;
 }
 
 /* An entry for DCP tensor e from its items: its bytes and provenance, the
- * whole tensor's dtype and shape, name and path (the FQN) given. */
+ * whole tensor's dtype and shape, name and path (the FQN) given.  Its
+ * pieces are the runs of its chunks (chunk_runs) when it has several. */
 static int dcp_entry(struct builder *b, const struct ck_dcp_meta *m, const struct ck_dcp_entry *e,
 		     const struct tensor_list *items, const char *name, struct ck_cat_tensor *out)
 {
+	const struct ck_cat_tensor **its = calloc(e->nchunks + 1, sizeof(*its));
 	size_t *order = calloc(e->nchunks + 1, sizeof(*order));
-	int split, rc = 0;
+	char **names = calloc(e->nchunks + 1, sizeof(*names));
+	struct run *runs = NULL;
+	size_t nruns = 0, esize = ck_dtype_size(e->dtype);
+	int tiled = -1, rc = 0;
 
 	memset(out, 0, sizeof(*out));
-	if (!order)
-		return -ENOMEM;
-	split = row_split(m, e, order);
-	if (e->nchunks > 1)
-		out->pieces = calloc(e->nchunks, sizeof(*out->pieces));
+	if (!its || !order || !names) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t k = 0; k < e->nchunks; k++)
+		order[k] = e->chunks[k];
 	out->name = strdup(name);
 	out->path = strdup(e->fqn);
-	if (!out->name || !out->path || (e->nchunks > 1 && !out->pieces)) {
+	if (!out->name || !out->path) {
 		rc = -ENOMEM;
 		goto out;
 	}
@@ -598,42 +681,76 @@ static int dcp_entry(struct builder *b, const struct ck_dcp_meta *m, const struc
 	out->ndim = e->ndim;
 	memcpy(out->shape, e->size, sizeof(out->shape));
 	out->file = b->cat->dcp_save;
-	out->contiguous = split == 0;
+	out->contiguous = 1;
 	for (size_t k = 0; k < e->nchunks && !rc; k++) {
 		const struct ck_dcp_chunk *c = &m->chunks[order[k]];
-		char *item = ck_dcp_item_name(e, c);
-		const struct ck_cat_tensor *it = item ? find_item(items, item) : NULL;
 
-		if (!item) {
+		names[k] = ck_dcp_item_name(e, c);
+		its[k] = names[k] ? find_item(items, names[k]) : NULL;
+		if (!names[k]) {
 			rc = -ENOMEM;
 			break;
 		}
-		if (!it) {
+		if (!its[k]) {
 			/* a store indexed before DCP items had names */
 			ck_warn("%s/%s: DCP item %s has no bytes in the index: tensor '%s' left out",
-				b->cat->ckpt.series, b->cat->ckpt.name, item, e->fqn);
-			free(item);
+				b->cat->ckpt.series, b->cat->ckpt.name, names[k], e->fqn);
 			rc = -ENOENT;
 			break;
 		}
-		if (!item_raw(it, e, c->sizes))
+		if (!item_raw(its[k], e, c->sizes))
 			out->contiguous = 0;
-		if (!k) {
-			out->source = it->source;
-			out->offset = it->offset;
-			out->src_ckpt = it->src_ckpt;
-			out->src_step = it->src_step;
+		out->nbytes += its[k]->nbytes;
+	}
+	if (rc || !e->nchunks)
+		goto out;
+	tiled = chunk_runs(m, e, order, &runs, &nruns);
+	if (tiled == -ENOMEM) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	if (tiled)
+		out->contiguous = 0;
+	/* The first chunk in the tensor's order gives the provenance. */
+	{
+		const struct ck_cat_tensor *first = its[tiled == 0 && nruns ? runs[0].k : 0];
+
+		out->source = first->source;
+		out->offset = first->offset;
+		out->src_ckpt = first->src_ckpt;
+		out->src_step = first->src_step;
+	}
+	if (tiled || nruns < 2)
+		goto out;   /* not served; or one run, the item's bytes */
+	out->pieces = calloc(nruns, sizeof(*out->pieces));
+	if (!out->pieces) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < nruns; i++) {
+		const struct ck_cat_tensor *it = its[runs[i].k];
+		struct ck_cat_piece *p = &out->pieces[i];
+
+		p->source = it->source;
+		p->offset = it->offset + runs[i].from * esize;
+		p->nbytes = runs[i].len * esize;
+		if (runs[i].from == 0) {   /* the item's first run names it */
+			const struct ck_dcp_chunk *c = &m->chunks[order[runs[i].k]];
+
+			p->item = names[runs[i].k];
+			names[runs[i].k] = NULL;
+			p->item_nbytes = it->nbytes;
+			memcpy(p->item_shape, c->sizes, sizeof(p->item_shape));
 		}
-		out->nbytes += it->nbytes;
-		if (out->pieces) {
-			out->pieces[k] = (struct ck_cat_piece){ it->source, it->offset, it->nbytes, item };
-			out->npieces++;
-		} else {
-			free(item);
-		}
+		out->npieces++;
 	}
 out:
+	for (size_t k = 0; names && k < e->nchunks; k++)
+		free(names[k]);
+	free(names);
+	free(its);
 	free(order);
+	free(runs);
 	if (rc)
 		entry_free(out);
 	return rc;

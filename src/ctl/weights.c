@@ -75,27 +75,27 @@ int ctl_safetensors_size(const struct st_pick *p, size_t n, uint64_t *size)
 	return rc;
 }
 
-/* A tensor stored in row pieces (include/ckptfs/catalog.h): each piece
- * one extent, recorded as "NAME[rows]" with its rows' shape. */
+/* A tensor stored in pieces (include/ckptfs/catalog.h): each piece one
+ * extent, each item recorded as "NAME[slice]" with its own shape. */
 static int append_pieces(struct ck_vfile *f, const struct ck_cat_tensor *e, struct ck_vtensor *vt, const char *name)
 {
-	uint64_t shape[CK_MAX_DIMS], row = ck_dtype_size(e->dtype);
 	int rc = 0;
 
-	memcpy(shape, e->shape, sizeof(shape));
-	for (int d = 1; d < e->ndim; d++)
-		row *= e->shape[d];
-	vt->shape = shape;
 	for (size_t i = 0; i < e->npieces && !rc; i++) {
-		const char *slice = strrchr(e->pieces[i].item, '[');
+		const struct ck_cat_piece *p = &e->pieces[i];
+		const char *slice;
 		char label[1024];
 
-		shape[0] = row ? e->pieces[i].nbytes / row : 0;
-		vt->source = e->pieces[i].source;
-		vt->src_offset = e->pieces[i].offset;
-		vt->nbytes = e->pieces[i].nbytes;
+		rc = ck_vfile_append_extent(f, p->source, p->offset, p->nbytes);
+		if (rc || !p->item)
+			continue;
+		slice = strrchr(p->item, '[');
 		snprintf(label, sizeof(label), "%s%s", name, slice ? slice : "");
-		rc = ck_vfile_append_tensor(f, vt, label);
+		vt->shape = p->item_shape;
+		vt->source = p->source;
+		vt->src_offset = p->offset;
+		vt->nbytes = p->item_nbytes;
+		rc = ck_vfile_note_tensor(f, vt, label);
 	}
 	return rc;
 }

@@ -195,21 +195,38 @@ static int source_ready(struct ck_view *v, struct phys_file *pf)
 	return rc;
 }
 
-int ck_vfile_append_tensor(struct ck_vfile *f, const struct ck_vtensor *t, const char *name)
+int ck_vfile_append_extent(struct ck_vfile *f, struct ck_vsource *src, uint64_t off, uint64_t len)
 {
-	struct phys_file *pf = (struct phys_file *)t->source;
+	struct phys_file *pf = (struct phys_file *)src;
 	int rc;
 
-	if (!t->contiguous || !pf)
+	if (!pf)
 		return -EINVAL;
 	rc = source_ready(f->view, pf);
+	return rc ? rc : vfile_add_phys(f, pf, off, len);
+}
+
+int ck_vfile_note_tensor(struct ck_vfile *f, const struct ck_vtensor *t, const char *name)
+{
+	int rc;
+
+	if (!t->source)
+		return -EINVAL;
+	rc = vfile_add_tensor(f, name, t->dtype, t->ndim, t->shape, (struct phys_file *)t->source, t->src_offset,
+			      t->nbytes);
 	if (!rc)
-		rc = vfile_add_phys(f, pf, t->src_offset, t->nbytes);
-	if (!rc)
-		rc = vfile_add_tensor(f, name, t->dtype, t->ndim, t->shape, pf, t->src_offset, t->nbytes);
-	if (!rc)
-		vfile_tensor_origin(f, t->node, 1);
+		vfile_tensor_origin(f, t->node, t->contiguous);
 	return rc;
+}
+
+int ck_vfile_append_tensor(struct ck_vfile *f, const struct ck_vtensor *t, const char *name)
+{
+	int rc;
+
+	if (!t->contiguous)
+		return -EINVAL;
+	rc = ck_vfile_append_extent(f, t->source, t->src_offset, t->nbytes);
+	return rc ? rc : ck_vfile_note_tensor(f, t, name);
 }
 
 int ck_vfile_append_file(struct ck_vfile *f, const struct ck_vfile *src)

@@ -669,13 +669,14 @@ def memmap(path):
 
 # --- DCP checkpoints ----------------------------------------------------------------------
 
-DCP_SERIES = {"dcp1": 1, "dcp2": 2}
+# series: (ranks, the dimension matrices are split along)
+DCP_SERIES = {"dcp1": (1, 0), "dcp2": (2, 0), "dcp2c": (2, 1)}
 
 
 def dcp_save(work):
     import dcp_series
-    for series, ranks in DCP_SERIES.items():
-        dcp_series.save(os.path.join(work, series), ranks=ranks)
+    for series, (ranks, dim) in DCP_SERIES.items():
+        dcp_series.save(os.path.join(work, series), ranks=ranks, dim=dim)
 
 
 def dcp_layer_of(name):
@@ -751,7 +752,8 @@ def dcp(ctl, work):
                     want_l2 = rel_l2(stored_at[-1][1], stored_at[-2][1])
                     expect(e["rel_l2"] is not None and abs(e["rel_l2"] - want_l2) <= 1e-5 * max(want_l2, 1e-30) + 1e-12,
                            "%s %s: rel_l2 %r, expected %r" % (d, e["name"], e["rel_l2"], want_l2))
-    print("weights/, layers/, history/ of DCP saves (1 and 2 ranks, partial saves): %d weights bit-exact" % nt)
+    print("weights/, layers/, history/ of DCP saves (1 rank, 2 split by rows, 2 by columns; partial saves): "
+          "%d weights bit-exact" % nt)
 
 
 COMMANDS = {

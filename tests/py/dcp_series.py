@@ -220,7 +220,7 @@ def style_of(layout):
 # ---- ranks and sharding -----------------------------------------------------
 
 def sharded(fqn, value):
-    """Matrices and their moments are split by rows across ranks."""
+    """Matrices and their moments are split across ranks (by rows unless told)."""
     return isinstance(value, torch.Tensor) and value.dim() == 2 and not fqn.endswith(".step")
 
 
@@ -282,21 +282,24 @@ def _load_with(sd, reader, no_dist):
         dcp.load_state_dict(sd, reader, no_dist=no_dist)
 
 
-def save_real(path, flat, ranks):
+def save_real(path, flat, ranks, dim=0):
     dcp = import_dcp()
     if ranks == 1:
         _save_with(flat, dcp.FileSystemWriter(path), True)
     else:
-        _spawn(_save_rank, ranks, path, flat)
+        _spawn(_save_rank, ranks, path, flat, dim)
 
 
-def _save_rank(rank, nranks, path, flat):
+def _save_rank(rank, nranks, path, flat, dim):
     dcp = import_dcp()    # before to_sharded: on 1.13 its _shard imports only after the shim
-    sd = {k: (to_sharded(k, v, rank, nranks) if sharded(k, v) else v) for k, v in flat.items()}
+    sd = {k: (to_sharded(k, v, rank, nranks, dim) if sharded(k, v) else v) for k, v in flat.items()}
     _save_with(sd, dcp.FileSystemWriter(path), False)
 
 
-def save(run, ranks=1, layout="real", steps=STEPS):
+def save(run, ranks=1, layout="real", steps=STEPS, dim=0):
+    """dim: the dimension matrices are split along across ranks (0: by
+    rows, as FSDP does; 1: by columns, as a row-parallel layer's weight
+    under tensor parallelism)."""
     t = Trainer()
     for s in STEPS:
         t.train(s - t.step)
@@ -305,7 +308,7 @@ def save(run, ranks=1, layout="real", steps=STEPS):
         path = os.path.join(run, "step-%d" % s)
         flat, paths = flatten(t.nested(layers_at(s)), style_of(layout))
         if layout == "real":
-            save_real(path, flat, ranks)
+            save_real(path, flat, ranks, dim)
         else:
             write_layout(path, flat, paths, layout, ranks)
         print("%s: %d items, %d rank%s, layout %s" % (path, len(flat), ranks, "s" if ranks > 1 else "", layout))
