@@ -670,7 +670,7 @@ def memmap(path):
 # --- DCP checkpoints ----------------------------------------------------------------------
 
 # series: (ranks, the dimension matrices are split along)
-DCP_SERIES = {"dcp1": (1, 0), "dcp2": (2, 0), "dcp2c": (2, 1)}
+DCP_SERIES = {"dcp1": (1, 0), "dcp2": (2, 0), "dcp2c": (2, 1), "dcp2g": (2, "grid")}
 
 
 def dcp_save(work):
@@ -752,7 +752,7 @@ def dcp(ctl, work):
                     want_l2 = rel_l2(stored_at[-1][1], stored_at[-2][1])
                     expect(e["rel_l2"] is not None and abs(e["rel_l2"] - want_l2) <= 1e-5 * max(want_l2, 1e-30) + 1e-12,
                            "%s %s: rel_l2 %r, expected %r" % (d, e["name"], e["rel_l2"], want_l2))
-    print("weights/, layers/, history/ of DCP saves (1 rank, 2 split by rows, 2 by columns; partial saves): "
+    print("weights/, layers/, history/ of DCP saves (1 rank; 2 split by rows, by columns, in blocks; partial saves): "
           "%d weights bit-exact" % nt)
 
 

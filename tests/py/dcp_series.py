@@ -234,7 +234,16 @@ def chunk_of(t, rank, nranks, dim=0):
 
 
 def to_sharded(fqn, t, rank, nranks, dim=0):
+    """dim 0 or 1: one chunk per rank, split along dim; "grid": the
+    matrix cut into nranks x 2 blocks, each rank holding a row of them."""
     from torch.distributed._shard.sharded_tensor import Shard, init_from_local_shards
+    if dim == "grid":
+        (r0, _), rows = chunk_of(t, rank, nranks, 0)
+        shards = []
+        for half in range(2):
+            (_, c0), block = chunk_of(rows, half, 2, 1)
+            shards.append(Shard.from_tensor_and_offsets(block, [r0, c0], rank))
+        return init_from_local_shards(shards, *t.shape)
     off, local = chunk_of(t, rank, nranks, dim)
     return init_from_local_shards([Shard.from_tensor_and_offsets(local, off, rank)], *t.shape)
 
@@ -297,9 +306,9 @@ def _save_rank(rank, nranks, path, flat, dim):
 
 
 def save(run, ranks=1, layout="real", steps=STEPS, dim=0):
-    """dim: the dimension matrices are split along across ranks (0: by
-    rows, as FSDP does; 1: by columns, as a row-parallel layer's weight
-    under tensor parallelism)."""
+    """dim: how matrices are split across ranks (to_sharded): 0 by rows, as
+    FSDP does; 1 by columns, as tensor parallelism splits a row-parallel
+    layer's weight; "grid" in blocks along both."""
     t = Trainer()
     for s in STEPS:
         t.train(s - t.step)
