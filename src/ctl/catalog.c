@@ -545,16 +545,9 @@ static int item_raw(const struct ck_cat_tensor *it, const struct ck_dcp_entry *e
 	return it->contiguous && it->dtype == e->dtype && it->nbytes == n && n;
 }
 
-/* A run of a tensor's bytes in C order: elements [at, at + len) of the
- * whole tensor are elements [from, from + len) of chunk k's storage. */
-struct run {
-	uint64_t at, from, len;
-	size_t k;
-};
-
 static int run_cmp(const void *a, const void *b)
 {
-	const struct run *x = a, *y = b;
+	const struct ctl_run *x = a, *y = b;
 
 	return x->at < y->at ? -1 : x->at > y->at;
 }
@@ -563,18 +556,14 @@ static int run_cmp(const void *a, const void *b)
  * every file built from the tensor). */
 #define MAX_RUNS (1u << 22)
 
-/* The runs of e's chunks (order[k]: the k-th chunk's index in m), sorted,
- * when the chunks tile the tensor exactly: 0 with *out and *n, -1 when
- * they do not (a gap, an overlap, a chunk out of bounds, too many runs),
- * -ENOMEM.  A chunk splits the tensor in dimension D, the last in which it
- * does not span the whole tensor; each of its rows over the dimensions
- * before D is one run (a chunk of a split by rows is one run, of a split
- * by columns one per row). */
-static int chunk_runs(const struct ck_dcp_meta *m, const struct ck_dcp_entry *e, const size_t *order,
-		      struct run **out, size_t *n)
+/* A chunk splits the tensor in dimension D, the last in which it does not
+ * span the whole tensor; each of its rows over the dimensions before D is
+ * one run. */
+int ctl_dcp_runs(const struct ck_dcp_meta *m, const struct ck_dcp_entry *e, const size_t *order,
+		 struct ctl_run **out, size_t *n)
 {
 	uint64_t gstride[CK_MAX_DIMS], numel = 1, total = 0, cap = 0, end = 0;
-	struct run *r;
+	struct ctl_run *r;
 	size_t nr = 0;
 
 	*out = NULL;
@@ -624,7 +613,7 @@ static int chunk_runs(const struct ck_dcp_meta *m, const struct ck_dcp_entry *e,
 
 			for (d = 0; d < e->ndim; d++)
 				at += (c->offsets[d] + (d < D ? idx[d] : 0)) * gstride[d];
-			r[nr++] = (struct run){ at, from, len, k };
+			r[nr++] = (struct ctl_run){ at, from, len, k };
 			total += len;
 			from += len;
 			/* the next row over the dimensions before D */
@@ -653,14 +642,14 @@ static int chunk_runs(const struct ck_dcp_meta *m, const struct ck_dcp_entry *e,
 
 /* An entry for DCP tensor e from its items: its bytes and provenance, the
  * whole tensor's dtype and shape, name and path (the FQN) given.  Its
- * pieces are the runs of its chunks (chunk_runs) when it has several. */
+ * pieces are the runs of its chunks (ctl_dcp_runs) when it has several. */
 static int dcp_entry(struct builder *b, const struct ck_dcp_meta *m, const struct ck_dcp_entry *e,
 		     const struct tensor_list *items, const char *name, struct ck_cat_tensor *out)
 {
 	const struct ck_cat_tensor **its = calloc(e->nchunks + 1, sizeof(*its));
 	size_t *order = calloc(e->nchunks + 1, sizeof(*order));
 	char **names = calloc(e->nchunks + 1, sizeof(*names));
-	struct run *runs = NULL;
+	struct ctl_run *runs = NULL;
 	size_t nruns = 0, esize = ck_dtype_size(e->dtype);
 	int tiled = -1, rc = 0;
 
@@ -704,7 +693,7 @@ static int dcp_entry(struct builder *b, const struct ck_dcp_meta *m, const struc
 	}
 	if (rc || !e->nchunks)
 		goto out;
-	tiled = chunk_runs(m, e, order, &runs, &nruns);
+	tiled = ctl_dcp_runs(m, e, order, &runs, &nruns);
 	if (tiled == -ENOMEM) {
 		rc = -ENOMEM;
 		goto out;

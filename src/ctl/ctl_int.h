@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "ckptfs/catalog.h"
+#include "ckptfs/dcp.h"
 #include "ckptfs/ctldir.h"
 #include "ckptfs/pickle.h"
 #include "ckptfs/recipe.h"
@@ -24,6 +25,21 @@ void cat_entries_free(struct ck_cat_tensor *v, size_t n);
 
 /* A copy of an entry (its strings duplicated): 0 or -ENOMEM. */
 int cat_entry_copy(const struct ck_cat_tensor *src, struct ck_cat_tensor *dst);
+
+/* A run of a DCP tensor's bytes in C order: elements [at, at + len) of the
+ * whole tensor are elements [from, from + len) of the storage of its k-th
+ * chunk. */
+struct ctl_run {
+	uint64_t at, from, len;
+	size_t k;
+};
+/* The runs of e's chunks, order[k] being the k-th chunk's index in
+ * m->chunks, sorted by at, when the chunks tile the tensor exactly: 0 with
+ * *out (malloc'ed) and *n; -1 when they do not (a gap, an overlap, a chunk
+ * out of bounds, more than 4 Mi runs); -ENOMEM.  A chunk that splits the
+ * tensor by rows is one run, one split by columns a run per row. */
+int ctl_dcp_runs(const struct ck_dcp_meta *m, const struct ck_dcp_entry *e, const size_t *order,
+		 struct ctl_run **out, size_t *n);
 
 /* ---- recipe_plan.c: a recipe's checkpoint, tensor by tensor ---- */
 

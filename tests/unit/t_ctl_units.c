@@ -1,9 +1,11 @@
 /* The control directory's pure parts: naming index-keyed optimizer state
- * by order and shape (optim_match), renumbering blocks in names, and the
- * recipe parser's results and lines. */
+ * by order and shape (optim_match), a DCP tensor's bytes from its chunks
+ * (ctl_dcp_runs), renumbering blocks in names, and the recipe parser's
+ * results and lines. */
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/stat.h>
@@ -232,10 +234,88 @@ static void test_registry(void)
 	run_command(pathf(a, sizeof(a), "rm -rf '%s'", store), NULL);
 }
 
+/* A 2-D tensor of rows x cols and its chunks {row, col, nrows, ncols}. */
+static int runs_of(uint64_t rows, uint64_t cols, const uint64_t (*box)[4], size_t nbox, struct ctl_run **r,
+		   size_t *n)
+{
+	struct ck_dcp_chunk c[8];
+	size_t idx[8], order[8];
+	struct ck_dcp_meta m;
+	struct ck_dcp_entry e;
+
+	memset(&m, 0, sizeof(m));
+	memset(&e, 0, sizeof(e));
+	memset(c, 0, sizeof(c));
+	for (size_t k = 0; k < nbox; k++) {
+		c[k].offsets[0] = box[k][0];
+		c[k].offsets[1] = box[k][1];
+		c[k].sizes[0] = box[k][2];
+		c[k].sizes[1] = box[k][3];
+		idx[k] = order[k] = k;
+	}
+	m.chunks = c;
+	m.nchunks = nbox;
+	e.fqn = "w";
+	e.dtype = CK_DT_F32;
+	e.ndim = 2;
+	e.size[0] = rows;
+	e.size[1] = cols;
+	e.chunks = idx;
+	e.nchunks = nbox;
+	return ctl_dcp_runs(&m, &e, order, r, n);
+}
+
+static void test_dcp_runs(void)
+{
+	/* by rows: one run per chunk, in row order whatever the chunks' */
+	static const uint64_t rows[][4] = { { 3, 0, 5, 4 }, { 0, 0, 3, 4 } };
+	/* by columns: a run per row of each chunk, alternating */
+	static const uint64_t cols[][4] = { { 0, 0, 3, 2 }, { 0, 2, 3, 3 } };
+	/* 2 x 2 blocks, uneven */
+	static const uint64_t grid[][4] = { { 0, 0, 1, 3 }, { 0, 3, 1, 1 }, { 1, 0, 2, 3 }, { 1, 3, 2, 1 } };
+	static const uint64_t gap[][4] = { { 0, 0, 2, 4 }, { 3, 0, 1, 4 } };
+	static const uint64_t overlap[][4] = { { 0, 0, 2, 3 }, { 0, 2, 2, 2 } };
+	static const uint64_t outside[][4] = { { 0, 0, 2, 4 }, { 2, 0, 3, 4 } };
+	static const uint64_t empty[][4] = { { 0, 0, 2, 4 }, { 2, 0, 0, 4 } };
+	/* as many elements as the tensor, one row twice and one never */
+	static const uint64_t shifted[][4] = { { 0, 0, 2, 4 }, { 1, 0, 2, 4 } };
+	struct ctl_run *r = NULL;
+	size_t n = 0;
+
+	CHECK(runs_of(8, 4, rows, 2, &r, &n) == 0 && n == 2, "a split by rows: %zu runs", n);
+	CHECK(r && r[0].k == 1 && r[0].at == 0 && r[0].len == 12 && r[1].k == 0 && r[1].at == 12 && r[1].len == 20,
+	      "a split by rows: its chunks in row order");
+	free(r);
+	r = NULL;
+	CHECK(runs_of(3, 5, cols, 2, &r, &n) == 0 && n == 6, "a split by columns: %zu runs", n);
+	for (size_t i = 0; r && i < n; i++) {
+		size_t row = i / 2, k = i % 2;
+
+		CHECK(r[i].k == k && r[i].at == row * 5 + (k ? 2 : 0) && r[i].len == (k ? 3u : 2u) &&
+		      r[i].from == row * (k ? 3 : 2), "a split by columns: run %zu (chunk %zu at %llu from %llu)", i,
+		      r[i].k, (unsigned long long)r[i].at, (unsigned long long)r[i].from);
+	}
+	free(r);
+	r = NULL;
+	CHECK(runs_of(3, 4, grid, 4, &r, &n) == 0 && n == 6, "blocks: %zu runs", n);
+	for (size_t i = 0; r && i < n; i++)
+		CHECK(r[i].at == (i / 2) * 4 + (i % 2 ? 3 : 0) && r[i].k == (i < 2 ? 0 : 2) + i % 2 &&
+		      r[i].from == (i < 2 ? 0 : ((i - 2) / 2) * (i % 2 ? 1 : 3)), "blocks: run %zu", i);
+	free(r);
+	r = NULL;
+	CHECK(runs_of(4, 4, gap, 2, &r, &n) == -1 && !r, "a row no chunk holds is refused");
+	CHECK(runs_of(2, 4, overlap, 2, &r, &n) == -1 && !r, "overlapping chunks are refused");
+	CHECK(runs_of(4, 4, outside, 2, &r, &n) == -1 && !r, "a chunk past the tensor's end is refused");
+	CHECK(runs_of(4, 4, shifted, 2, &r, &n) == -1 && !r, "an overlap that a gap makes up for is refused");
+	CHECK(runs_of(2, 4, empty, 2, &r, &n) == 0 && n == 1 && r && r[0].len == 8, "an empty chunk adds nothing");
+	free(r);
+}
+
 int main(void)
 {
 	test_registry();
 	test_optim_match();
+	test_dcp_runs();
 	test_rename();
 	test_parse();
 	return test_result();
