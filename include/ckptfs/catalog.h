@@ -90,18 +90,22 @@ enum ck_cat_model {
 	CK_CAT_MODEL_DCP,
 };
 
+/* A DCP item, one chunk of a tensor: its name in its file
+ * ("model.w[0:8, 0:16]"), its bytes and its shape. */
+struct ck_cat_item {
+	char *name;
+	uint64_t nbytes;
+	uint64_t shape[CK_MAX_DIMS];
+};
+
 /* One extent of a tensor stored in pieces (a DCP tensor's chunks): a run
  * of its bytes in C order, all of a chunk split by rows, one row of a
- * chunk split by columns. */
+ * chunk split by columns.  The first run of each item carries it (its
+ * bytes start at that run's offset); its other runs NULL. */
 struct ck_cat_piece {
 	struct ck_vsource *source;
 	uint64_t offset, nbytes;
-	/* The first run of each item: the item's name in its file
-	 * ("model.w[0:8, 0:16]"), all its bytes from offset and its shape.
-	 * NULL, 0 on its other runs. */
-	char *item;
-	uint64_t item_nbytes;
-	uint64_t item_shape[CK_MAX_DIMS];
+	struct ck_cat_item *item;
 };
 
 struct ck_cat_tensor {

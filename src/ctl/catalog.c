@@ -68,10 +68,17 @@ struct builder {
 	size_t capfiles;
 };
 
+static void item_free(struct ck_cat_item *it)
+{
+	if (it)
+		free(it->name);
+	free(it);
+}
+
 static void entry_free(struct ck_cat_tensor *e)
 {
 	for (size_t i = 0; i < e->npieces; i++)
-		free(e->pieces[i].item);
+		item_free(e->pieces[i].item);
 	free(e->pieces);
 	free(e->name);
 	free(e->path);
@@ -366,6 +373,25 @@ static int entry_layers(struct builder *b, struct ck_cat_tensor *v, size_t n)
 	return rc;
 }
 
+/* A copy of it (none for NULL): 0 or -ENOMEM. */
+static int item_copy(const struct ck_cat_item *it, struct ck_cat_item **out)
+{
+	*out = NULL;
+	if (!it)
+		return 0;
+	*out = malloc(sizeof(**out));
+	if (!*out)
+		return -ENOMEM;
+	**out = *it;
+	(*out)->name = strdup(it->name);
+	if (!(*out)->name) {
+		free(*out);
+		*out = NULL;
+		return -ENOMEM;
+	}
+	return 0;
+}
+
 int cat_entry_copy(const struct ck_cat_tensor *src, struct ck_cat_tensor *dst)
 {
 	*dst = *src;
@@ -379,7 +405,7 @@ int cat_entry_copy(const struct ck_cat_tensor *src, struct ck_cat_tensor *dst)
 	if (src->npieces && (dst->pieces = calloc(src->npieces, sizeof(*dst->pieces)))) {
 		for (size_t i = 0; i < src->npieces; i++) {
 			dst->pieces[i] = src->pieces[i];
-			if (src->pieces[i].item && !(dst->pieces[i].item = strdup(src->pieces[i].item)))
+			if (item_copy(src->pieces[i].item, &dst->pieces[i].item))
 				break;
 			dst->npieces++;
 		}
@@ -723,15 +749,20 @@ static int dcp_entry(struct builder *b, const struct ck_dcp_meta *m, const struc
 		p->source = it->source;
 		p->offset = it->offset + runs[i].from * esize;
 		p->nbytes = runs[i].len * esize;
-		if (runs[i].from == 0) {   /* the item's first run names it */
+		out->npieces++;
+		if (runs[i].from == 0) {   /* the item's first run carries it */
 			const struct ck_dcp_chunk *c = &m->chunks[order[runs[i].k]];
 
-			p->item = names[runs[i].k];
+			p->item = calloc(1, sizeof(*p->item));
+			if (!p->item) {
+				rc = -ENOMEM;
+				break;
+			}
+			p->item->name = names[runs[i].k];
 			names[runs[i].k] = NULL;
-			p->item_nbytes = it->nbytes;
-			memcpy(p->item_shape, c->sizes, sizeof(p->item_shape));
+			p->item->nbytes = it->nbytes;
+			memcpy(p->item->shape, c->sizes, sizeof(p->item->shape));
 		}
-		out->npieces++;
 	}
 out:
 	for (size_t k = 0; names && k < e->nchunks; k++)

@@ -89,12 +89,12 @@ static int append_pieces(struct ck_vfile *f, const struct ck_cat_tensor *e, stru
 		rc = ck_vfile_append_extent(f, p->source, p->offset, p->nbytes);
 		if (rc || !p->item)
 			continue;
-		slice = strrchr(p->item, '[');
+		slice = strrchr(p->item->name, '[');
 		snprintf(label, sizeof(label), "%s%s", name, slice ? slice : "");
-		vt->shape = p->item_shape;
+		vt->shape = p->item->shape;
 		vt->source = p->source;
 		vt->src_offset = p->offset;
-		vt->nbytes = p->item_nbytes;
+		vt->nbytes = p->item->nbytes;
 		rc = ck_vfile_note_tensor(f, vt, label);
 	}
 	return rc;
