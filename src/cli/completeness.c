@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "completeness.h"
 
 struct keyset {
@@ -34,13 +35,11 @@ static int keyset_add(struct keyset *k, const char *a, const char *b)
 	char *s;
 
 	if (k->n == k->cap) {
-		size_t cap = k->cap ? k->cap * 2 : 64;
-		char **v = realloc(k->v, cap * sizeof(*v));
+		char **v = ck_grow(k->v, &k->cap, sizeof(*v), 64);
 
 		if (!v)
 			return -ENOMEM;
 		k->v = v;
-		k->cap = cap;
 	}
 	s = malloc(la + lb + 2);
 	if (!s)

@@ -795,13 +795,11 @@ static const struct ck_cat_tensor *moment_param(const struct ck_cat_tensor *w, s
 static int push_entry(struct tensor_list *l, struct ck_cat_tensor *e)
 {
 	if (l->n == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct ck_cat_tensor *v = realloc(l->v, cap * sizeof(*v));
+		struct ck_cat_tensor *v = ck_grow(l->v, &l->cap, sizeof(*v), 64);
 
 		if (!v)
 			return -ENOMEM;
 		l->v = v;
-		l->cap = cap;
 	}
 	l->v[l->n++] = *e;
 	return 0;
@@ -1272,8 +1270,7 @@ static int load_optimizer(struct builder *b)
 			if (!t || key_text(val->items[i], mname, sizeof(mname)))
 				continue;
 			if (c->nmoments == cap) {
-				cap = cap ? cap * 2 : 64;
-				e = realloc(c->moments, cap * sizeof(*e));
+				e = ck_grow(c->moments, &cap, sizeof(*e), 64);
 				if (!e) {
 					rc = -ENOMEM;
 					break;

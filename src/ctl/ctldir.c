@@ -26,13 +26,10 @@ int ctl_spec_add(struct ctl_specs *s, const char *name, const char *key, int is_
 	struct ctl_spec *sp;
 
 	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 16;
-
-		sp = realloc(s->v, cap * sizeof(*sp));
+		sp = ck_grow(s->v, &s->cap, sizeof(*sp), 16);
 		if (!sp)
 			return -ENOMEM;
 		s->v = sp;
-		s->cap = cap;
 	}
 	sp = &s->v[s->n];
 	memset(sp, 0, sizeof(*sp));
@@ -77,13 +74,11 @@ int ctl_srcs_add(struct ctl_srcs *s, struct ck_vsource *src)
 		if (s->v[i] == src)
 			return 0;
 	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 8;
-		struct ck_vsource **p = realloc(s->v, cap * sizeof(*p));
+		struct ck_vsource **p = ck_grow(s->v, &s->cap, sizeof(*p), 8);
 
 		if (!p)
 			return -ENOMEM;
 		s->v = p;
-		s->cap = cap;
 	}
 	s->v[s->n++] = src;
 	return 0;
@@ -518,15 +513,12 @@ int ctl_catalog(struct ck_ctl *c, const struct ck_vnode *ckpt, struct ck_catalog
 			cat = c->cats[i];
 	if (!cat) {
 		if (c->ncats == c->capcats) {
-			size_t cap = c->capcats ? c->capcats * 2 : 16;
-			struct ck_catalog **p = realloc(c->cats, cap * sizeof(*p));
+			struct ck_catalog **p = ck_grow(c->cats, &c->capcats, sizeof(*p), 16);
 
 			if (!p)
 				rc = -ENOMEM;
-			else {
+			else
 				c->cats = p;
-				c->capcats = cap;
-			}
 		}
 		if (!rc)
 			rc = ck_catalog_build(c->view, ckpt, &cat);

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/log.h"
 #include "ctl_int.h"
 
@@ -87,13 +88,11 @@ int ck_diff_pair(struct ck_view *v, const struct ck_cat_tensor *a, const struct 
 static int push(struct ck_diff_tensor **v, size_t *n, size_t *cap, struct ck_diff_tensor *d)
 {
 	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 64;
-		struct ck_diff_tensor *p = realloc(*v, nc * sizeof(*p));
+		struct ck_diff_tensor *p = ck_grow(*v, cap, sizeof(*p), 64);
 
 		if (!p)
 			return -ENOMEM;
 		*v = p;
-		*cap = nc;
 	}
 	(*v)[(*n)++] = *d;
 	return 0;

@@ -26,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/json.h"
 #include "ckptfs/log.h"
 #include "ckptfs/str.h"
@@ -422,7 +423,7 @@ static int history_series_list(struct ck_ctl *c, struct ctl_node *dir, struct ct
 			break;
 		for (size_t k = 0; !rc && k < nl; k++) {
 			if (nall == cap) {
-				const char **p = realloc(all, (cap = cap ? cap * 2 : 64) * sizeof(*p));
+				const char **p = ck_grow(all, &cap, sizeof(*p), 64);
 
 				if (!p) {
 					rc = -ENOMEM;

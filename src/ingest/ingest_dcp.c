@@ -34,6 +34,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/dcp.h"
 #include "ckptfs/fileio.h"
 #include "ckptfs/str.h"
@@ -89,10 +90,8 @@ static int find_blobs(const struct ck_ingest_io *io, struct blob **out, size_t *
 			return 0;
 		}
 		if (nb == cap) {
-			struct blob *v;
+			struct blob *v = ck_grow(b, &cap, sizeof(*v), 64);
 
-			cap = cap ? cap * 2 : 64;
-			v = realloc(b, cap * sizeof(*v));
 			if (!v) {
 				free(b);
 				return -ENOMEM;

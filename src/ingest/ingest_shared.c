@@ -11,6 +11,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/fileio.h"
 #include "ckptfs/torchzip.h"
 #include "ingester.h"
@@ -57,13 +58,10 @@ int ck_ingest_add_storage(struct ck_ingest *in, const char *key, uint64_t offset
 	struct ck_storage_info *s;
 
 	if (in->nst == in->capst) {
-		size_t cap = in->capst ? in->capst * 2 : 16;
-
-		s = realloc(in->st, cap * sizeof(*s));
+		s = ck_grow(in->st, &in->capst, sizeof(*s), 16);
 		if (!s)
 			return -ENOMEM;
 		in->st = s;
-		in->capst = cap;
 	}
 	s = &in->st[in->nst];
 	memset(s, 0, sizeof(*s));
@@ -84,13 +82,10 @@ int ck_ingest_add_tensor(struct ck_ingest *in, const char *name, const char *lay
 	if (ndim < 0 || ndim > CK_MAX_DIMS)
 		return -EINVAL;
 	if (in->nt == in->capt) {
-		size_t cap = in->capt ? in->capt * 2 : 64;
-
-		t = realloc(in->t, cap * sizeof(*t));
+		t = ck_grow(in->t, &in->capt, sizeof(*t), 64);
 		if (!t)
 			return -ENOMEM;
 		in->t = t;
-		in->capt = cap;
 	}
 	t = &in->t[in->nt];
 	memset(t, 0, sizeof(*t));

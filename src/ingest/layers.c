@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/layers.h"
 
 struct layer_rule {
@@ -131,13 +132,11 @@ static int insert_rule(struct ck_layer_rules *r, size_t pos, const char *regex, 
 	if (!nr.regex || !nr.tmpl)
 		goto nomem;
 	if (r->n == r->cap) {
-		size_t cap = r->cap ? r->cap * 2 : 16;
-		struct layer_rule *v = realloc(r->v, cap * sizeof(*v));
+		struct layer_rule *v = ck_grow(r->v, &r->cap, sizeof(*v), 16);
 
 		if (!v)
 			goto nomem;
 		r->v = v;
-		r->cap = cap;
 	}
 	memmove(&r->v[pos + 1], &r->v[pos], (r->n - pos) * sizeof(*r->v));
 	r->v[pos] = nr;

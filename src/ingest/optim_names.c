@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/walk.h"
 #include "ingester.h"
 
@@ -94,15 +95,12 @@ static int try_optimizer(struct ck_optim_names *o, const struct pk_node *dict, c
 		rc = add_group(&m, groups->items[i]);
 	if (rc == 0 && m.n) {
 		if (o->n == o->cap) {
-			size_t cap = o->cap ? o->cap * 2 : 4;
-			struct optim_map *nm = realloc(o->maps, cap * sizeof(*nm));
+			struct optim_map *nm = ck_grow(o->maps, &o->cap, sizeof(*nm), 4);
 
 			if (!nm)
 				rc = -ENOMEM;
-			else {
+			else
 				o->maps = nm;
-				o->cap = cap;
-			}
 		}
 		if (rc == 0) {
 			m.prefix = strdup(prefix);

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/fileio.h"
 #include "ckptfs/str.h"
 #include "commit.h"
@@ -62,15 +63,13 @@ static int push_str(char ***v, size_t *n, size_t *cap, char *s)
 	if (!s)
 		return -ENOMEM;
 	if (*n == *cap) {
-		size_t nc = *cap ? *cap * 2 : 16;
-		char **nv = realloc(*v, nc * sizeof(*nv));
+		char **nv = ck_grow(*v, cap, sizeof(*nv), 16);
 
 		if (!nv) {
 			free(s);
 			return -ENOMEM;
 		}
 		*v = nv;
-		*cap = nc;
 	}
 	(*v)[(*n)++] = s;
 	return 0;
@@ -95,13 +94,10 @@ static int plan_add(struct plan *p, const char *name, const char *path, int64_t 
 	struct plan_entry *e;
 
 	if (p->n == p->cap) {
-		size_t nc = p->cap ? p->cap * 2 : 16;
-
-		e = realloc(p->v, nc * sizeof(*e));
+		e = ck_grow(p->v, &p->cap, sizeof(*e), 16);
 		if (!e)
 			return -ENOMEM;
 		p->v = e;
-		p->cap = nc;
 	}
 	e = &p->v[p->n];
 	e->name = strdup(name);

@@ -7,22 +7,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "index.h"
 
 /* Makes room for one more element of size elem in *v. */
 static int grow(void **v, size_t *cap, size_t n, size_t elem)
 {
 	void *nv;
-	size_t ncap;
 
 	if (n < *cap)
 		return 0;
-	ncap = *cap ? *cap * 2 : 16;
-	nv = realloc(*v, ncap * elem);
+	nv = ck_grow(*v, cap, elem, 16);
 	if (!nv)
 		return -ENOMEM;
 	*v = nv;
-	*cap = ncap;
 	return 0;
 }
 

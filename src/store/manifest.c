@@ -25,6 +25,7 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "ckptfs/buf.h"
 #include "index.h"
 #include "manifest.h"
 
@@ -606,16 +607,13 @@ static size_t word(struct cur *c, const char **w)
 static int grow(void **v, size_t *cap, size_t n, size_t elem)
 {
 	void *nv;
-	size_t ncap;
 
 	if (n < *cap)
 		return 0;
-	ncap = *cap ? *cap * 2 : 8;
-	nv = realloc(*v, ncap * elem);
+	nv = ck_grow(*v, cap, elem, 8);
 	if (!nv)
 		return -ENOMEM;
 	*v = nv;
-	*cap = ncap;
 	return 0;
 }
 

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/fileio.h"
 #include "ckptfs/recipe.h"
 #include "ckptfs/store.h"
@@ -139,7 +140,7 @@ int ck_store_recipe_list(const char *store, char ***names, size_t *n)
 			continue;
 		}
 		if (k == cap) {
-			char **p = realloc(v, (cap = cap ? cap * 2 : 16) * sizeof(*p));
+			char **p = ck_grow(v, &cap, sizeof(*p), 16);
 
 			if (!p) {
 				free(name);

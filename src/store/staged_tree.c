@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/fileio.h"
 #include "ckptfs/str.h"
 #include "manifest.h"
@@ -30,13 +31,11 @@ struct tree {
 static int tree_push(struct tree *t, char *s)
 {
 	if (t->n == t->cap) {
-		size_t nc = t->cap ? t->cap * 2 : 16;
-		char **v = realloc(t->rel, nc * sizeof(*v));
+		char **v = ck_grow(t->rel, &t->cap, sizeof(*v), 16);
 
 		if (!v)
 			return -ENOMEM;
 		t->rel = v;
-		t->cap = nc;
 	}
 	t->rel[t->n++] = s;
 	return 0;
