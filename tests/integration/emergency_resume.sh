@@ -52,14 +52,16 @@ py "$CKPT_SRCDIR/examples/supervisor.py" --store "$store" --series run --ckptctl
 	--settle 20 --quiet 2 --resume-arg=--resume-from --resume-arg='{path}' \
 	--resume-arg=--step-delay --resume-arg=0 -- \
 	"$TORCH_PYTHON" "$CKPT_SRCDIR/examples/llmtailor_train.py" --steps $STEPS --policy full \
-	--save-every 10 --out "$mnt/run" --emergency --kill-after-emergency 2 --step-delay 0.25 \
+	--save-every 10 --out "$mnt/run" --emergency --kill-after-emergency 2 --step-delay 0.5 \
 	>"$tmp/supervisor.log" 2>&1 &
 sup=$!
 # Python itself in the background, not the py function's subshell: the
 # kill below must reach the trainer, or it outlives the test in its files.
-# Twice (a)'s step delay: it must still be training when the XID error
-# comes, after (a), started under a supervisor, has committed its
-# checkpoint-10 (on a loaded machine it once finished all 40 steps first).
+# The XID error comes once (a) has committed its checkpoint-10 and (b) its
+# checkpoint-10 (two saves, for stats to rank the layers by); both must
+# still be training then.  Same step delay for both, 30 steps (15 s) of
+# margin each way: on a loaded machine each of them, when the other was
+# faster, once finished all 40 steps before the other's checkpoint-10.
 PYTHONDONTWRITEBYTECODE=1 "$TORCH_PYTHON" "$CKPT_SRCDIR/examples/llmtailor_train.py" --steps $STEPS --policy full \
 	--save-every 5 --out "$mnt/part" \
 	--emergency --emergency-partial 0.5 --store "$store" --ckptctl "$CKPTCTL" --step-delay 0.5 \
