@@ -26,6 +26,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/fileio.h"
 #include "ckptfs/pack.h"
 #include "store/journal.h"
@@ -143,13 +144,11 @@ struct sweep {
 static int push(void **v, size_t *n, size_t *cap, size_t sz, const void *x)
 {
 	if (*n == *cap) {
-		size_t c = *cap ? *cap * 2 : 256;
-		void *g = realloc(*v, c * sz);
+		void *g = ck_grow(*v, cap, sz, 256);
 
 		if (!g)
 			return -ENOMEM;
 		*v = g;
-		*cap = c;
 	}
 	memcpy((char *)*v + *n * sz, x, sz);
 	(*n)++;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/chunk.h"
 #include "ckptfs/dtype.h"
 #include "pack_layout.h"
@@ -62,13 +63,11 @@ static int add_chunks(struct ck_layout *l, uint64_t off, uint64_t len, const str
 		uint32_t n = len > CK_CHUNK_MAX ? CK_CHUNK_MAX : (uint32_t)len;
 
 		if (l->n == l->cap) {
-			size_t cap = l->cap ? l->cap * 2 : 64;
-			struct ck_layout_chunk *v = realloc(l->c, cap * sizeof(*v));
+			struct ck_layout_chunk *v = ck_grow(l->c, &l->cap, sizeof(*v), 64);
 
 			if (!v)
 				return -ENOMEM;
 			l->c = v;
-			l->cap = cap;
 		}
 		l->c[l->n++] = (struct ck_layout_chunk){ .off = off, .len = n, .elem = elem,
 							 .key = storage ? storage->key : NULL, .storage = storage,

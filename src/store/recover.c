@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/fileio.h"
 #include "delete.h"
 #include "index.h"
@@ -233,13 +234,10 @@ static int add_quarantined(void *ctx, const char *series, const char *name, cons
 	struct ck_quarantine_info *e;
 
 	if (q->n == q->cap) {
-		size_t nc = q->cap ? q->cap * 2 : 16;
-
-		e = realloc(q->v, nc * sizeof(*e));
+		e = ck_grow(q->v, &q->cap, sizeof(*e), 16);
 		if (!e)
 			return -ENOMEM;
 		q->v = e;
-		q->cap = nc;
 	}
 	e = &q->v[q->n];
 	e->series = strdup(series);

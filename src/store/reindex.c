@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/fileio.h"
 #include "ckptfs/str.h"
 #include "commit.h"
@@ -81,8 +82,7 @@ static int list_dir(const char *dir, char ***out, size_t *n)
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
 		if (cnt == cap) {
-			cap = cap ? cap * 2 : 32;
-			nv = realloc(v, cap * sizeof(*v));
+			nv = ck_grow(v, &cap, sizeof(*v), 32);
 			if (!nv) {
 				rc = -ENOMEM;
 				break;

@@ -20,6 +20,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/log.h"
 #include "ckptfs/walk.h"
 #include "view_internal.h"
@@ -186,13 +187,11 @@ static const char *torch_storage_key(void *ctx, const struct pk_storage *st)
 	if ((tb->nslots + 1) * 2 > tb->hashcap && slots_grow_hash(tb))
 		goto fail;
 	if (tb->nslots == tb->capslots) {
-		size_t cap = tb->capslots ? tb->capslots * 2 : 64;
-		struct storage_slot *p = realloc(tb->slots, cap * sizeof(*p));
+		struct storage_slot *p = ck_grow(tb->slots, &tb->capslots, sizeof(*p), 64);
 
 		if (!p)
 			goto fail;
 		tb->slots = p;
-		tb->capslots = cap;
 	}
 	slot = &tb->slots[tb->nslots];
 	slot->st = st;
@@ -467,13 +466,11 @@ static int storage_file_add(struct storage_files *sf, struct phys_file *pf)
 		if (sf->pf[i] == pf)
 			return 0;
 	if (sf->n == sf->cap) {
-		size_t cap = sf->cap ? sf->cap * 2 : 8;
-		struct phys_file **p = realloc(sf->pf, cap * sizeof(*p));
+		struct phys_file **p = ck_grow(sf->pf, &sf->cap, sizeof(*p), 8);
 
 		if (!p)
 			return -ENOMEM;
 		sf->pf = p;
-		sf->cap = cap;
 	}
 	sf->pf[sf->n++] = pf;
 	return 0;

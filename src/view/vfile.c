@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "view_internal.h"
@@ -25,13 +26,11 @@ struct ck_vfile *vfile_new(const char *kind)
 static struct vext *vfile_push(struct ck_vfile *f)
 {
 	if (f->next == f->capext) {
-		size_t cap = f->capext ? f->capext * 2 : 16;
-		struct vext *e = realloc(f->ext, cap * sizeof(*e));
+		struct vext *e = ck_grow(f->ext, &f->capext, sizeof(*e), 16);
 
 		if (!e)
 			return NULL;
 		f->ext = e;
-		f->capext = cap;
 	}
 	memset(&f->ext[f->next], 0, sizeof(f->ext[0]));
 	return &f->ext[f->next++];

@@ -50,13 +50,11 @@ static struct ck_vnode *node_new(struct ck_view *v, struct ck_vnode *parent, con
 	v->nodes[v->nnodes++] = n;
 	if (parent) {
 		if (parent->nchildren == parent->capchildren) {
-			size_t cap = parent->capchildren ? parent->capchildren * 2 : 8;
-			struct ck_vnode **c = realloc(parent->children, cap * sizeof(*c));
+			struct ck_vnode **c = ck_grow(parent->children, &parent->capchildren, sizeof(*c), 8);
 
 			if (!c)
 				return NULL;  /* n stays owned by v->nodes */
 			parent->children = c;
-			parent->capchildren = cap;
 		}
 		parent->children[parent->nchildren++] = n;
 	}
@@ -1059,13 +1057,11 @@ void ck_view_drain_hidden(struct ck_view *v, ck_hidden_fn fn, void *ctx)
 int node_list_add(struct node_list *l, struct ck_vnode *n)
 {
 	if (l->len == l->cap) {
-		size_t cap = l->cap ? l->cap * 2 : 64;
-		struct ck_vnode **p = realloc(l->n, cap * sizeof(*p));
+		struct ck_vnode **p = ck_grow(l->n, &l->cap, sizeof(*p), 64);
 
 		if (!p)
 			return -ENOMEM;
 		l->n = p;
-		l->cap = cap;
 	}
 	l->n[l->len++] = n;
 	return 0;

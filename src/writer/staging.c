@@ -224,15 +224,13 @@ int ck_staging_get(struct ck_staging *s, uint64_t parent, const char *series, co
 		goto out;
 	}
 	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct snode **nodes = realloc(s->nodes, cap * sizeof(*nodes));
+		struct snode **nodes = ck_grow(s->nodes, &s->cap, sizeof(*nodes), 64);
 
 		if (!nodes) {
 			rc = -ENOMEM;
 			goto out;
 		}
 		s->nodes = nodes;
-		s->cap = cap;
 	}
 	n = calloc(1, sizeof(*n));
 	if (!n) {
