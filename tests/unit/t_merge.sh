@@ -8,7 +8,7 @@ py=${TORCH_PYTHON:-/usr/bin/python3}
 command -v "$py" >/dev/null 2>&1 || { echo "SKIP: no python"; exit 77; }
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-exec "$py" - "$CKPT_BUILDDIR/tests/unit/merge_tool" "$tmp" <<'PY'
+"$py" - "$CKPT_BUILDDIR/tests/unit/merge_tool" "$tmp" <<'PY'
 import collections, pickle, subprocess, sys
 tool, tmp = sys.argv[1], sys.argv[2]
 OD = collections.OrderedDict
