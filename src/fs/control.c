@@ -297,6 +297,7 @@ static void ctl_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	ckfs_hold_vfile(fi, f);
 	ckfs_reply_open_vfile(req, fi, f, ck_ctl_volatile(fs->ctl, ino));
 }
 

@@ -38,10 +38,14 @@ int ckfs_refuse_write_open(fuse_req_t req, const struct fuse_file_info *fi)
 	return 1;
 }
 
-void ckfs_reply_open_vfile(fuse_req_t req, struct fuse_file_info *fi, struct ck_vfile *f, int direct_io)
+void ckfs_hold_vfile(struct fuse_file_info *fi, struct ck_vfile *f)
 {
 	fi->fh = (uint64_t)(uintptr_t)f;
 	fi->noflush = 1;
+}
+
+void ckfs_reply_open_vfile(fuse_req_t req, struct fuse_file_info *fi, struct ck_vfile *f, int direct_io)
+{
 	/* Its bytes never change: keep the page cache across opens, unless
 	 * told to bypass it. */
 	fi->direct_io = direct_io != 0;
@@ -73,6 +77,7 @@ void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
+	ckfs_hold_vfile(fi, f);
 	/* A file served as it was saved: the kernel reads it itself. */
 	rc = ckfs_passthrough_open(fs, req, ino, f, fi);
 	if (rc != -ENOTSUP) {

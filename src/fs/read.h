@@ -12,11 +12,13 @@
 
 void ckfs_op_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 /* For the opens of other read-only files (the control directory's):
- * whether fi asks to write or truncate, which is then answered EROFS; and
- * the answer to an open of f, whose reference the handle takes (given
- * back if the open was interrupted), with the page cache kept across
- * opens or, with direct_io, bypassed. */
+ * whether fi asks to write or truncate, which is then answered EROFS; the
+ * handle made f (whose reference it takes), as every answer to the open,
+ * passthrough's too, must carry it; and the answer to that open through
+ * the daemon, with the page cache kept across opens or, with direct_io,
+ * bypassed (f's reference given back if the open was interrupted). */
 int ckfs_refuse_write_open(fuse_req_t req, const struct fuse_file_info *fi);
+void ckfs_hold_vfile(struct fuse_file_info *fi, struct ck_vfile *f);
 void ckfs_reply_open_vfile(fuse_req_t req, struct fuse_file_info *fi, struct ck_vfile *f, int direct_io);
 void ckfs_op_read(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 		  struct fuse_file_info *fi);
