@@ -582,9 +582,19 @@ static int run_cmp(const void *a, const void *b)
  * every file built from the tensor). */
 #define MAX_RUNS (1u << 22)
 
-/* A chunk splits the tensor in dimension D, the last in which it does not
- * span the whole tensor; each of its rows over the dimensions before D is
- * one run. */
+/* The dimension chunk c splits e in: the last in which it does not span
+ * the whole tensor (-1: it is the whole tensor).  Each of its rows over
+ * the dimensions before that one is one run. */
+static int split_dim(const struct ck_dcp_chunk *c, const struct ck_dcp_entry *e)
+{
+	int D = -1;
+
+	for (int d = 0; d < e->ndim; d++)
+		if (c->sizes[d] != e->size[d])
+			D = d;
+	return D;
+}
+
 int ctl_dcp_runs(const struct ck_dcp_meta *m, const struct ck_dcp_entry *e, const size_t *order,
 		 struct ctl_run **out, size_t *n)
 {
@@ -601,14 +611,11 @@ int ctl_dcp_runs(const struct ck_dcp_meta *m, const struct ck_dcp_entry *e, cons
 	for (size_t k = 0; k < e->nchunks; k++) {
 		const struct ck_dcp_chunk *c = &m->chunks[order[k]];
 		uint64_t runs = 1;
-		int D = -1;
+		int D = split_dim(c, e);
 
-		for (int d = 0; d < e->ndim; d++) {
+		for (int d = 0; d < e->ndim; d++)
 			if (c->offsets[d] > e->size[d] || c->sizes[d] > e->size[d] - c->offsets[d])
 				return -1;
-			if (c->sizes[d] != e->size[d])
-				D = d;
-		}
 		for (int d = 0; d < D; d++)
 			runs *= c->sizes[d];
 		cap += runs;
@@ -621,11 +628,8 @@ int ctl_dcp_runs(const struct ck_dcp_meta *m, const struct ck_dcp_entry *e, cons
 	for (size_t k = 0; k < e->nchunks; k++) {
 		const struct ck_dcp_chunk *c = &m->chunks[order[k]];
 		uint64_t idx[CK_MAX_DIMS] = { 0 }, len = 1, from = 0;
-		int D = -1;
+		int D = split_dim(c, e);
 
-		for (int d = 0; d < e->ndim; d++)
-			if (c->sizes[d] != e->size[d])
-				D = d;
 		for (int d = D < 0 ? 0 : D; d < e->ndim; d++)
 			len *= c->sizes[d];
 		for (int d = 0; d < e->ndim; d++)
