@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 
 #include "ckptfs/exitcodes.h"
+#include "ckptfs/fstype.h"
 #include "ckptfs/log.h"
 #include "ckptfs/memtune.h"
 #include "ckptfs/store.h"
@@ -124,6 +125,21 @@ static int open_view(const struct ckfs_config *cfg, struct ck_view **view)
 	return rc;
 }
 
+/* -o materialize: the store's own disk unless told otherwise, and never
+ * a network or distributed one by default (materialize.h).  0 or -ENOMEM. */
+static int choose_materialize_dir(struct ckfs_config *cfg)
+{
+	if (!cfg->materialize) {
+		free(cfg->materialize_dir);
+		cfg->materialize_dir = NULL;
+		return 0;
+	}
+	if (cfg->materialize_dir || ck_fs_shared_path(cfg->store, NULL) != 0)
+		return 0;
+	cfg->materialize_dir = strdup(cfg->store);
+	return cfg->materialize_dir ? 0 : -ENOMEM;
+}
+
 /* The checks that must fail in the caller's face, before any fork. */
 static int prepare(struct ckfs_config *cfg, dev_t *under_dev)
 {
@@ -133,6 +149,8 @@ static int prepare(struct ckfs_config *cfg, dev_t *under_dev)
 		rc = make_absolute(&cfg->mountpoint, 1, under_dev);
 	if (!rc)
 		rc = absolute_pidfile(cfg);
+	if (!rc)
+		rc = choose_materialize_dir(cfg);
 	if (!rc && ckfs_finish_fuse_opts(cfg))
 		rc = -ENOMEM;
 	if (!rc && !cfg->foreground) {
@@ -308,6 +326,7 @@ static int serve(struct mount_run *run)
 		return status;
 	}
 	pthread_mutex_init(&run->fs.passthrough.lock, NULL);
+	pthread_cond_init(&run->fs.passthrough.settled, NULL);
 	pthread_mutex_init(&run->fs.listings_lock, NULL);
 	rc = ck_view_getattr(run->fs.view, ck_view_root(run->fs.view), &root);
 	if (rc) {

@@ -51,7 +51,7 @@ static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
 	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
 	"subtype", "refresh", "commit_idle", "commit_markers", "marker_grace",
-	"cache_size", "compact", "direct_io", "index_dir", "preload", "weights_shard", "health", "health_interval",
+	"cache_size", "compact", "direct_io", "index_dir", "materialize_dir", "preload", "weights_shard", "health", "health_interval",
 	"risk_threshold", "emergency_gap", "emergency_flag", NULL,
 };
 
@@ -225,6 +225,7 @@ static const struct {
 	{ "clone_fd", offsetof(struct ckfs_config, clone_fd) },
 	{ "passthrough", offsetof(struct ckfs_config, passthrough) },
 	{ "warmup", offsetof(struct ckfs_config, warmup) },
+	{ "materialize", offsetof(struct ckfs_config, materialize) },
 	{ "permissions", offsetof(struct ckfs_config, permissions) },
 };
 
@@ -356,6 +357,11 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 			return bad_value(opt, "an absolute path");
 		return set_string(&cfg->index_dir, val);
 	}
+	if (KEY("materialize_dir") && val) {
+		if (val[0] != '/')
+			return bad_value(opt, "an absolute path");
+		return set_string(&cfg->materialize_dir, val);
+	}
 	if (!val && set_switch(cfg, opt))
 		return 0;
 	if (KEY("always_synthesize") && !val) {
@@ -436,6 +442,7 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->passthrough = 1;
 	cfg->warmup = 1;
 	cfg->preload_mib = CKFS_PRELOAD_AUTO;
+	cfg->materialize = 1;
 	cfg->permissions = 1;
 	cfg->writer.markers = CK_MARK_ALL;
 	cfg->writer.marker_grace = 1;
@@ -570,6 +577,7 @@ void ckfs_config_free(struct ckfs_config *cfg)
 	free(cfg->mountpoint);
 	free(cfg->pidfile);
 	free(cfg->index_dir);
+	free(cfg->materialize_dir);
 	free(cfg->emergency_flag);
 	ck_buf_free(&cfg->fuse_opts);
 }
@@ -660,6 +668,12 @@ void ckfs_print_help(const char *progname)
 	       "                           so that a resume's first load reads cached pages\n"
 	       "                           (default auto: a quarter of the available memory;\n"
 	       "                           0 = none)\n"
+	       "    -o materialize|nomaterialize  with preload and passthrough: write each such\n"
+	       "                           file instead into an unnamed file on a local disk,\n"
+	       "                           which the kernel then reads itself (default\n"
+	       "                           materialize)\n"
+	       "    -o materialize_dir=DIR where (default: the store's directory, unless it is\n"
+	       "                           on a network or distributed filesystem)\n"
 	       "    -o permissions|nopermissions  check every access against the owners and\n"
 	       "                           modes of the files checkpoints are made of, as a\n"
 	       "                           local filesystem does (default permissions);\n"

@@ -36,6 +36,8 @@ struct ckfs_config {
 	int passthrough;        /* -o passthrough (default): the kernel reads whole raw files itself */
 	int warmup;             /* -o warmup (default): build the newest composites at mount */
 	unsigned preload_mib;   /* -o preload: push up to this many MiB of them to the kernel; CKFS_PRELOAD_AUTO */
+	int materialize;        /* -o materialize (default): preload composites into files of their own */
+	char *materialize_dir;  /* -o materialize_dir=: where; NULL: the store's directory when local */
 	int permissions;        /* -o permissions (default): the kernel and the daemon check access */
 	struct ck_ctl_opts ctl; /* -o weights_shard: the control directory's settings */
 	int health;             /* -o health=nvml: watch the GPUs (health.c) */

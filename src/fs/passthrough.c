@@ -173,15 +173,19 @@ static int ids_reserve(struct ckfs_passthrough *pt, fuse_ino_t ino)
 	return 0;
 }
 
-/* ino's state: a backing id (> 0), NODE_THROUGH_DAEMON, or 0 (undecided). */
-enum { NODE_THROUGH_DAEMON = -1 };
+/* ino's state: a backing id (> 0), NODE_THROUGH_DAEMON, NODE_PENDING (a
+ * backing file is being written: ckfs_passthrough_claim), or 0
+ * (undecided). */
+enum { NODE_THROUGH_DAEMON = -1, NODE_PENDING = -2 };
 
+/* ino's state, once no backing file is being written for it. */
 static int32_t node_state(struct ckfs_passthrough *pt, fuse_ino_t ino)
 {
 	int32_t id;
 
 	pthread_mutex_lock(&pt->lock);
-	id = ino < pt->cap ? pt->ids[ino] : 0;
+	while ((id = ino < pt->cap ? pt->ids[ino] : 0) == NODE_PENDING)
+		pthread_cond_wait(&pt->settled, &pt->lock);
 	pthread_mutex_unlock(&pt->lock);
 	return id;
 }
@@ -189,8 +193,9 @@ static int32_t node_state(struct ckfs_passthrough *pt, fuse_ino_t ino)
 /* Decides an undecided node: registers fd (>= 0) as its backing file, or
  * (fd < 0, or the registration fails) settles it on the daemon.  A node
  * another open decided meanwhile keeps that decision: every open of an
- * inode must agree.  Returns the node's backing id, or NODE_THROUGH_DAEMON. */
-static int32_t node_decide(struct ckfs_passthrough *pt, int dev_fd, fuse_ino_t ino, int fd)
+ * inode must agree; pending: the caller claimed it (ckfs_passthrough_claim).
+ * Returns the node's backing id, or NODE_THROUGH_DAEMON. */
+static int32_t node_decide(struct ckfs_passthrough *pt, int dev_fd, fuse_ino_t ino, int fd, int pending)
 {
 	struct pt_backing_map map = { .fd = fd };
 	int32_t id;
@@ -200,8 +205,10 @@ static int32_t node_decide(struct ckfs_passthrough *pt, int dev_fd, fuse_ino_t i
 		id = NODE_THROUGH_DAEMON;	/* nothing recorded: it stays undecided */
 		goto out;
 	}
+	while (!pending && pt->ids[ino] == NODE_PENDING)
+		pthread_cond_wait(&pt->settled, &pt->lock);
 	id = pt->ids[ino];
-	if (id)
+	if (id && !(id == NODE_PENDING && pending))
 		goto out;
 	id = NODE_THROUGH_DAEMON;
 	if (fd >= 0 && !pt->disabled) {
@@ -229,6 +236,36 @@ int32_t ckfs_passthrough_state(struct ckfs_passthrough *pt, fuse_ino_t ino)
 	return node_state(pt, ino);
 }
 
+int ckfs_passthrough_claim(struct ckfs_passthrough *pt, fuse_ino_t ino)
+{
+	int claimed = 0;
+
+	if (!pt->on || pt->disabled)
+		return 0;
+	pthread_mutex_lock(&pt->lock);
+	if (ids_reserve(pt, ino) == 0 && pt->ids[ino] == 0) {
+		pt->ids[ino] = NODE_PENDING;
+		claimed = 1;
+	}
+	pthread_mutex_unlock(&pt->lock);
+	return claimed;
+}
+
+int ckfs_passthrough_settle(struct ckfs *fs, fuse_ino_t ino, int fd)
+{
+	struct ckfs_passthrough *pt = &fs->passthrough;
+	int32_t id = 0;
+
+	if (fd >= 0)
+		id = node_decide(pt, fuse_session_fd(fs->se), ino, fd, 1);
+	pthread_mutex_lock(&pt->lock);
+	if (id <= 0)
+		pt->ids[ino] = 0;	/* decided by its first open, as if never claimed */
+	pthread_cond_broadcast(&pt->settled);
+	pthread_mutex_unlock(&pt->lock);
+	return id > 0;
+}
+
 int ckfs_passthrough_open(struct ckfs *fs, fuse_req_t req, fuse_ino_t ino, struct ck_vfile *f,
 			  const struct fuse_file_info *fi)
 {
@@ -250,7 +287,7 @@ int ckfs_passthrough_open(struct ckfs *fs, fuse_req_t req, fuse_ino_t ino, struc
 		 * checks as it is read. */
 		if (ck_vfile_size(f) > pt->max_size || ck_vfile_whole_file(f, &fd))
 			fd = -1;
-		id = node_decide(pt, fuse_session_fd(fs->se), ino, fd);
+		id = node_decide(pt, fuse_session_fd(fs->se), ino, fd, 0);
 	}
 	if (id < 0)
 		return -ENOTSUP;
@@ -266,5 +303,6 @@ void ckfs_passthrough_destroy(struct ckfs_passthrough *pt)
 	free(pt->ids);
 	pt->ids = NULL;
 	pt->cap = 0;
+	pthread_cond_destroy(&pt->settled);
 	pthread_mutex_destroy(&pt->lock);
 }

@@ -20,6 +20,7 @@ struct ckfs_passthrough {
 	int warned;             /* a registration failed otherwise: logged once */
 	uint64_t max_size;      /* larger files are served by the daemon */
 	pthread_mutex_t lock;
+	pthread_cond_t settled; /* a claimed node was settled */
 	int32_t *ids;           /* by FUSE node id: backing id, -1 through the daemon, 0 undecided */
 	size_t cap;
 };
@@ -38,8 +39,18 @@ int ckfs_passthrough_handshake(struct ckfs *fs, struct fuse_session *se);
 int ckfs_passthrough_open(struct ckfs *fs, fuse_req_t req, fuse_ino_t ino, struct ck_vfile *f,
 			  const struct fuse_file_info *fi);
 /* ino's backing id (> 0: its reads bypass the daemon), -1 (served by the
- * daemon) or 0 (not opened yet). */
+ * daemon) or 0 (not opened yet); waits while ino is claimed. */
 int32_t ckfs_passthrough_state(struct ckfs_passthrough *pt, fuse_ino_t ino);
+/* For a file the daemon would serve, whose bytes are being written into a
+ * file of their own (materialize.h): 1 when ino was undecided and is now
+ * claimed (opens of it wait until it is settled), else 0 (passthrough off,
+ * or ino decided already).  Every claim must be settled. */
+int ckfs_passthrough_claim(struct ckfs_passthrough *pt, fuse_ino_t ino);
+/* Settles a claimed ino: fd (>= 0, not taken over: the kernel keeps its
+ * own reference) registered as its backing file, or (fd < 0, or the
+ * registration fails) undecided again.  1 when ino is now read by
+ * passthrough, else 0. */
+int ckfs_passthrough_settle(struct ckfs *fs, fuse_ino_t ino, int fd);
 void ckfs_passthrough_destroy(struct ckfs_passthrough *pt);
 
 #endif

@@ -34,6 +34,7 @@
 #include "ckptfs/clock.h"
 #include "ckptfs/log.h"
 #include "ckptfs/records.h"
+#include "materialize.h"
 #include "preload.h"
 
 /* Bytes read and pushed at a time (ck_vfile_pages): ranges up to this size
@@ -49,6 +50,8 @@ struct ckfs_preload {
 	size_t page;
 	size_t files;
 	uint64_t pushed;
+	int materialize;        /* files may be materialized (materialize.h) */
+	size_t materialized;
 	double started;         /* ck_monotonic_s */
 };
 
@@ -95,6 +98,7 @@ int ckfs_preload_begin(struct ckfs *fs, const atomic_int *stop, struct ckfs_prel
 	p->stop = stop;
 	p->budget = budget;
 	p->page = (size_t)page;
+	p->materialize = fs->cfg->materialize_dir && fs->passthrough.on && !fs->passthrough.disabled;
 	p->started = ck_monotonic_s();
 	*out = p;
 	return 0;
@@ -107,8 +111,9 @@ void ckfs_preload_end(struct ckfs_preload *p)
 	if (!p)
 		return;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &cpu);
-	ck_debug("preload: %llu bytes of %zu files pushed to the page cache in %.3f s (thread CPU %.3f s)",
-		 (unsigned long long)p->pushed, p->files, ck_monotonic_s() - p->started,
+	ck_debug("preload: %zu files materialized, %llu bytes of %zu files pushed to the page cache in %.3f s "
+		 "(thread CPU %.3f s)", p->materialized, (unsigned long long)p->pushed, p->files,
+		 ck_monotonic_s() - p->started,
 		 (double)cpu.tv_sec + (double)cpu.tv_nsec / 1e9);
 	munmap(p->buf, PIECE_MAX);
 	free(p);
@@ -169,6 +174,21 @@ int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int serve
 	}
 	free(full);
 	to.ino = st.st_ino == p->fs->root_ino ? FUSE_ROOT_ID : st.st_ino == FUSE_ROOT_ID ? p->fs->root_ino : st.st_ino;
+	if (size <= p->budget && p->materialize) {
+		rc = ckfs_materialize(p->fs, to.ino, f, p->stop, p->buf, PIECE_MAX, p->page);
+		if (rc > 0) {
+			p->materialized++;
+			p->budget -= size;
+			return 0;
+		}
+		if (rc < 0) {
+			ck_info("cannot write unnamed files in %s (%s): composites are preloaded into "
+				"the page cache", p->fs->cfg->materialize_dir, strerror(-rc));
+			p->materialize = 0;
+		}
+		if (atomic_load(p->stop))
+			return 1;
+	}
 	/* The start of each file first: loaders read a file mostly in order. */
 	rc = ck_vfile_pages(f, p->budget, p->page, p->buf, PIECE_MAX, p->stop, push, &to, &done);
 	if (rc)

@@ -176,3 +176,15 @@ ck_tmpfs() {
 	mount -t tmpfs -o size="$2" tmpfs "$1" 2>/dev/null || skip "cannot mount a tmpfs on $1 (not root?)"
 	_ck_fs_mounts="$_ck_fs_mounts $1"
 }
+
+# Whether this kernel can let FUSE files be read by passthrough (Linux 6.9+
+# built with FUSE_PASSTHROUGH; the daemon also needs root for it).
+kernel_has_passthrough() {
+	_v=$(uname -r)
+	_major=${_v%%.*}
+	_rest=${_v#*.}
+	_minor=${_rest%%[!0-9]*}
+	[ "$_major" -gt 6 ] || { [ "$_major" -eq 6 ] && [ "$_minor" -ge 9 ]; } || return 1
+	[ -r /proc/config.gz ] || return 0
+	zcat /proc/config.gz | grep -q '^CONFIG_FUSE_PASSTHROUGH=y'
+}

@@ -147,6 +147,7 @@ expect_exit 64 "$CKPTFS" "$store" "$mnt" -o verify=sometimes
 expect_exit 64 "$CKPTFS" "$store" "$mnt" -o max_threads=0
 expect_exit 64 "$CKPTFS" "$store" "$mnt" -o attr_timeout=-1
 expect_exit 64 "$CKPTFS" "$store" "$mnt" -o pidfile
+expect_exit 64 "$CKPTFS" "$store" "$mnt" -o materialize_dir=relative/dir
 expect_exit 64 "$CKPTFS" "$store" "$mnt" -x
 expect_exit 64 "$CKPTFS" "$store"
 expect_exit 64 "$CKPTFS" "$store" "$mnt" "$tmp"

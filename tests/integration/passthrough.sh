@@ -17,6 +17,8 @@
 #     saved, exactly those their first opens then hand to the kernel;
 #   - writable: a checkpoint saved through the mount and committed by
 #     rename loads back by passthrough.
+# Composites are served by the daemon here (-o nomaterialize); those the
+# warm-up materializes for passthrough are preload.sh's.
 # Passthrough needs Linux 6.9+ built with FUSE_PASSTHROUGH and root
 # (CAP_SYS_ADMIN); elsewhere the same checks expect the daemon everywhere.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
@@ -24,15 +26,6 @@ need_fuse
 need_torch
 tmp=$(ck_tmpdir)
 
-kernel_has_passthrough() {
-	_v=$(uname -r)
-	_major=${_v%%.*}
-	_rest=${_v#*.}
-	_minor=${_rest%%[!0-9]*}
-	[ "$_major" -gt 6 ] || { [ "$_major" -eq 6 ] && [ "$_minor" -ge 9 ]; } || return 1
-	[ -r /proc/config.gz ] || return 0
-	zcat /proc/config.gz | grep -q '^CONFIG_FUSE_PASSTHROUGH=y'
-}
 want=daemon
 if [ "$(id -u)" = 0 ] && kernel_has_passthrough; then
 	want=passthrough
@@ -48,7 +41,7 @@ big_orig="$tmp/big/checkpoint-1/model.pt"
 big_mnt="$tmp/mnt/big/checkpoint-1/model.pt"
 
 echo "--- read-only"
-ck_mount "$tmp/store" "$tmp/mnt" -o ro
+ck_mount "$tmp/store" "$tmp/mnt" -o ro,nomaterialize
 ck_py passthrough_check.py serve "$tmp/run" "$tmp/mnt/run" "$want"
 ck_py passthrough_check.py big "$big_orig" "$big_mnt" "$want"
 ck_umount "$tmp/mnt"
@@ -63,7 +56,7 @@ echo "--- the warm-up checks the newest files served as saved before their first
 # those of the newest checkpoints that their opens then hand to the kernel.
 mkdir -p "$tmp/mnt"
 ck_track "$tmp/mnt"
-"$CKPTFS" "$tmp/store" "$tmp/mnt" -f -o ro,log_level=debug 2>"$tmp/warm.err" &
+"$CKPTFS" "$tmp/store" "$tmp/mnt" -f -o ro,nomaterialize,log_level=debug 2>"$tmp/warm.err" &
 fg=$!
 i=0
 until grep -q "warm-up: " "$tmp/warm.err" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
@@ -79,7 +72,7 @@ echo "--- a tensor byte flipped in checkpoint-10/optimizer.pt and model.pt and i
 ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/optimizer.pt"
 ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/model.pt" last
 ck_py passthrough_check.py flip "$big_orig" last
-ck_mount "$tmp/store" "$tmp/mnt" -o "ro,pidfile=$tmp/ckptfs.pid"
+ck_mount "$tmp/store" "$tmp/mnt" -o "ro,nomaterialize,pidfile=$tmp/ckptfs.pid"
 ck_py passthrough_check.py damaged "$tmp/run" "$tmp/mnt/run" "$want"
 ck_py passthrough_check.py big "$big_orig" "$big_mnt" "$want" flipped
 kill -0 "$(cat "$tmp/ckptfs.pid")" || fail "the daemon is gone"
@@ -89,7 +82,7 @@ ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/model.pt" last
 ck_py passthrough_check.py flip "$big_orig" last
 
 echo "--- writable: save, commit, load back"
-ck_mount "$tmp/store" "$tmp/mnt"
+ck_mount "$tmp/store" "$tmp/mnt" -o nomaterialize
 ck_py passthrough_check.py save_load "$tmp/mnt" "$want"
 ck_umount "$tmp/mnt"
 echo "ok"

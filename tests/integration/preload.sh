@@ -1,16 +1,22 @@
 #!/bin/sh
-# -o preload: the warm-up pushes the newest checkpoints' daemon-served files
+# -o preload: the warm-up checks the newest checkpoints' daemon-served files
 # (here a torch.save and a safetensors composite of a partial save, one
-# tensor longer than a preload piece) into the kernel's page cache of the
-# mount, checked first, so that a resume's first load reads cached pages:
-#   - after a default mount, every page of both composites is in the page
-#     cache (mincore, no read), and the whole files read with the daemon
+# tensor longer than a preload piece) and, so that a resume's first load
+# reads cached pages, materializes them (a file of their own, which the
+# kernel reads by passthrough) or, with -o nomaterialize or without
+# passthrough, pushes them into the kernel's page cache of the mount:
+#   - after a default mount, both composites go by passthrough when the
+#     kernel and the user allow it (else by the daemon, pushed), every page
+#     is cached (mincore, no read), and the whole files read with the daemon
 #     stopped equal the composites read through a mount that preloads
 #     nothing (-o preload=0, whose pages are not cached: the check can fail);
+#   - the same with -o nomaterialize: pushed, served by the daemon;
 #   - a byte flipped in an older save's tensor (size and mtime kept) that
-#     the composite takes: none of that tensor's pages is pushed, the rest
-#     are, and every page reads as the clean composite's or fails with EIO,
-#     the flipped one failing: no unchecked byte reaches a reader.
+#     the composite takes: that composite is not materialized, none of that
+#     tensor's pages is pushed, the rest are, and every page reads as the
+#     clean composite's or fails with EIO, the flipped one failing: no
+#     unchecked byte reaches a reader.  The intact composite beside it is
+#     materialized.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
 need_fuse
 need_torch
@@ -80,11 +86,29 @@ for f in $files; do
 done
 ck_umount "$tmp/ref"
 
-echo "--- default mount: preloaded, read back with the daemon stopped"
+# Materialized composites go by passthrough where files served as saved do.
+pt=daemon
+if [ "$(id -u)" = 0 ] && kernel_has_passthrough; then
+	pt=passthrough
+fi
+echo "--- default mount: preloaded (materialized: $pt), read back with the daemon stopped"
 mount_fg "$tmp/store" "$tmp/mnt" ""
+want=0
+[ "$pt" = daemon ] || want=2
+grep -q "preload: $want files materialized" "$tmp/fg.err" || fail "expected $want files materialized"
 for f in $files; do
 	ck_py preload_check.py resident "$tmp/mnt/run/checkpoint-2/$f" all
 	ck_py preload_check.py stopped "$tmp/mnt/run/checkpoint-2/$f" "$fg" "$tmp/ref-$f"
+	ck_py preload_check.py io "$tmp/mnt/run/checkpoint-2/$f" "$pt"
+done
+umount_fg "$tmp/mnt"
+
+echo "--- -o nomaterialize: pushed into the mount's page cache"
+mount_fg "$tmp/store" "$tmp/mnt" ",nomaterialize"
+for f in $files; do
+	ck_py preload_check.py resident "$tmp/mnt/run/checkpoint-2/$f" all
+	ck_py preload_check.py stopped "$tmp/mnt/run/checkpoint-2/$f" "$fg" "$tmp/ref-$f"
+	ck_py preload_check.py io "$tmp/mnt/run/checkpoint-2/$f" daemon
 done
 umount_fg "$tmp/mnt"
 
@@ -93,5 +117,7 @@ ck_py preload_check.py flip "$tmp/run"
 mount_fg "$tmp/store" "$tmp/mnt" ",ro"
 grep -q "content hash mismatch" "$tmp/fg.err" || fail "the preload did not find the flipped tensor"
 ck_py preload_check.py damaged "$tmp/mnt/run/checkpoint-2/model.pt" "$tmp/ref-model.pt" "$tmp/run"
+ck_py preload_check.py io "$tmp/mnt/run/checkpoint-2/model.pt" daemon
+ck_py preload_check.py io "$tmp/mnt/run/checkpoint-2/model.safetensors" "$pt"
 umount_fg "$tmp/mnt"
 echo "ok"

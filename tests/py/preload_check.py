@@ -17,6 +17,8 @@
   flip RUN                  flips a byte in the middle of the first even
                             layer's largest tensor of checkpoint-1/model.pt
                             (size and mtime kept), prints its bytes' file
+  io FILE WANT              how FILE is served (user.ckptfs.io): passthrough
+                            (materialized) or daemon; the check opens it
   damaged FILE REF RAWFILE  after a preload with that byte flipped: the pages
                             of the composite that hold the flipped tensor are
                             not in the page cache, the others are, and
@@ -193,6 +195,14 @@ def damaged(path, ref, run):
           % (path, first, last, len(failed)))
 
 
+def io(path, want):
+    with open(path, "rb"):
+        pass
+    got = os.getxattr(path, "user.ckptfs.io").decode()
+    expect(got == want, "%s is served by %s, expected %s" % (path, got, want))
+    print("%s: served by %s" % (path, got))
+
+
 def main():
     cmd, args = sys.argv[1], sys.argv[2:]
     if cmd == "make":
@@ -201,6 +211,8 @@ def main():
         resident(args[0], args[1])
     elif cmd == "stopped":
         stopped(args[0], int(args[1]), args[2])
+    elif cmd == "io":
+        io(args[0], args[1])
     elif cmd == "flip":
         flip(args[0])
     elif cmd == "damaged":

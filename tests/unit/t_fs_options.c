@@ -65,6 +65,7 @@ static void test_defaults(void)
 	CHECK(ckfs_finish_fuse_opts(&cfg) == 0);
 	CHECK(!strcmp(fuse_opts(&cfg), "subtype=ckptfs,fsname=/store,default_permissions,max_read=1048576"));
 	CHECK(cfg.permissions == 1);
+	CHECK(cfg.materialize == 1 && cfg.materialize_dir == NULL);	/* main.c picks the store's */
 	ckfs_config_free(&cfg);
 
 	/* -o nopermissions: the kernel checks nothing either. */
@@ -148,6 +149,11 @@ static void test_our_options(void)
 	CHECK(parse(&cfg, "/s", "/m", "-o", "direct_io=some", NULL) != 0);
 	ckfs_config_free(&cfg);
 
+	/* Materialized preloads: on by default, where told. */
+	CHECK(parse(&cfg, "/s", "/m", "-o", "nomaterialize,materialize_dir=/var/tmp/x", NULL) == 0);
+	CHECK(cfg.materialize == 0 && !strcmp(cfg.materialize_dir, "/var/tmp/x"));
+	ckfs_config_free(&cfg);
+
 	/* After --, everything is positional. */
 	CHECK(parse(&cfg, "--", "-store", "-mnt", NULL) == 0);
 	CHECK(!strcmp(cfg.store, "-store") && !strcmp(cfg.mountpoint, "-mnt"));
@@ -213,7 +219,8 @@ static void test_mistakes(void)
 		"commit_markers", "commit_markers=", "commit_markers=hf::dcp", "commit_markers=a/b",
 		"commit_markers=..", "marker_grace=-1", "marker_grace=soon", "marker_grace=7200",
 		"commit_idle=x", "cache_size=0", "cache_size=1.5", "cache_size", "compact=-1",
-		"compact=soon",
+		"compact=soon", "materialize_dir", "materialize_dir=", "materialize_dir=rel/dir",
+		"materialize=1",
 	};
 	struct ckfs_config cfg;
 
