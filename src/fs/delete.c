@@ -13,12 +13,15 @@
 
 #include "ckptfs/writer.h"
 #include "delete.h"
+#include "nodes.h"
 #include "notify.h"
+#include "passthrough.h"
 
 void ckfs_delete_name(fuse_req_t req, struct ckfs *fs, const struct ckfs_dir_ctx *c, fuse_ino_t parent,
 		      const char *name, int is_dir)
 {
 	const struct ck_vnode *n, *child;
+	struct ck_vattr a;
 	int rc, first;
 
 	(void)parent;
@@ -34,9 +37,14 @@ void ckfs_delete_name(fuse_req_t req, struct ckfs *fs, const struct ckfs_dir_ctx
 	if (rc == 0 && is_dir && first == 0)
 		rc = -ENOTEMPTY;
 	if (rc == 0 && c->kind != CKFS_DIR_SERIES) {
-		/* Inside a checkpoint: this mount stops showing the name. */
+		/* Inside a checkpoint: this mount stops showing the name, and
+		 * the kernel may let go of the file it read it from. */
+		int known = !is_dir && ck_view_getattr(fs->view, n, &a) == 0;
+
 		rc = ck_view_hide(fs->view, n);
 		fuse_reply_err(req, -rc);
+		if (rc == 0 && known)
+			ckfs_passthrough_release(fs, ckfs_fuse_ino(fs, a.ino));
 		return;
 	}
 	if (rc == 0)

@@ -8,9 +8,10 @@
  * (preload.h) materializes the newest checkpoints' composites this way
  * when it can, and pushes them into FUSE's page cache otherwise.
  *
- * The file lives until the mount ends (the kernel holds it from its
- * registration on), counts against the preload's budget, and costs its
- * size on the disk of the directory once the kernel writes its pages back.
+ * The file lives until the mount ends or the node is deleted through it
+ * (the kernel holds it from its registration on: ckfs_passthrough_release),
+ * counts against the preload's budget, and costs its size on the disk of
+ * the directory once the kernel writes its pages back.
  *
  * Thread rules: any one thread per file; the passthrough state it claims
  * makes opens of the file wait until it is done. */

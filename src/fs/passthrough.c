@@ -27,12 +27,14 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <linux/fuse.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/ioctl.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 
 #include "ckptfs/log.h"
@@ -48,6 +50,7 @@ struct pt_backing_map {
 	uint64_t padding;
 };
 #define PT_DEV_IOC_BACKING_OPEN _IOW(229, 1, struct pt_backing_map)
+#define PT_DEV_IOC_BACKING_CLOSE _IOW(229, 2, uint32_t)
 
 /* Largest file handed to the kernel: a quarter of the machine's memory. */
 static uint64_t passthrough_max_size(void)
@@ -57,6 +60,18 @@ static uint64_t passthrough_max_size(void)
 	if (pages <= 0 || page <= 0)
 		return 1ull << 30;
 	return (uint64_t)pages * (uint64_t)page / 4;
+}
+
+/* Whether this process may register backing files (CAP_SYS_ADMIN in its
+ * effective set); when unsure, yes (a refused registration says so). */
+static int may_register(void)
+{
+	struct __user_cap_header_struct hdr = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3];
+
+	if (syscall(SYS_capget, &hdr, data) != 0)
+		return 1;
+	return (data[CAP_SYS_ADMIN / 32].effective >> (CAP_SYS_ADMIN % 32)) & 1;
 }
 
 /* Lets libfuse answer the INIT in buf into a pipe standing in for the
@@ -142,6 +157,12 @@ int ckfs_passthrough_handshake(struct ckfs *fs, struct fuse_session *se)
 		init_out->unused[0] = 2;
 		fs->passthrough.on = 1;
 		fs->passthrough.max_size = passthrough_max_size();
+		if (!may_register()) {
+			/* Known now, not at the first open: the preload then
+			 * materializes nothing it could not hand over. */
+			fs->passthrough.disabled = 1;
+			ck_info("FUSE passthrough needs CAP_SYS_ADMIN: every read goes through the daemon");
+		}
 	}
 	if (write(fuse_session_fd(se), reply, len) != (ssize_t)len) {
 		rc = -errno;
@@ -264,6 +285,23 @@ int ckfs_passthrough_settle(struct ckfs *fs, fuse_ino_t ino, int fd)
 	pthread_cond_broadcast(&pt->settled);
 	pthread_mutex_unlock(&pt->lock);
 	return id > 0;
+}
+
+void ckfs_passthrough_release(struct ckfs *fs, fuse_ino_t ino)
+{
+	struct ckfs_passthrough *pt = &fs->passthrough;
+	uint32_t id;
+
+	pthread_mutex_lock(&pt->lock);
+	while (ino < pt->cap && pt->ids[ino] == NODE_PENDING)
+		pthread_cond_wait(&pt->settled, &pt->lock);
+	if (ino < pt->cap && pt->ids[ino] > 0) {
+		id = (uint32_t)pt->ids[ino];
+		if (ioctl(fuse_session_fd(fs->se), PT_DEV_IOC_BACKING_CLOSE, &id) != 0)
+			ck_debug("FUSE passthrough: closing backing file %u: %s", id, strerror(errno));
+		pt->ids[ino] = NODE_THROUGH_DAEMON;
+	}
+	pthread_mutex_unlock(&pt->lock);
 }
 
 int ckfs_passthrough_open(struct ckfs *fs, fuse_req_t req, fuse_ino_t ino, struct ck_vfile *f,

@@ -35,6 +35,7 @@
 #include "ckptfs/log.h"
 #include "ckptfs/records.h"
 #include "materialize.h"
+#include "nodes.h"
 #include "preload.h"
 
 /* Bytes read and pushed at a time (ck_vfile_pages): ranges up to this size
@@ -165,15 +166,14 @@ int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int serve
 		return 0;
 	if (asprintf(&full, "%s/%s", p->fs->cfg->mountpoint, path) < 0)
 		return 1;
-	/* The kernel learns the inode.  Node ids are the view's inode numbers
-	 * but for the root's swap with 1 (ops.c). */
+	/* The kernel learns the inode (its node id: ckfs_fuse_ino). */
 	if (stat(full, &st) != 0 || (uint64_t)st.st_size != size) {
 		ck_debug("preload: %s: not found through the mount", path);
 		free(full);
 		return 0;
 	}
 	free(full);
-	to.ino = st.st_ino == p->fs->root_ino ? FUSE_ROOT_ID : st.st_ino == FUSE_ROOT_ID ? p->fs->root_ino : st.st_ino;
+	to.ino = ckfs_fuse_ino(p->fs, st.st_ino);
 	if (size <= p->budget && p->materialize) {
 		rc = ckfs_materialize(p->fs, to.ino, f, p->stop, p->buf, PIECE_MAX, p->page);
 		if (rc > 0) {

@@ -11,6 +11,9 @@
 #     stopped equal the composites read through a mount that preloads
 #     nothing (-o preload=0, whose pages are not cached: the check can fail);
 #   - the same with -o nomaterialize: pushed, served by the daemon;
+#   - as root, with -o materialize_dir on a tmpfs: the composites' bytes are
+#     there, and their space is given back once the files are deleted
+#     through the mount (before the unmount);
 #   - a byte flipped in an older save's tensor (size and mtime kept) that
 #     the composite takes: that composite is not materialized, none of that
 #     tensor's pages is pushed, the rest are, and every page reads as the
@@ -111,6 +114,30 @@ for f in $files; do
 	ck_py preload_check.py io "$tmp/mnt/run/checkpoint-2/$f" daemon
 done
 umount_fg "$tmp/mnt"
+
+if [ "$pt" = passthrough ]; then
+	echo "--- -o materialize_dir: the unnamed files' space, given back once their files are deleted"
+	ck_tmpfs "$tmp/shm" 256m
+	mount_fg "$tmp/store" "$tmp/mnt" ",materialize_dir=$tmp/shm"
+	kib=0
+	for f in $files; do
+		kib=$((kib + $(stat -c %s "$tmp/ref-$f") / 1024))
+	done
+	used=$(df --output=used -k "$tmp/shm" | tail -1)
+	echo "composites $kib KiB, materialize_dir holds $used KiB"
+	[ "$used" -ge $((kib * 99 / 100)) ] || fail "the composites were not written into materialize_dir"
+	ck_py preload_check.py io "$tmp/mnt/run/checkpoint-2/model.pt" passthrough
+	rm "$tmp/mnt/run/checkpoint-2/model.pt" "$tmp/mnt/run/checkpoint-2/model.safetensors"
+	i=0
+	until [ "$(df --output=used -k "$tmp/shm" | tail -1)" -lt 1024 ] || [ $i -ge 50 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	used=$(df --output=used -k "$tmp/shm" | tail -1)
+	echo "after deleting both files: $used KiB"
+	[ "$used" -lt 1024 ] || fail "the deleted composites' unnamed files are still held ($used KiB)"
+	umount_fg "$tmp/mnt"
+fi
 
 echo "--- a flipped byte in a tensor the composite takes from checkpoint-1"
 ck_py preload_check.py flip "$tmp/run"
