@@ -437,42 +437,52 @@ def cat(paths):
                 pass
 
 
-def resume_trials(store, mnt, rel, plain, backing, trials):
-    """Per trial: fresh default mount, then at once the first load through it
-    and the plain load, in alternating order, then a second (warm) load
-    through the mount and the plain file again.  Returns the lists of
-    (first mount, first plain, warm mount, warm plain) times."""
-    first_m, first_p, warm_m, warm_p = [], [], [], []
+def resume_trials(store, mnt, rel, plain, backing, trials, opt_sets):
+    """Per trial and per mount option set (in turn, the order alternating
+    between trials): a fresh mount, then at once the first load through it
+    and a plain load, in alternating order, then a second (warm) load
+    through the mount and the plain file again.  Returns, per option set,
+    the lists (first mount, first plain, warm mount, warm plain) and the
+    loader's blocking waits (first, warm, plain)."""
+    out = [([], [], [], []) for _ in opt_sets]
+    waits = [([], [], []) for _ in opt_sets]
     path = os.path.join(mnt, rel)
-    WAITS.clear()
     for i in range(trials):
-        cat(backing + [plain])   # page caches of the backing files warm
-        os.makedirs(mnt, exist_ok=True)
-        pidfile = mnt + ".pid"
-        subprocess.run([CKPTFS, store, mnt, "-o", "pidfile=" + pidfile +
-                        ("," + MOUNT_OPTS if MOUNT_OPTS else "")], check=True)
-        with open(pidfile) as f:
-            pid = int(f.read().split()[0])
-        try:
-            if i % 2 == 0:
-                first_m.append(load_in_new_process(path))
-                first_p.append(load_in_new_process(plain))
-            else:
-                first_p.append(load_in_new_process(plain))
-                first_m.append(load_in_new_process(path))
-            warm_m.append(load_in_new_process(path))
-            warm_p.append(load_in_new_process(plain))
-        finally:
-            subprocess.run(["fusermount3", "-u", mnt], check=True)
-            for _ in range(200):
-                if not os.path.exists("/proc/%d" % pid):
-                    break
-                time.sleep(0.05)
-    waits = WAITS.get(path, [])
-    return first_m, first_p, warm_m, warm_p, (waits[0::2], waits[1::2], WAITS.get(plain, []))
+        order = list(range(len(opt_sets)))
+        if i % 2:
+            order.reverse()
+        for k in order:
+            first_m, first_p, warm_m, warm_p = out[k]
+            cat(backing + [plain])   # page caches of the backing files warm
+            os.makedirs(mnt, exist_ok=True)
+            pidfile = mnt + ".pid"
+            subprocess.run([CKPTFS, store, mnt, "-o", "pidfile=" + pidfile +
+                            ("," + opt_sets[k] if opt_sets[k] else "")], check=True)
+            with open(pidfile) as f:
+                pid = int(f.read().split()[0])
+            WAITS.clear()
+            try:
+                if i % 2 == 0:
+                    first_m.append(load_in_new_process(path))
+                    first_p.append(load_in_new_process(plain))
+                else:
+                    first_p.append(load_in_new_process(plain))
+                    first_m.append(load_in_new_process(path))
+                warm_m.append(load_in_new_process(path))
+                warm_p.append(load_in_new_process(plain))
+            finally:
+                subprocess.run(["fusermount3", "-u", mnt], check=True)
+                for _ in range(200):
+                    if not os.path.exists("/proc/%d" % pid):
+                        break
+                    time.sleep(0.05)
+            waits[k][0].append(WAITS[path][0])
+            waits[k][1].append(WAITS[path][1])
+            waits[k][2].extend(WAITS[plain])
+    return out, waits
 
 
-def bench_resume(work, gib, trials, results):
+def bench_resume(work, gib, trials, results, versus=None):
     run, store, mnt = (os.path.join(work, n) for n in ("resume", "store-resume", "mnt-resume"))
     srun, sstore = os.path.join(work, "resume-st"), os.path.join(work, "store-resume-st")
     plain_dir, splain_dir = os.path.join(work, "plain-resume"), os.path.join(work, "plain-resume-st")
@@ -509,23 +519,26 @@ def bench_resume(work, gib, trials, results):
         ("DCP composite, partial save (2 ranks)", dstore, "run/step-20", os.path.join(dplain, "step-20"),
          files_under(drun, dplain)),
     ]
+    opt_sets = [MOUNT_OPTS] + ([versus] if versus is not None else [])
     for label, st, rel, plain, backing in cases:
-        fm, fp, wm, wp, (w_first, w_warm, w_plain) = resume_trials(st, mnt, rel, plain, backing, trials)
-        first = statistics.median(p / m for p, m in zip(fp, fm))
-        warm = statistics.median(p / m for p, m in zip(wp, wm))
-        log("  %s: first load %s s, plain %s s" % (label, " ".join("%.3f" % x for x in fm),
-                                                   " ".join("%.3f" % x for x in fp)))
-        log("  %s: warm load %s s, plain %s s" % (label, " ".join("%.3f" % x for x in wm),
-                                                  " ".join("%.3f" % x for x in wp)))
-        results.append(("%s: first load after a fresh mount, mount / plain" % label,
-                        "%.3f / %.3f s" % (statistics.median(fm), statistics.median(fp)),
-                        "**%.2fx** (median of %d per-trial ratios)" % (first, trials)))
-        results.append(("%s: again (warm), mount / plain" % label,
-                        "%.3f / %.3f s" % (statistics.median(wm), statistics.median(wp)),
-                        "**%.2fx**" % warm))
-        results.append(("%s: loader's blocking waits, first / warm / plain (median)" % label,
-                        "%d / %d / %d" % (statistics.median(w_first), statistics.median(w_warm),
-                                          statistics.median(w_plain)), ""))
+        sets, waits = resume_trials(st, mnt, rel, plain, backing, trials, opt_sets)
+        for opts, (fm, fp, wm, wp), (w_first, w_warm, w_plain) in zip(opt_sets, sets, waits):
+            name = label + (" (-o %s)" % (opts or "default options") if len(opt_sets) > 1 else "")
+            first = statistics.median(p / m for p, m in zip(fp, fm))
+            warm = statistics.median(p / m for p, m in zip(wp, wm))
+            log("  %s: first load %s s, plain %s s" % (name, " ".join("%.3f" % x for x in fm),
+                                                       " ".join("%.3f" % x for x in fp)))
+            log("  %s: warm load %s s, plain %s s" % (name, " ".join("%.3f" % x for x in wm),
+                                                      " ".join("%.3f" % x for x in wp)))
+            results.append(("%s: first load after a fresh mount, mount / plain" % name,
+                            "%.3f / %.3f s" % (statistics.median(fm), statistics.median(fp)),
+                            "**%.2fx** (median of %d per-trial ratios)" % (first, trials)))
+            results.append(("%s: again (warm), mount / plain" % name,
+                            "%.3f / %.3f s" % (statistics.median(wm), statistics.median(wp)),
+                            "**%.2fx**" % warm))
+            results.append(("%s: loader's blocking waits, first / warm / plain (median)" % name,
+                            "%d / %d / %d" % (statistics.median(w_first), statistics.median(w_warm),
+                                              statistics.median(w_plain)), ""))
     with open("/proc/loadavg") as f:
         results.append(("load average at the end", f.read().split()[0], ""))
     for d in (run, srun, store, sstore, packed, plain_dir, splain_dir, drun, dstore, dplain):
@@ -543,6 +556,9 @@ def main():
     ap.add_argument("--resume", action="store_true",
                     help="only the first load after a fresh mount, as a resuming trainer does it")
     ap.add_argument("--trials", type=int, default=7, help="fresh mounts per case with --resume")
+    ap.add_argument("--versus", default=None, metavar="OPTS",
+                    help="with --resume: each trial also mounts with -o OPTS (e.g. nomaterialize), "
+                         "against the same plain loads")
     a = ap.parse_args()
     global MOUNT_OPTS
     MOUNT_OPTS = a.mount_opts
@@ -550,7 +566,7 @@ def main():
     os.makedirs(a.dir, exist_ok=True)
     results = []
     if a.resume:
-        bench_resume(a.dir, a.gib, a.trials, results)
+        bench_resume(a.dir, a.gib, a.trials, results, a.versus)
         a.tensors, a.rss_gib = 0, ""
     else:
         bench_read(a.dir, a.gib, a.runs, results)
