@@ -70,11 +70,13 @@ int ckfs_materialize(struct ckfs *fs, fuse_ino_t ino, struct ck_vfile *f, const 
 		ckfs_passthrough_settle(fs, ino, -1);
 		return rc;
 	}
-	/* The space first: a full disk fails here, not halfway. */
-	rc = posix_fallocate(sink.fd, 0, (off_t)size);
-	if (rc && rc != EOPNOTSUPP && rc != EINVAL)
-		rc = -rc;
-	else
+	/* The space first, where the filesystem can (not posix_fallocate,
+	 * which would write zeros elsewhere): a full disk fails here, not
+	 * halfway. */
+	rc = size && fallocate(sink.fd, 0, 0, (off_t)size) != 0 ? -errno : 0;
+	if (rc == -EOPNOTSUPP || rc == -EINVAL)
+		rc = 0;
+	if (rc == 0)
 		rc = ck_vfile_pages(f, size, page, buf, cap, stop, write_piece, &sink, &done);
 	if (rc == 0 && done == size && !atomic_load(stop))
 		ok = ckfs_passthrough_settle(fs, ino, sink.fd);
