@@ -145,13 +145,13 @@ int ck_pack_read_chunk(int fd, uint64_t off, struct ck_chunk_ctx *ctx, uint8_t *
 	return rc && rc != -ENOMEM ? at_offset(err, rc, off) : rc;
 }
 
-int ck_pack_scan_headers(int fd, uint64_t from, uint64_t to, ck_pack_scan_fn fn, void *cb, uint64_t *end,
-			 struct ck_error *err)
+/* What both scans start with: the pack's header checked, the first
+ * record's offset (*off, also *end) and where the scan stops (*size: the
+ * file's end, or to), and a buffer of cap bytes (*buf, the caller frees
+ * it).  0 or -errno with err. */
+static int scan_begin(int fd, uint64_t from, uint64_t to, size_t cap, uint8_t **buf, uint64_t *off,
+		      uint64_t *size, uint64_t *end, struct ck_error *err)
 {
-	enum { WINDOW = 256 << 10 };
-	uint8_t *win;
-	uint64_t off = from < CK_PACK_HEADER ? CK_PACK_HEADER : from, size, wstart = 0;
-	size_t wlen = 0;
 	struct stat st;
 	int rc;
 
@@ -161,11 +161,25 @@ int ck_pack_scan_headers(int fd, uint64_t from, uint64_t to, ck_pack_scan_fn fn,
 		return rc;
 	if (fstat(fd, &st) < 0)
 		return ck_fail(err, errno, "pack: fstat: %s", strerror(errno));
-	size = (uint64_t)st.st_size < to ? (uint64_t)st.st_size : to;
-	win = malloc(WINDOW);
-	if (!win)
+	*size = (uint64_t)st.st_size < to ? (uint64_t)st.st_size : to;
+	*buf = malloc(cap);
+	if (!*buf)
 		return -ENOMEM;
-	*end = off;
+	*off = *end = from < CK_PACK_HEADER ? CK_PACK_HEADER : from;
+	return 0;
+}
+
+int ck_pack_scan_headers(int fd, uint64_t from, uint64_t to, ck_pack_scan_fn fn, void *cb, uint64_t *end,
+			 struct ck_error *err)
+{
+	enum { WINDOW = 256 << 10 };
+	uint8_t *win;
+	uint64_t off, size, wstart = 0;
+	size_t wlen = 0;
+	int rc = scan_begin(fd, from, to, WINDOW, &win, &off, &size, end, err);
+
+	if (rc)
+		return rc;
 	while (off < size) {
 		struct ck_chunk_desc d;
 		uint64_t hl;
@@ -211,21 +225,11 @@ int ck_pack_scan_range(int fd, uint64_t from, uint64_t to, ck_pack_scan_fn fn, v
 		       struct ck_error *err)
 {
 	uint8_t *payload;
-	uint64_t off = from < CK_PACK_HEADER ? CK_PACK_HEADER : from, size;
-	struct stat st;
-	int rc;
+	uint64_t off, size;
+	int rc = scan_begin(fd, from, to, CK_CHUNK_MAX, &payload, &off, &size, end, err);
 
-	*end = 0;
-	rc = ck_pack_check_header(fd, NULL, err);
 	if (rc)
 		return rc;
-	if (fstat(fd, &st) < 0)
-		return ck_fail(err, errno, "pack: fstat: %s", strerror(errno));
-	size = (uint64_t)st.st_size < to ? (uint64_t)st.st_size : to;
-	payload = malloc(CK_CHUNK_MAX);
-	if (!payload)
-		return -ENOMEM;
-	*end = off;
 	while (off < size) {
 		struct ck_chunk_desc d;
 		uint64_t len = 0;
