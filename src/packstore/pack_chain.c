@@ -56,18 +56,15 @@ int ck_pack_fds_get(struct ck_pack_fds *f, const char *store, uint32_t pack_id)
 	}
 	fd = f->fd[pack_id];
 	if (fd < 0) {
-		char *path = ck_pack_path(store, pack_id);
-
-		fd = path ? open(path, O_RDONLY | O_CLOEXEC) : -1;
+		fd = ck_pack_open(store, pack_id);
 		if (fd < 0)
-			rc = path ? -errno : -ENOMEM;
+			rc = fd;
 		else if (ck_pack_check_header(fd, NULL, NULL) < 0) {
 			close(fd);
 			rc = -EIO;
 		} else {
 			f->fd[pack_id] = fd;
 		}
-		free(path);
 	}
 	pthread_mutex_unlock(&f->lock);
 	return rc < 0 ? rc : fd;

@@ -487,16 +487,13 @@ static int copy_records(struct sweep *s, uint32_t new_id, uint64_t *new_end)
 		if (!s->packs[m->pack_id].rewrite)
 			continue;
 		if (m->pack_id != fd_pack) {
-			char *src = ck_pack_path(s->st->path, m->pack_id);
-
 			if (fd >= 0)
 				close(fd);
-			fd = src ? open(src, O_RDONLY | O_CLOEXEC) : -1;
+			fd = ck_pack_open(s->st->path, m->pack_id);
 			fd_pack = m->pack_id;
-			rc = fd < 0 ? (src ? -errno : -ENOMEM) : ck_pack_check_header(fd, NULL, &why);
+			rc = fd < 0 ? fd : ck_pack_check_header(fd, NULL, &why);
 			if (rc < 0)
 				ck_fail(s->err, -rc, "pack %u: %s", m->pack_id, fd < 0 ? strerror(-rc) : why.msg);
-			free(src);
 			if (rc < 0)
 				break;
 		}

@@ -8,7 +8,6 @@
 
 #include <dirent.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -94,19 +93,17 @@ static int on_record(void *cb, uint64_t off, const struct ck_chunk_desc *desc, c
 static int load_scan(struct rebuild *b)
 {
 	for (uint32_t id = 0;; id++) {
-		char *path = ck_pack_path(b->st->path, id);
 		uint64_t end;
-		int fd, rc;
+		int fd = ck_pack_open(b->st->path, id), rc;
 
-		if (!path)
-			return -ENOMEM;
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		free(path);
+		if (fd == -ENOMEM)
+			return fd;
 		if (fd < 0)
 			break;   /* packs are numbered from 0 without gaps */
 		b->scan.pack_id = id;
-		/* A torn tail ends the scan of that pack; what came before counts. */
-		rc = ck_pack_check_header(fd, NULL, NULL) == 0 ? ck_pack_scan(fd, on_record, &b->scan, &end, NULL) : 0;
+		/* A bad header or a torn tail ends the scan of that pack; what
+		 * came before counts. */
+		rc = ck_pack_scan(fd, on_record, &b->scan, &end, NULL);
 		close(fd);
 		if (rc == -ENOMEM)
 			return rc;

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -451,6 +452,18 @@ char *ck_pack_path(const char *store, uint32_t pack_id)
 	if (p)
 		snprintf(p, n, "%s/%s/pack-%08u.ckpack", store, CK_PACKS_DIR, pack_id);
 	return p;
+}
+
+int ck_pack_open(const char *store, uint32_t pack_id)
+{
+	char *path = ck_pack_path(store, pack_id);
+	int fd;
+
+	if (!path)
+		return -ENOMEM;
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	free(path);
+	return fd < 0 ? -errno : fd;
 }
 
 int ck_chunk_raise_tails(MDB_txn *txn, struct ck_store *st, struct ck_hash128 x, uint32_t t)

@@ -122,6 +122,9 @@ void ck_packmap_clear(struct ck_packmap *pm);
 
 /* ---- pack files ---- */
 char *ck_pack_path(const char *store, uint32_t pack_id);
+/* Pack pack_id of store opened read-only (close-on-exec): the descriptor,
+ * or -errno (-ENOENT: no such pack; -ENOMEM).  Its header is not checked. */
+int ck_pack_open(const char *store, uint32_t pack_id);
 
 /* Raises the tails along the chain from x: something t deltas deep now
  * rests on x.  0 or -errno. */

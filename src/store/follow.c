@@ -27,7 +27,6 @@
 #include "config.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
@@ -84,16 +83,11 @@ static int on_record(void *cb, uint64_t off, const struct ck_chunk_desc *d, cons
 static int scan_range(struct ck_store *st, MDB_txn *txn, const struct ck_journal_scan *s)
 {
 	struct range_scan r = { .st = st, .txn = txn, .pack = s->pack };
-	char *path = ck_pack_path(st->path, s->pack);
 	uint64_t end;
-	int fd, rc;
+	int fd = ck_pack_open(st->path, s->pack), rc;
 
-	if (!path)
-		return -ENOMEM;
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	free(path);
 	if (fd < 0)
-		return errno == ENOENT ? 0 : -errno;   /* emptied or gone since: a later entry says where */
+		return fd == -ENOENT ? 0 : fd;   /* emptied or gone since: a later entry says where */
 	rc = ck_pack_scan_headers(fd, s->from, s->to, on_record, &r, &end, NULL);
 	close(fd);
 	/* A range cut short (a torn tail, a pack emptied since) leaves what it had. */
