@@ -94,7 +94,7 @@ while [ $i -lt 6 ]; do
 	step=$((200 + i))
 	cp -r "$tmp/big" "$stage/big-$i"
 	delay=$(awk -v seed="$$$i" -v ms="$window" 'BEGIN { srand(seed); printf "%.3f", rand() * ms / 1000 }')
-	"$CKPTCTL" commit "$store" "run/big-$i" "checkpoint-$step" >/dev/null 2>&1 &
+	env "$CK_KILLABLE" "$CKPTCTL" commit "$store" "run/big-$i" "checkpoint-$step" >/dev/null 2>&1 &
 	pid=$!
 	sleep "$delay"
 	kill -9 "$pid" 2>/dev/null || true

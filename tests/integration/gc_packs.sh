@@ -187,7 +187,7 @@ delays=$(awk 'BEGIN { srand(7); for (i = 0; i < 10; i++) printf "%.3f ", 0.002 +
 cut=0
 for d in $delays; do
 	rm -rf "$tmp/st" && cp -a "$tmp/pristine" "$tmp/st"
-	"$CKPTCTL" gc --keep-last 2 "$tmp/st" >/dev/null 2>&1 &
+	env "$CK_KILLABLE" "$CKPTCTL" gc --keep-last 2 "$tmp/st" >/dev/null 2>&1 &
 	pid=$!
 	sleep "$d"
 	kill -9 $pid 2>/dev/null || true

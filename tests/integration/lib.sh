@@ -177,6 +177,13 @@ ck_tmpfs() {
 	_ck_fs_mounts="$_ck_fs_mounts $1"
 }
 
+# The environment for a process a test kills at a random moment
+# (env "$CK_KILLABLE" CMD... &, so that $! is CMD's pid): the sanitizers'
+# leak check at exit off, since a kill that lands while that check has the
+# process's threads stopped leaves a report of the check's own failure
+# ("Unable to get registers from thread"), not of a leak.
+CK_KILLABLE="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+
 # Whether this kernel can let FUSE files be read by passthrough (Linux 6.9+
 # built with FUSE_PASSTHROUGH; the daemon also needs root for it).
 kernel_has_passthrough() {

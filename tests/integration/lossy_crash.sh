@@ -65,7 +65,7 @@ done
 delays=$(awk 'BEGIN { srand(7); for (i = 0; i < 3; i++) printf "%.2f ", 0.02 + rand() * 0.4 }')
 for d in $delays; do
 	fresh
-	"$CKPTCTL" compact -q "$st" --keep-raw 1 >/dev/null 2>&1 &
+	env "$CK_KILLABLE" "$CKPTCTL" compact -q "$st" --keep-raw 1 >/dev/null 2>&1 &
 	pid=$!
 	sleep "$d"
 	kill -9 $pid 2>/dev/null || true

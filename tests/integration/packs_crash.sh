@@ -40,7 +40,7 @@ done
 delays=$(awk 'BEGIN { srand(4); for (i = 0; i < 8; i++) printf "%.2f ", 0.05 + rand() * 0.9 }')
 for d in $delays; do
 	rm -rf "$tmp/st" && cp -a "$tmp/pristine" "$tmp/st"
-	"$CKPTCTL" compact -q --anchor-interval $K "$tmp/st" >/dev/null 2>&1 &
+	env "$CK_KILLABLE" "$CKPTCTL" compact -q --anchor-interval $K "$tmp/st" >/dev/null 2>&1 &
 	pid=$!
 	sleep "$d"
 	kill -9 $pid 2>/dev/null || true
