@@ -15,7 +15,7 @@
  * them reaches the daemon, which refuses them.
  *
  * The kernel keeps pages only for an inode it knows, and knows none after
- * a mount, so each file is looked up through the mountpoint first (a
+ * a mount, so each file pushed is looked up through the mountpoint first (a
  * stat, answered by the daemon's own workers; the name then stays cached
  * for entry_timeout).  The cache is only a cache: the kernel may evict
  * pushed pages, which are then read through requests as before.
@@ -156,6 +156,8 @@ int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int serve
 	struct ckfs_preload *p = arg;
 	struct push_to to = { p->fs, 0 };
 	uint64_t size = ck_vfile_size(f), done = 0;
+	const struct ck_vnode *n;
+	struct ck_vattr a;
 	char *full = NULL;
 	struct stat st;
 	int rc;
@@ -164,18 +166,12 @@ int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int serve
 		return 1;
 	if (not_cached(p, path, served_as_saved) || !size)
 		return 0;
-	if (asprintf(&full, "%s/%s", p->fs->cfg->mountpoint, path) < 0)
-		return 1;
-	/* The kernel learns the inode (its node id: ckfs_fuse_ino). */
-	if (stat(full, &st) != 0 || (uint64_t)st.st_size != size) {
-		ck_debug("preload: %s: not found through the mount", path);
-		free(full);
-		return 0;
-	}
-	free(full);
-	to.ino = ckfs_fuse_ino(p->fs, st.st_ino);
-	if (size <= p->budget && p->materialize) {
-		rc = ckfs_materialize(p->fs, to.ino, f, p->stop, p->buf, PIECE_MAX, p->page);
+	/* A file to materialize needs only its node id, which the kernel
+	 * learns at the first lookup (no walk of the mount: an unmount right
+	 * after the mount would find it busy meanwhile). */
+	if (size <= p->budget && p->materialize && ck_view_resolve(p->fs->view, path, &n) == 0 &&
+	    ck_view_getattr(p->fs->view, n, &a) == 0) {
+		rc = ckfs_materialize(p->fs, ckfs_fuse_ino(p->fs, a.ino), f, p->stop, p->buf, PIECE_MAX, p->page);
 		if (rc > 0) {
 			p->materialized++;
 			p->budget -= size;
@@ -189,6 +185,16 @@ int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int serve
 		if (atomic_load(p->stop))
 			return 1;
 	}
+	if (asprintf(&full, "%s/%s", p->fs->cfg->mountpoint, path) < 0)
+		return 1;
+	/* The kernel learns the inode (its node id: ckfs_fuse_ino). */
+	if (stat(full, &st) != 0 || (uint64_t)st.st_size != size) {
+		ck_debug("preload: %s: not found through the mount", path);
+		free(full);
+		return 0;
+	}
+	free(full);
+	to.ino = ckfs_fuse_ino(p->fs, st.st_ino);
 	/* The start of each file first: loaders read a file mostly in order. */
 	rc = ck_vfile_pages(f, p->budget, p->page, p->buf, PIECE_MAX, p->stop, push, &to, &done);
 	if (rc)
