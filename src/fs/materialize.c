@@ -83,7 +83,7 @@ int ckfs_materialize(struct ckfs *fs, fuse_ino_t ino, struct ck_vfile *f, const 
 	else
 		ckfs_passthrough_settle(fs, ino, -1);
 	close(sink.fd);	/* a registered file stays open in the kernel */
-	if (rc < 0 && rc != -ENOSPC)
+	if (rc < 0)
 		ck_debug("materialize: node %llu: %s", (unsigned long long)ino, strerror(-rc));
 	return ok;
 }

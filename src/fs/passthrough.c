@@ -199,14 +199,23 @@ static int ids_reserve(struct ckfs_passthrough *pt, fuse_ino_t ino)
  * (undecided). */
 enum { NODE_THROUGH_DAEMON = -1, NODE_PENDING = -2 };
 
-/* ino's state, once no backing file is being written for it. */
+/* ino's state once no backing file is being written for it (pt->lock
+ * held). */
+static int32_t settled_state(struct ckfs_passthrough *pt, fuse_ino_t ino)
+{
+	int32_t id;
+
+	while ((id = ino < pt->cap ? pt->ids[ino] : 0) == NODE_PENDING)
+		pthread_cond_wait(&pt->settled, &pt->lock);
+	return id;
+}
+
 static int32_t node_state(struct ckfs_passthrough *pt, fuse_ino_t ino)
 {
 	int32_t id;
 
 	pthread_mutex_lock(&pt->lock);
-	while ((id = ino < pt->cap ? pt->ids[ino] : 0) == NODE_PENDING)
-		pthread_cond_wait(&pt->settled, &pt->lock);
+	id = settled_state(pt, ino);
 	pthread_mutex_unlock(&pt->lock);
 	return id;
 }
@@ -226,9 +235,7 @@ static int32_t node_decide(struct ckfs_passthrough *pt, int dev_fd, fuse_ino_t i
 		id = NODE_THROUGH_DAEMON;	/* nothing recorded: it stays undecided */
 		goto out;
 	}
-	while (!pending && pt->ids[ino] == NODE_PENDING)
-		pthread_cond_wait(&pt->settled, &pt->lock);
-	id = pt->ids[ino];
+	id = pending ? pt->ids[ino] : settled_state(pt, ino);
 	if (id && !(id == NODE_PENDING && pending))
 		goto out;
 	id = NODE_THROUGH_DAEMON;
@@ -293,9 +300,7 @@ void ckfs_passthrough_release(struct ckfs *fs, fuse_ino_t ino)
 	uint32_t id;
 
 	pthread_mutex_lock(&pt->lock);
-	while (ino < pt->cap && pt->ids[ino] == NODE_PENDING)
-		pthread_cond_wait(&pt->settled, &pt->lock);
-	if (ino < pt->cap && pt->ids[ino] > 0) {
+	if (settled_state(pt, ino) > 0) {
 		id = (uint32_t)pt->ids[ino];
 		if (ioctl(fuse_session_fd(fs->se), PT_DEV_IOC_BACKING_CLOSE, &id) != 0)
 			ck_debug("FUSE passthrough: closing backing file %u: %s", id, strerror(errno));
