@@ -261,9 +261,10 @@ int ck_extent_read(const struct ck_extent *e, void *buf);
  * checkpoint, the ones a resume opens first; stops early once *stop is
  * set.  Those served as saved (one whole raw file, ck_vfile_whole_file)
  * of at most verify_max bytes also get their tensor ranges checked, as
- * their first open would before handing them to the kernel (0: none).
- * Then, unless fn is NULL, calls fn(ctx, path, f, served_as_saved) for each
- * file built, in the order a listing gives them (series, then checkpoint
+ * their first open would before handing them to the kernel (0: none), and
+ * so do the older saves' data files a merged DCP .metadata points at
+ * (under .ckptfs-from/).  Then, unless fn is NULL, calls fn(ctx, path, f,
+ * served_as_saved) for each file of the newest checkpoints built, in the order a listing gives them (series, then checkpoint
  * files by name), path relative to the root ("run/checkpoint-200/model.pt"),
  * served_as_saved 1 for those checked for the kernel; f is valid during
  * the call; a non-zero return stops the walk.  For a thread started when

@@ -3,7 +3,8 @@
  * every version of a file, which a trainer that mounts and then resumes
  * would otherwise wait for at its first open.  A file served as saved is
  * hashed once before its first open hands it to the kernel (passthrough):
- * the warm-up does that too, off the loader's path (docs/bench.md).  The
+ * the warm-up does that too, off the loader's path (docs/bench.md), for
+ * the older DCP data files a merged .metadata sends the loader to as well.  The
  * daemon then pushes the bytes of the others into the kernel's page cache
  * of the mount (src/fs/preload.c). */
 #include "config.h"
@@ -18,13 +19,17 @@
 /* At most this many files are warmed at a time (a store of many series). */
 #define WARM_MAX_FILES 4096
 
-/* The file nodes under n (n itself for a single-file checkpoint). */
-static int collect_files(struct ck_vnode *n, struct node_list *l)
+/* The file nodes under n (n itself for a single-file checkpoint); with
+ * from, the CK_VIEW_DCP_FROM directories go there instead (their children
+ * may not be made yet). */
+static int collect_files(struct ck_vnode *n, struct node_list *l, struct node_list *from)
 {
 	if (!n->is_dir)
 		return l->len < WARM_MAX_FILES ? node_list_add(l, n) : 0;
+	if (n->dcp_meta && from)
+		return node_list_add(from, n);
 	for (size_t i = 0; i < n->nchildren; i++) {
-		int rc = collect_files(n->children[i], l);
+		int rc = collect_files(n->children[i], l, from);
 
 		if (rc)
 			return rc;
@@ -46,10 +51,10 @@ static int node_path(const struct ck_vnode *n, struct ck_buf *out)
 int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max, ck_warm_fn fn,
 			void *ctx)
 {
-	struct node_list l = { NULL, 0, 0 };
+	struct node_list l = { NULL, 0, 0 }, from = { NULL, 0, 0 };
 	struct ck_buf path = CK_BUF_INIT;
 	uint8_t *as_saved;
-	size_t verified = 0;
+	size_t verified = 0, own;
 	int rc = 0;
 
 	pthread_rwlock_rdlock(&v->ns_lock);
@@ -57,9 +62,21 @@ int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t veri
 		struct view_series *sr = v->series[i];
 
 		if (sr->nckpts && sr->ckpts[sr->nckpts - 1]->node)
-			rc = collect_files(sr->ckpts[sr->nckpts - 1]->node, &l);
+			rc = collect_files(sr->ckpts[sr->nckpts - 1]->node, &l, &from);
 	}
 	pthread_rwlock_unlock(&v->ns_lock);
+	/* A merged DCP .metadata points the loader at older saves' data
+	 * files: they are opened by the same load, so they are checked here
+	 * too (populating builds the .metadata, which the loop below would). */
+	own = l.len;
+	for (size_t i = 0; i < from.len && !rc && !atomic_load(stop); i++) {
+		if (view_dcp_populate(v, from.n[i]) != 0)
+			continue;   /* said at the .metadata's open */
+		pthread_rwlock_rdlock(&v->ns_lock);
+		rc = collect_files(from.n[i], &l, NULL);
+		pthread_rwlock_unlock(&v->ns_lock);
+	}
+	node_list_free(&from);
 	as_saved = calloc(l.len ? l.len : 1, 1);
 	if (!as_saved)
 		rc = -ENOMEM;
@@ -80,8 +97,10 @@ int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t veri
 	}
 	ck_debug("warm-up: %zu files of the newest checkpoints built, %zu served as saved checked", l.len,
 		 verified);
-	/* Every file built first: an open of any of them waits for no build. */
-	for (size_t i = 0; fn && i < l.len && !rc && !atomic_load(stop); i++) {
+	/* Every file built first: an open of any of them waits for no build.
+	 * Older saves' data files are not preloaded: the load reads only the
+	 * items the merge took from them. */
+	for (size_t i = 0; fn && i < own && !rc && !atomic_load(stop); i++) {
 		struct ck_vfile *f;
 
 		if (!l.n[i]->vfile || view_node_vfile(v, l.n[i], &f) != 0)

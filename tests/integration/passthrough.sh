@@ -14,7 +14,9 @@
 #     the flipped range with EIO, the intact files beside it still go by
 #     passthrough;
 #   - the warm-up at mount hashes the newest checkpoints' files served as
-#     saved, exactly those their first opens then hand to the kernel;
+#     saved, exactly those their first opens then hand to the kernel, the
+#     older DCP data files a merged .metadata points the loader at
+#     (.ckptfs-from/) included;
 #   - writable: a checkpoint saved through the mount and committed by
 #     rename loads back by passthrough.
 # Composites are served by the daemon here (-o nomaterialize); those the
@@ -37,6 +39,9 @@ ck_py passthrough_check.py make_big "$tmp/big/checkpoint-1/model.pt"
 "$CKPTCTL" init "$tmp/store" >/dev/null
 ck_import "$tmp/store" "$tmp/run" 0
 ck_import "$tmp/store" "$tmp/big" 0
+# A DCP series: its step-30 draws on the data files of steps 10 and 20.
+ck_py dcp_series.py save "$tmp/dcp" || fail "saving the DCP series"
+ck_import "$tmp/store" "$tmp/dcp" 0
 big_orig="$tmp/big/checkpoint-1/model.pt"
 big_mnt="$tmp/mnt/big/checkpoint-1/model.pt"
 
@@ -61,12 +66,16 @@ fg=$!
 i=0
 until grep -q "warm-up: " "$tmp/warm.err" || [ $i -ge 100 ]; do sleep 0.1; i=$((i + 1)); done
 checked=$(sed -n 's/.*warm-up: [0-9]* files.*, \([0-9]*\) served as saved checked.*/\1/p' "$tmp/warm.err")
-by_pt=$(ck_py passthrough_check.py count "$tmp/mnt/run/checkpoint-20" "$tmp/mnt/big/checkpoint-1")
+from=$tmp/mnt/dcp/step-30/.ckptfs-from
+by_pt=$(ck_py passthrough_check.py count "$tmp/mnt/run/checkpoint-20" "$tmp/mnt/big/checkpoint-1" \
+	"$tmp/mnt/dcp/step-30" "$from/step-10" "$from/step-20")
+older=$(ck_py passthrough_check.py count "$from/step-10" "$from/step-20")
 ck_umount "$tmp/mnt"
 wait "$fg" || fail "ckptfs -f exited non-zero"
 echo "warm-up checked $checked files; $by_pt went by passthrough"
 [ -n "$checked" ] && [ "$checked" = "$by_pt" ] || fail "warm-up checked '$checked' files, $by_pt went by passthrough"
 [ "$want" = daemon ] || [ "$by_pt" -gt 0 ] || fail "no file of the newest checkpoints went by passthrough"
+[ "$want" = daemon ] || [ "$older" -gt 0 ] || fail "no older DCP data file went by passthrough"
 
 echo "--- a tensor byte flipped in checkpoint-10/optimizer.pt and model.pt and in the big file"
 ck_py passthrough_check.py flip "$tmp/run/checkpoint-10/optimizer.pt"
