@@ -189,8 +189,8 @@ int ck_store_compact(struct ck_store *st, const struct ck_compact_opts *opts,
 /* ---- Reading packed files (thread-safe) ---- */
 
 /* A cache of decoded chunks shared by readers, bounded in bytes; one per
- * process is enough.  Besides the chunks read, it keeps the packed chunks
- * a chain decode of a file passes through (the same chunks of newer
+ * process is enough.  Besides the chunks read, it keeps the exact packed
+ * chunks a chain decode of a file passes through (the same chunks of newer
  * versions) when the file is at most an eighth of the bound.
  * 0 or -ENOMEM. */
 struct ck_chunk_cache;

@@ -217,14 +217,18 @@ static int read_packed(struct ck_store *st, struct ck_pack_fds *fds, struct ck_d
 }
 
 /* A packed chunk below the one asked for, just rebuilt in p, into the
- * cache: it is the same chunk of a newer checkpoint, which a reader going
+ * cache.  An exact chunk there is the same chunk of a newer checkpoint
+ * (exact deltas run backwards from the newest), which a reader going
  * through a series from old to new asks for next, and which would
- * otherwise be decoded from the anchor again.  Only if it hashes right
- * (the cache holds checked chunks). */
+ * otherwise be decoded from the anchor again.  A lossy one is not kept:
+ * lossy chains run forward (pack_lossy.c), so it is an older version,
+ * which such a reader has read already, and a single load would pay a
+ * hash, a copy and fresh memory for it (docs/bench.md).  Only if it
+ * hashes right (the cache holds checked chunks). */
 static void keep_step(struct ck_chunk_cache *cache, const struct ck_chunk_loc *l, struct ck_hash128 h,
 		      const uint8_t *p)
 {
-	if (cache && l->where == CK_CHUNK_PACKED && !ck_chunk_cache_has(cache, h) &&
+	if (cache && l->where == CK_CHUNK_PACKED && !ck_codec_lossy(l->codec) && !ck_chunk_cache_has(cache, h) &&
 	    ck_hash128_eq(ck_chunk_hash(p, l->raw_len), h))
 		ck_chunk_cache_insert(cache, h, p, l->raw_len);
 }

@@ -1,7 +1,8 @@
 /* The packed store over real torch checkpoints (written by $TORCH_PYTHON,
  * seeded; skip 77 without torch): compaction, reads back through
  * ck_packed_pread equal to the raw files, dedup of identical checkpoints,
- * chains never longer than the anchor interval, reindex after the index
+ * chains never longer than the anchor interval, chain steps kept in a
+ * readers' cache (exact chains only), reindex after the index
  * is lost, and damage (bit flips, truncation of packs and raw files)
  * answered with -EIO and reported by ck_store_verify_packs. */
 #include "config.h"
@@ -499,6 +500,72 @@ static void late_packs(const char *tmp)
 	ck_store_close(st);
 }
 
+/* A lossy series: its chains run forward from the anchor, so the steps
+ * below a residual are older versions, which a reader going from old to
+ * new has read already.  Resolved keeping steps, the deepest residual
+ * leaves none of them in the cache (an exact chain's steps stay:
+ * chain_steps_cached). */
+static void lossy_steps_not_kept(const char *tmp)
+{
+	struct ck_lossy_policy pol = { .bound = 0.05, .keep_newest = 2 };
+	struct ck_compact_opts opts = { .anchor_k = K, .lossy = &pol };
+	struct ck_hash128 none = { 0, 0 }, deepest = none;
+	struct ck_chunk_cache *lru;
+	struct ck_compact_stats s;
+	struct ck_error err = { { 0 } };
+	struct ck_chunk_loc l = { 0 };
+	struct ck_pack_fds fds;
+	struct ck_decoder d;
+	struct ck_store *st;
+	unsigned depth, most = 0, got;
+	char st3[600], path[600];
+	uint32_t len;
+	MDB_txn *txn;
+	int meets;
+
+	pathf(st3, sizeof(st3), "%s/store-lossy", tmp);
+	SETUP(ck_store_init(st3, &err) == 0);
+	SETUP(ck_store_open(st3, 0, &st, &err) == 0);
+	import(st, pathf(path, sizeof(path), "%s/run1", tmp), "run1");
+	CHECK(ck_store_compact(st, &opts, NULL, NULL, &s, &err) == 0, "lossy compaction: %s", err.msg);
+	ck_pack_fds_init(&fds);
+	SETUP(ck_decoder_init(&d) == 0);
+	SETUP(ck_chunk_cache_new(64u << 20, &lru) == 0);
+	SETUP(mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn) == 0);
+	for (int step = 10; step <= 50; step += 10) {
+		char ckpt[32];
+		struct ck_file_info *f;
+		struct ck_fmap m;
+
+		snprintf(ckpt, sizeof(ckpt), "checkpoint-%d", step);
+		f = find_file(st, "run1", ckpt, "model.pt");
+		SETUP(ck_fmap_lookup(txn, st, f->id, &m) == 0);
+		for (uint32_t i = 0; i < m.nchunks; i++) {
+			SETUP(ck_chunk_lookup(txn, st, m.chunks[i].hash, &l) == 0);
+			SETUP(ck_chunk_depth(txn, st, m.chunks[i].hash, none, &depth, &meets) == 0);
+			if (ck_codec_lossy(l.codec) && depth > most) {
+				most = depth;
+				deepest = m.chunks[i].hash;
+			}
+			ck_chunk_loc_clear(&l);
+		}
+		ck_fmap_clear(&m);
+		ck_file_info_free(f, 1);
+	}
+	CHECK(most >= 2, "run1 coded lossily: deepest residual %u deep", most);
+	SETUP(ck_chunk_lookup(txn, st, deepest, &l) == 0);
+	CHECK(ck_chunk_resolve(txn, st, &fds, &d, lru, 1, deepest, d.out, &len, &got, &err) == 0 && got == most,
+	      "the deepest residual resolved: %u deltas (%s)", got, err.msg);
+	CHECK(!ck_chunk_cache_has(lru, l.ref), "a lossy chain's step below it is not kept");
+	printf("lossy chain: a residual %u deep leaves no step in a readers' cache\n", most);
+	ck_chunk_loc_clear(&l);
+	mdb_txn_abort(txn);
+	ck_pack_fds_close(&fds);
+	ck_chunk_cache_free(lru);
+	ck_decoder_clear(&d);
+	ck_store_close(st);
+}
+
 int main(void)
 {
 	struct ck_compact_opts opts = { .anchor_k = K };
@@ -599,6 +666,7 @@ int main(void)
 
 	late_packs(tmp);
 	incremental(tmp);
+	lossy_steps_not_kept(tmp);
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	run_command(cmd, NULL);
