@@ -118,6 +118,44 @@ static void compact_layer1_delta(struct ck_store *st, struct ck_compact_opts *op
 	ck_file_info_free(f, 1);
 }
 
+/* The deepest chunk (most deltas from its anchor) of relpath in run1's
+ * checkpoint-10 .. checkpoint-last, only of lossy records when lossy:
+ * its hash, its depth in *most, and its file's id and size. */
+static struct ck_hash128 deepest_chunk(struct ck_store *st, MDB_txn *txn, const char *relpath, int last, int lossy,
+				       unsigned *most, uint64_t *file_id, uint64_t *size)
+{
+	struct ck_hash128 none = { 0, 0 }, deepest = none;
+	unsigned depth;
+	int meets;
+
+	*most = 0;
+	for (int step = 10; step <= last; step += 10) {
+		char ckpt[32];
+		struct ck_file_info *f;
+		struct ck_fmap m;
+
+		snprintf(ckpt, sizeof(ckpt), "checkpoint-%d", step);
+		f = find_file(st, "run1", ckpt, relpath);
+		SETUP(ck_fmap_lookup(txn, st, f->id, &m) == 0);
+		for (uint32_t i = 0; i < m.nchunks; i++) {
+			struct ck_chunk_loc l = { 0 };
+
+			SETUP(ck_chunk_lookup(txn, st, m.chunks[i].hash, &l) == 0);
+			SETUP(ck_chunk_depth(txn, st, m.chunks[i].hash, none, &depth, &meets) == 0);
+			if ((!lossy || ck_codec_lossy(l.codec)) && depth > *most) {
+				*most = depth;
+				deepest = m.chunks[i].hash;
+				*file_id = f->id;
+				*size = m.size;
+			}
+			ck_chunk_loc_clear(&l);
+		}
+		ck_fmap_clear(&m);
+		ck_file_info_free(f, 1);
+	}
+	return deepest;
+}
+
 /* The deepest chunk of run1's packed files (K deltas from its anchor),
  * resolved keeping its steps, leaves the chunks its chain passed through
  * (the same chunk of newer checkpoints) in the cache: the next newer one
@@ -127,42 +165,22 @@ static void compact_layer1_delta(struct ck_store *st, struct ck_compact_opts *op
  * or more, and none in a smaller one. */
 static void chain_steps_cached(struct ck_store *st)
 {
-	struct ck_hash128 none = { 0, 0 }, deepest = none, ref;
+	struct ck_hash128 deepest, ref;
 	uint64_t deep_file = 0, deep_size = 0;
 	struct ck_chunk_cache *lru, *fifo;
 	struct ck_error err = { { 0 } };
 	struct ck_pack_fds fds;
 	struct ck_decoder d;
 	struct ck_chunk_loc l = { 0 };
-	unsigned depth, most = 0, got;
+	unsigned most, got;
 	uint32_t len;
 	MDB_txn *txn;
-	int meets;
 
 	ck_pack_fds_init(&fds);
 	SETUP(ck_decoder_init(&d) == 0);
 	SETUP(ck_chunk_cache_new(64u << 20, &lru) == 0 && ck_chunk_cache_new_fifo(64u << 20, &fifo) == 0);
 	SETUP(mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn) == 0);
-	for (int step = 10; step <= 60; step += 10) {
-		char ckpt[32];
-		struct ck_file_info *f;
-		struct ck_fmap m;
-
-		snprintf(ckpt, sizeof(ckpt), "checkpoint-%d", step);
-		f = find_file(st, "run1", ckpt, "optimizer.pt");
-		SETUP(ck_fmap_lookup(txn, st, f->id, &m) == 0);
-		for (uint32_t i = 0; i < m.nchunks; i++) {
-			SETUP(ck_chunk_depth(txn, st, m.chunks[i].hash, none, &depth, &meets) == 0);
-			if (depth > most) {
-				most = depth;
-				deepest = m.chunks[i].hash;
-				deep_file = f->id;
-				deep_size = m.size;
-			}
-		}
-		ck_fmap_clear(&m);
-		ck_file_info_free(f, 1);
-	}
+	deepest = deepest_chunk(st, txn, "optimizer.pt", 60, 0, &most, &deep_file, &deep_size);
 	CHECK(most == K, "run1's optimizer.pt files: longest chain %u", most);
 	SETUP(ck_chunk_lookup(txn, st, deepest, &l) == 0);
 	ref = l.ref;
@@ -509,7 +527,7 @@ static void lossy_steps_not_kept(const char *tmp)
 {
 	struct ck_lossy_policy pol = { .bound = 0.05, .keep_newest = 2 };
 	struct ck_compact_opts opts = { .anchor_k = K, .lossy = &pol };
-	struct ck_hash128 none = { 0, 0 }, deepest = none;
+	struct ck_hash128 deepest;
 	struct ck_chunk_cache *lru;
 	struct ck_compact_stats s;
 	struct ck_error err = { { 0 } };
@@ -517,11 +535,11 @@ static void lossy_steps_not_kept(const char *tmp)
 	struct ck_pack_fds fds;
 	struct ck_decoder d;
 	struct ck_store *st;
-	unsigned depth, most = 0, got;
+	uint64_t file_id = 0, size = 0;
+	unsigned most, got;
 	char st3[600], path[600];
 	uint32_t len;
 	MDB_txn *txn;
-	int meets;
 
 	pathf(st3, sizeof(st3), "%s/store-lossy", tmp);
 	SETUP(ck_store_init(st3, &err) == 0);
@@ -532,26 +550,7 @@ static void lossy_steps_not_kept(const char *tmp)
 	SETUP(ck_decoder_init(&d) == 0);
 	SETUP(ck_chunk_cache_new(64u << 20, &lru) == 0);
 	SETUP(mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn) == 0);
-	for (int step = 10; step <= 50; step += 10) {
-		char ckpt[32];
-		struct ck_file_info *f;
-		struct ck_fmap m;
-
-		snprintf(ckpt, sizeof(ckpt), "checkpoint-%d", step);
-		f = find_file(st, "run1", ckpt, "model.pt");
-		SETUP(ck_fmap_lookup(txn, st, f->id, &m) == 0);
-		for (uint32_t i = 0; i < m.nchunks; i++) {
-			SETUP(ck_chunk_lookup(txn, st, m.chunks[i].hash, &l) == 0);
-			SETUP(ck_chunk_depth(txn, st, m.chunks[i].hash, none, &depth, &meets) == 0);
-			if (ck_codec_lossy(l.codec) && depth > most) {
-				most = depth;
-				deepest = m.chunks[i].hash;
-			}
-			ck_chunk_loc_clear(&l);
-		}
-		ck_fmap_clear(&m);
-		ck_file_info_free(f, 1);
-	}
+	deepest = deepest_chunk(st, txn, "model.pt", 50, 1, &most, &file_id, &size);
 	CHECK(most >= 2, "run1 coded lossily: deepest residual %u deep", most);
 	SETUP(ck_chunk_lookup(txn, st, deepest, &l) == 0);
 	CHECK(ck_chunk_resolve(txn, st, &fds, &d, lru, 1, deepest, d.out, &len, &got, &err) == 0 && got == most,
