@@ -263,13 +263,15 @@ int ck_extent_read(const struct ck_extent *e, void *buf);
  * of at most verify_max bytes also get their tensor ranges checked, as
  * their first open would before handing them to the kernel (0: none), and
  * so do the older saves' data files a merged DCP .metadata points at
- * (under .ckptfs-from/).  Then, unless fn is NULL, calls fn(ctx, path, f,
- * served_as_saved) for each file of the newest checkpoints built, in the order a listing gives them (series, then checkpoint
- * files by name), path relative to the root ("run/checkpoint-200/model.pt"),
+ * (under .ckptfs-from/).  Then, unless fn is NULL, calls fn(ctx, n, path,
+ * f, served_as_saved) for each file of the newest checkpoints built, in
+ * the order a listing gives them (series, then checkpoint files by name):
+ * n its node, path relative to the root ("run/checkpoint-200/model.pt"),
  * served_as_saved 1 for those checked for the kernel; f is valid during
  * the call; a non-zero return stops the walk.  For a thread started when
  * the mount goes live.  0 or -ENOMEM. */
-typedef int (*ck_warm_fn)(void *ctx, const char *path, struct ck_vfile *f, int served_as_saved);
+typedef int (*ck_warm_fn)(void *ctx, const struct ck_vnode *n, const char *path, struct ck_vfile *f,
+			  int served_as_saved);
 int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t verify_max, ck_warm_fn fn,
 			void *ctx);
 

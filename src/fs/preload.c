@@ -137,26 +137,24 @@ static int push(void *arg, uint64_t off, const void *bytes, size_t len)
 	return fuse_lowlevel_notify_store(to->fs->se, to->ino, (off_t)off, &bv, FUSE_BUF_NO_SPLICE);
 }
 
-/* Whether the kernel reads path itself or bypasses its page cache. */
-static int not_cached(struct ckfs_preload *p, const char *path, int served_as_saved)
+/* Whether the kernel reads node n itself or bypasses its page cache. */
+static int not_cached(struct ckfs_preload *p, const struct ck_vnode *n, int served_as_saved)
 {
 	const struct ckfs_config *cfg = p->fs->cfg;
-	const struct ck_vnode *n;
 
 	if (served_as_saved && p->fs->passthrough.on)
 		return 1;	/* passthrough: the kernel reads the physical file */
 	if (cfg->direct_io == CKFS_DIO_ALL)
 		return 1;
-	return cfg->direct_io == CKFS_DIO_TORCH && ck_view_resolve(p->fs->view, path, &n) == 0 &&
-	       ck_vnode_file_kind(n) == CK_FILE_TORCH;
+	return cfg->direct_io == CKFS_DIO_TORCH && ck_vnode_file_kind(n) == CK_FILE_TORCH;
 }
 
-int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int served_as_saved)
+int ckfs_preload_file(void *arg, const struct ck_vnode *n, const char *path, struct ck_vfile *f,
+		      int served_as_saved)
 {
 	struct ckfs_preload *p = arg;
 	struct push_to to = { p->fs, 0 };
 	uint64_t size = ck_vfile_size(f), done = 0;
-	const struct ck_vnode *n;
 	struct ck_vattr a;
 	char *full = NULL;
 	struct stat st;
@@ -164,13 +162,12 @@ int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int serve
 
 	if (!p->budget)
 		return 1;
-	if (not_cached(p, path, served_as_saved) || !size)
+	if (not_cached(p, n, served_as_saved) || !size)
 		return 0;
 	/* A file to materialize needs only its node id, which the kernel
 	 * learns at the first lookup (no walk of the mount: an unmount right
 	 * after the mount would find it busy meanwhile). */
-	if (size <= p->budget && p->materialize && ck_view_resolve(p->fs->view, path, &n) == 0 &&
-	    ck_view_getattr(p->fs->view, n, &a) == 0) {
+	if (size <= p->budget && p->materialize && ck_view_getattr(p->fs->view, n, &a) == 0) {
 		rc = ckfs_materialize(p->fs, ckfs_fuse_ino(p->fs, a.ino), f, p->stop, p->buf, PIECE_MAX, p->page);
 		if (rc > 0) {
 			p->materialized++;

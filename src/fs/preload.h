@@ -24,7 +24,8 @@ struct ckfs_preload;
  * mountpoint path to look files up by).  0 or -ENOMEM. */
 int ckfs_preload_begin(struct ckfs *fs, const atomic_int *stop, struct ckfs_preload **out);
 /* Pushes one file (arg: the preload; see ck_warm_fn). */
-int ckfs_preload_file(void *arg, const char *path, struct ck_vfile *f, int served_as_saved);
+int ckfs_preload_file(void *arg, const struct ck_vnode *n, const char *path, struct ck_vfile *f,
+		      int served_as_saved);
 /* Logs what was pushed and frees p (NULL is fine). */
 void ckfs_preload_end(struct ckfs_preload *p);
 

@@ -3,10 +3,10 @@
  * every version of a file, which a trainer that mounts and then resumes
  * would otherwise wait for at its first open.  A file served as saved is
  * hashed once before its first open hands it to the kernel (passthrough):
- * the warm-up does that too, off the loader's path (docs/bench.md), for
- * the older DCP data files a merged .metadata sends the loader to as well.  The
- * daemon then pushes the bytes of the others into the kernel's page cache
- * of the mount (src/fs/preload.c). */
+ * the warm-up does that too, off the loader's path (docs/bench.md), also
+ * for the older DCP data files a merged .metadata sends the loader to.
+ * The daemon then pushes the bytes of the others into the kernel's page
+ * cache of the mount (src/fs/preload.c). */
 #include "config.h"
 
 #include <errno.h>
@@ -106,7 +106,7 @@ int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t veri
 		if (!l.n[i]->vfile || view_node_vfile(v, l.n[i], &f) != 0)
 			continue;
 		rc = node_path(l.n[i], &path);
-		if (!rc && fn(ctx, (const char *)path.data, f, as_saved[i]))
+		if (!rc && fn(ctx, l.n[i], (const char *)path.data, f, as_saved[i]))
 			i = l.len;
 		ck_vfile_put(f);
 	}
