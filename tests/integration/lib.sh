@@ -184,9 +184,10 @@ ck_tmpfs() {
 # ("Unable to get registers from thread"), not of a leak.
 CK_KILLABLE="ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
 
-# Whether this kernel can let FUSE files be read by passthrough (Linux 6.9+
-# built with FUSE_PASSTHROUGH; the daemon also needs root for it).
-kernel_has_passthrough() {
+# Whether a daemon run by this user can let FUSE files be read by
+# passthrough: root (CAP_SYS_ADMIN) on Linux 6.9+ built with FUSE_PASSTHROUGH.
+can_passthrough() {
+	[ "$(id -u)" = 0 ] || return 1
 	_v=$(uname -r)
 	_major=${_v%%.*}
 	_rest=${_v#*.}

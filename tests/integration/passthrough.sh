@@ -29,7 +29,7 @@ need_torch
 tmp=$(ck_tmpdir)
 
 want=daemon
-if [ "$(id -u)" = 0 ] && kernel_has_passthrough; then
+if can_passthrough; then
 	want=passthrough
 fi
 echo "expecting files served as saved to go by: $want"

@@ -91,7 +91,7 @@ ck_umount "$tmp/ref"
 
 # Materialized composites go by passthrough where files served as saved do.
 pt=daemon
-if [ "$(id -u)" = 0 ] && kernel_has_passthrough; then
+if can_passthrough; then
 	pt=passthrough
 fi
 echo "--- default mount: preloaded (materialized: $pt), read back with the daemon stopped"
