@@ -81,10 +81,14 @@ int ck_view_refresh(struct ck_view *v, uint64_t *changed, size_t max, size_t *nc
 int ck_view_hide(struct ck_view *v, const struct ck_vnode *n);
 
 /* Checkpoints that refreshes hid because they were deleted (by this
- * process or another), for the kernel's name caches: fn(ctx, parent inode,
- * name) for each hidden since the last call. */
-typedef void (*ck_hidden_fn)(void *ctx, uint64_t parent_ino, const char *name);
+ * process or another), for the kernel's name caches: fn(ctx, the hidden
+ * node, parent inode, name) for each hidden since the last call. */
+typedef void (*ck_hidden_fn)(void *ctx, const struct ck_vnode *n, uint64_t parent_ino, const char *name);
 void ck_view_drain_hidden(struct ck_view *v, ck_hidden_fn fn, void *ctx);
+/* The inode numbers of the file nodes under n made so far (n's own for a
+ * file), allocated into *inos (free()): none are made here.  0 or
+ * -ENOMEM. */
+int ck_view_files_made(struct ck_view *v, const struct ck_vnode *n, uint64_t **inos, size_t *count);
 
 const struct ck_vnode *ck_view_root(struct ck_view *v);
 /* The step pattern stored for series (`ckptctl import --pattern`),

@@ -8,8 +8,9 @@
  * (preload.h) materializes the newest checkpoints' composites this way
  * when it can, and pushes them into FUSE's page cache otherwise.
  *
- * The file lives until the mount ends or the node is deleted through it
- * (the kernel holds it from its registration on: ckfs_passthrough_release),
+ * The file lives until the mount ends, the node is deleted through it, or
+ * a refresh hides its deleted checkpoint (the kernel holds it from its
+ * registration on: ckfs_passthrough_release),
  * counts against the preload's budget, and costs its size on the disk of
  * the directory once the kernel writes its pages back.
  *

@@ -2,12 +2,14 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ckptfs/log.h"
 #include "nodes.h"
 #include "health.h"
 #include "notify.h"
+#include "passthrough.h"
 
 void ckfs_inval_inodes(struct ckfs *fs, const uint64_t *inos, size_t n)
 {
@@ -20,13 +22,26 @@ void ckfs_inval_inodes(struct ckfs *fs, const uint64_t *inos, size_t n)
 	}
 }
 
-static void forget_one(void *arg, uint64_t parent, const char *name)
+static void forget_one(void *arg, const struct ck_vnode *n, uint64_t parent, const char *name)
 {
 	struct ckfs *fs = arg;
 	int rc = fuse_lowlevel_notify_inval_entry(fs->se, ckfs_fuse_ino(fs, parent), name, strlen(name));
+	uint64_t *inos;
+	size_t count;
 
 	if (rc && rc != -ENOENT)
 		ck_debug("forgetting %s: %s", name, strerror(-rc));
+	/* A checkpoint deleted by another process: its files are not opened
+	 * again, so the kernel may let go of their backing files (a
+	 * materialized file's space, a deleted raw file's) once those open
+	 * now are closed, as after a delete through the mount.  Not a
+	 * reloaded series' old directory: its files are still the series'
+	 * bytes, which a process inside it may open by name. */
+	if (!ck_vnode_is_series_dir(fs->view, n) && ck_view_files_made(fs->view, n, &inos, &count) == 0) {
+		for (size_t i = 0; i < count; i++)
+			ckfs_passthrough_release(fs, ckfs_fuse_ino(fs, inos[i]));
+		free(inos);
+	}
 }
 
 void ckfs_forget_hidden(struct ckfs *fs)

@@ -51,9 +51,10 @@ int ckfs_passthrough_claim(struct ckfs_passthrough *pt, fuse_ino_t ino);
  * registration fails) undecided again.  1 when ino is now read by
  * passthrough, else 0. */
 int ckfs_passthrough_settle(struct ckfs *fs, fuse_ino_t ino, int fd);
-/* After ino was deleted: the kernel lets go of its backing file once the
- * files open on it are closed (a materialized file's space, a deleted
- * raw file's), instead of at the unmount.  ino is never opened again. */
+/* After ino was deleted (through the mount, or by another process and
+ * hidden by a refresh): the kernel lets go of its backing file once the
+ * files open on it are closed (a materialized file's space, a deleted raw
+ * file's), instead of at the unmount.  ino is not opened again. */
 void ckfs_passthrough_release(struct ckfs *fs, fuse_ino_t ino);
 void ckfs_passthrough_destroy(struct ckfs_passthrough *pt);
 

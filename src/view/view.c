@@ -1046,8 +1046,37 @@ void ck_view_drain_hidden(struct ck_view *v, ck_hidden_fn fn, void *ctx)
 	v->nhidden = 0;
 	pthread_rwlock_unlock(&v->ns_lock);
 	for (size_t i = 0; i < n; i++)
-		fn(ctx, h[i]->parent->ino, h[i]->name);
+		fn(ctx, h[i], h[i]->parent->ino, h[i]->name);
 	free(h);
+}
+
+static int collect_made(const struct ck_vnode *n, struct node_list *l)
+{
+	int rc = 0;
+
+	if (!n->is_dir)
+		return node_list_add(l, (struct ck_vnode *)n);
+	for (size_t i = 0; i < n->nchildren && !rc; i++)
+		rc = collect_made(n->children[i], l);
+	return rc;
+}
+
+int ck_view_files_made(struct ck_view *v, const struct ck_vnode *n, uint64_t **inos, size_t *count)
+{
+	struct node_list l = { NULL, 0, 0 };
+	int rc;
+
+	*inos = NULL;
+	*count = 0;
+	pthread_rwlock_rdlock(&v->ns_lock);
+	rc = collect_made(n, &l);
+	pthread_rwlock_unlock(&v->ns_lock);
+	if (!rc && l.len && !(*inos = malloc(l.len * sizeof(**inos))))
+		rc = -ENOMEM;
+	for (size_t i = 0; !rc && i < l.len; i++)
+		(*inos)[(*count)++] = l.n[i]->ino;
+	node_list_free(&l);
+	return rc;
 }
 
 /* --- file contents ---------------------------------------------------------- */

@@ -13,7 +13,8 @@
 #   - the same with -o nomaterialize: pushed, served by the daemon;
 #   - as root, with -o materialize_dir on a tmpfs: the composites' bytes are
 #     there, and their space is given back once the files are deleted
-#     through the mount (before the unmount);
+#     through the mount (before the unmount), or once the checkpoint is
+#     deleted by another process (ckptctl rm) and a refresh hides it;
 #   - a byte flipped in an older save's tensor (size and mtime kept) that
 #     the composite takes: that composite is not materialized, none of that
 #     tensor's pages is pushed, the rest are, and every page reads as the
@@ -147,4 +148,25 @@ ck_py preload_check.py damaged "$tmp/mnt/run/checkpoint-2/model.pt" "$tmp/ref-mo
 ck_py preload_check.py io "$tmp/mnt/run/checkpoint-2/model.pt" daemon
 ck_py preload_check.py io "$tmp/mnt/run/checkpoint-2/model.safetensors" "$pt"
 umount_fg "$tmp/mnt"
+
+if [ "$pt" = passthrough ]; then
+	echo "--- checkpoint-2 deleted by another process: its materialized file given back"
+	mount_fg "$tmp/store" "$tmp/mnt" ",ro,refresh=1,materialize_dir=$tmp/shm"
+	grep -q "preload: 1 files materialized" "$tmp/fg.err" || fail "expected the intact composite materialized"
+	used=$(df --output=used -k "$tmp/shm" | tail -1)
+	kib=$(($(stat -c %s "$tmp/ref-model.safetensors") / 1024))
+	echo "composite $kib KiB, materialize_dir holds $used KiB"
+	[ "$used" -ge $((kib * 99 / 100)) ] || fail "the composite was not written into materialize_dir"
+	"$CKPTCTL" rm "$tmp/store" run/checkpoint-2 >/dev/null
+	i=0
+	until [ "$(df --output=used -k "$tmp/shm" | tail -1)" -lt 1024 ] || [ $i -ge 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	used=$(df --output=used -k "$tmp/shm" | tail -1)
+	echo "after ckptctl rm and a refresh: $used KiB"
+	[ "$used" -lt 1024 ] || fail "the deleted checkpoint's materialized file is still held ($used KiB)"
+	[ ! -e "$tmp/mnt/run/checkpoint-2" ] || fail "checkpoint-2 still shows after ckptctl rm"
+	umount_fg "$tmp/mnt"
+fi
 echo "ok"

@@ -13,7 +13,8 @@
  *     order, with the same bytes, raw or packed, in large or small pieces,
  *     and with a byte flipped in a raw file all but the pages around it;
  *   - a bit flipped in a pack makes reads of the damaged chunk fail with
- *     -EIO: a read gives the original bytes or an error, never others. */
+ *     -EIO: a read gives the original bytes or an error, never others;
+ *   - ck_view_files_made lists a checkpoint's files once made, each once. */
 #include "config.h"
 
 #include <errno.h>
@@ -297,6 +298,40 @@ static void test_compact_under_open_view(const char *fixtures)
 	ck_view_close(v);
 }
 
+/* ck_view_files_made: the files made so far under a node, none made by
+ * asking (the daemon lets go of a hidden checkpoint's backing files). */
+static void test_files_made(void)
+{
+	struct ck_error err = { { 0 } };
+	const struct ck_vnode *dir, *file;
+	struct ck_vattr a;
+	struct ck_view *v;
+	uint64_t *inos;
+	size_t n, found = 0;
+
+	SETUP(ck_view_open(store, NULL, &v, &err) == 0);
+	SETUP(ck_view_resolve(v, "run/step-20", &dir) == 0);
+	CHECK(ck_view_files_made(v, dir, &inos, &n) == 0, "files made under step-20");
+	free(inos);
+	SETUP(ck_view_resolve(v, "run/step-20/model.pt", &file) == 0 && ck_view_getattr(v, file, &a) == 0);
+	CHECK(ck_view_files_made(v, dir, &inos, &n) == 0 && n == NFILES, "%zu files made under step-20, want %d",
+	      n, NFILES);
+	for (size_t i = 0; i < n; i++) {
+		const struct ck_vnode *m = ck_view_node(v, inos[i]);
+		struct ck_vattr ma;
+
+		CHECK(m && ck_view_getattr(v, m, &ma) == 0 && S_ISREG(ma.mode), "inode %llu is not a file",
+		      (unsigned long long)inos[i]);
+		found += inos[i] == a.ino;
+	}
+	CHECK(found == 1, "model.pt's inode listed %zu times", found);
+	free(inos);
+	CHECK(ck_view_files_made(v, file, &inos, &n) == 0 && n == 1 && inos[0] == a.ino,
+	      "a file node lists itself alone");
+	free(inos);
+	ck_view_close(v);
+}
+
 /* The biggest file under STORE/packs, or "" */
 static void biggest_pack(char *out, size_t size)
 {
@@ -427,6 +462,7 @@ int main(void)
 	pathf(store, sizeof(store), "%s/store", tmp);
 	SETUP(ck_store_init(store, &err) == 0);
 	test_compact_under_open_view(fixtures);
+	test_files_made();
 	test_damaged_pack();
 	test_damaged_raw();
 	for (int k = 0; k < NCKPT; k++)
