@@ -82,6 +82,29 @@ umount_fg() {
 	wait "$fg" || fail "ckptfs -f exited non-zero"
 }
 
+# shm_holds FILE...: materialize_dir ($tmp/shm) holds those composites.
+shm_holds() {
+	kib=0
+	for f in "$@"; do
+		kib=$((kib + $(stat -c %s "$tmp/ref-$f") / 1024))
+	done
+	used=$(df --output=used -k "$tmp/shm" | tail -1)
+	echo "composites $kib KiB, materialize_dir holds $used KiB"
+	[ "$used" -ge $((kib * 99 / 100)) ] || fail "the composites were not written into materialize_dir"
+}
+# shm_freed WHAT: materialize_dir is given back (under 1 MiB) within 10 s
+# of WHAT.
+shm_freed() {
+	i=0
+	until [ "$(df --output=used -k "$tmp/shm" | tail -1)" -lt 1024 ] || [ $i -ge 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	used=$(df --output=used -k "$tmp/shm" | tail -1)
+	echo "after $1: $used KiB"
+	[ "$used" -lt 1024 ] || fail "materialized files still held after $1 ($used KiB)"
+}
+
 echo "--- reference: the composites through a mount that preloads nothing"
 ck_mount "$tmp/store" "$tmp/ref" -o ro,preload=0
 for f in $files; do
@@ -120,23 +143,10 @@ if [ "$pt" = passthrough ]; then
 	echo "--- -o materialize_dir: the unnamed files' space, given back once their files are deleted"
 	ck_tmpfs "$tmp/shm" 256m
 	mount_fg "$tmp/store" "$tmp/mnt" ",materialize_dir=$tmp/shm"
-	kib=0
-	for f in $files; do
-		kib=$((kib + $(stat -c %s "$tmp/ref-$f") / 1024))
-	done
-	used=$(df --output=used -k "$tmp/shm" | tail -1)
-	echo "composites $kib KiB, materialize_dir holds $used KiB"
-	[ "$used" -ge $((kib * 99 / 100)) ] || fail "the composites were not written into materialize_dir"
+	shm_holds $files
 	ck_py preload_check.py io "$tmp/mnt/run/checkpoint-2/model.pt" passthrough
 	rm "$tmp/mnt/run/checkpoint-2/model.pt" "$tmp/mnt/run/checkpoint-2/model.safetensors"
-	i=0
-	until [ "$(df --output=used -k "$tmp/shm" | tail -1)" -lt 1024 ] || [ $i -ge 50 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	used=$(df --output=used -k "$tmp/shm" | tail -1)
-	echo "after deleting both files: $used KiB"
-	[ "$used" -lt 1024 ] || fail "the deleted composites' unnamed files are still held ($used KiB)"
+	shm_freed "deleting both files"
 	umount_fg "$tmp/mnt"
 fi
 
@@ -153,19 +163,9 @@ if [ "$pt" = passthrough ]; then
 	echo "--- checkpoint-2 deleted by another process: its materialized file given back"
 	mount_fg "$tmp/store" "$tmp/mnt" ",ro,refresh=1,materialize_dir=$tmp/shm"
 	grep -q "preload: 1 files materialized" "$tmp/fg.err" || fail "expected the intact composite materialized"
-	used=$(df --output=used -k "$tmp/shm" | tail -1)
-	kib=$(($(stat -c %s "$tmp/ref-model.safetensors") / 1024))
-	echo "composite $kib KiB, materialize_dir holds $used KiB"
-	[ "$used" -ge $((kib * 99 / 100)) ] || fail "the composite was not written into materialize_dir"
+	shm_holds model.safetensors
 	"$CKPTCTL" rm "$tmp/store" run/checkpoint-2 >/dev/null
-	i=0
-	until [ "$(df --output=used -k "$tmp/shm" | tail -1)" -lt 1024 ] || [ $i -ge 100 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	used=$(df --output=used -k "$tmp/shm" | tail -1)
-	echo "after ckptctl rm and a refresh: $used KiB"
-	[ "$used" -lt 1024 ] || fail "the deleted checkpoint's materialized file is still held ($used KiB)"
+	shm_freed "ckptctl rm and a refresh"
 	[ ! -e "$tmp/mnt/run/checkpoint-2" ] || fail "checkpoint-2 still shows after ckptctl rm"
 	umount_fg "$tmp/mnt"
 fi
