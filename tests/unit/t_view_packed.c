@@ -314,7 +314,7 @@ static void test_files_made(void)
 	CHECK(ck_view_files_made(v, dir, &inos, &n) == 0, "files made under step-20");
 	free(inos);
 	SETUP(ck_view_resolve(v, "run/step-20/model.pt", &file) == 0 && ck_view_getattr(v, file, &a) == 0);
-	CHECK(ck_view_files_made(v, dir, &inos, &n) == 0 && n == NFILES, "%zu files made under step-20, want %d",
+	CHECK(ck_view_files_made(v, dir, &inos, &n) == 0 && n == NFILES, "%zu files made under step-20, want %zu",
 	      n, NFILES);
 	for (size_t i = 0; i < n; i++) {
 		const struct ck_vnode *m = ck_view_node(v, inos[i]);
