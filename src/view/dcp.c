@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ckptfs/buf.h"
 #include "ckptfs/log.h"
 #include "ckptfs/memtune.h"
 #include "view_internal.h"
@@ -71,10 +72,11 @@ static int add_from(struct ck_vfile *f, struct phys_file *pf, const char *ckpt, 
 	for (size_t i = 0; i < f->nfrom; i++)
 		if (f->from[i].pf == pf)
 			return 0;
-	v = realloc(f->from, (f->nfrom + 1) * sizeof(*v));
-	if (!v)
-		return -ENOMEM;
-	f->from = v;
+	if (f->nfrom == f->capfrom) {
+		if (!(v = ck_grow(f->from, &f->capfrom, sizeof(*v), 4)))
+			return -ENOMEM;
+		f->from = v;
+	}
 	v = &f->from[f->nfrom];
 	v->pf = pf;
 	v->path = malloc(n);

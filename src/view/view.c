@@ -216,7 +216,7 @@ struct dcp_owner {
 
 struct dcp_owners {
 	struct dcp_owner *v;
-	size_t n;
+	size_t n, cap;
 };
 
 static size_t dir_len(const char *rel)
@@ -245,10 +245,11 @@ static int note_owners(struct dcp_owners *o, const struct view_ckpt *ck)
 		if (ck->files[k]->reclaimed || strcmp(rel + dlen + (dlen > 0), CK_DCP_METADATA) ||
 		    owner_of(o, rel, dlen))
 			continue;
-		nv = realloc(o->v, (o->n + 1) * sizeof(*nv));
-		if (!nv)
-			return -ENOMEM;
-		o->v = nv;
+		if (o->n == o->cap) {
+			if (!(nv = ck_grow(o->v, &o->cap, sizeof(*nv), 4)))
+				return -ENOMEM;
+			o->v = nv;
+		}
 		o->v[o->n++] = (struct dcp_owner){ rel, dlen, ck };
 	}
 	return 0;
@@ -388,7 +389,7 @@ static int add_checkpoint_node(struct ck_view *v, struct view_series *s, size_t 
 {
 	struct view_ckpt *ck = s->ckpts[i];
 	struct ck_vnode *cn = node_new(v, s->dir, ck->info.name, strlen(ck->info.name), !ck->info.is_file);
-	struct dcp_owners owners = { NULL, 0 };
+	struct dcp_owners owners = { NULL, 0, 0 };
 	int rc = 0;
 
 	if (!cn)

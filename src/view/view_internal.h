@@ -180,7 +180,7 @@ struct ck_vfile {
 	const struct pk_node *tree; /* torch: the state tree the file serves */
 	char *note;                 /* why it is not merged as far as it could be, or NULL */
 	struct vdcp_from *from;     /* DCP .metadata: the older data files it names */
-	size_t nfrom;
+	size_t nfrom, capfrom;
 	_Atomic uint64_t ahead_upto;    /* ranges before this offset were queued for checking */
 };
 
