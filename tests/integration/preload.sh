@@ -14,7 +14,9 @@
 #   - as root, with -o materialize_dir on a tmpfs: the composites' bytes are
 #     there, and their space is given back once the files are deleted
 #     through the mount (before the unmount), or once the checkpoint is
-#     deleted by another process (ckptctl rm) and a refresh hides it;
+#     deleted by another process (ckptctl rm), a refresh hides it and a
+#     reader that held a file open across the delete (and read it whole,
+#     the same bytes, afterwards) closes it;
 #   - a byte flipped in an older save's tensor (size and mtime kept) that
 #     the composite takes: that composite is not materialized, none of that
 #     tensor's pages is pushed, the rest are, and every page reads as the
@@ -164,9 +166,22 @@ if [ "$pt" = passthrough ]; then
 	mount_fg "$tmp/store" "$tmp/mnt" ",ro,refresh=1,materialize_dir=$tmp/shm"
 	grep -q "preload: 1 files materialized" "$tmp/fg.err" || fail "expected the intact composite materialized"
 	shm_holds model.safetensors
+	# A reader holding the file open across the delete reads it whole
+	# afterwards, and its space comes back when it closes the file.
+	exec 9<"$tmp/mnt/run/checkpoint-2/model.safetensors"
 	"$CKPTCTL" rm "$tmp/store" run/checkpoint-2 >/dev/null
-	shm_freed "ckptctl rm and a refresh"
+	i=0
+	until [ ! -e "$tmp/mnt/run/checkpoint-2" ] || [ $i -ge 100 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
 	[ ! -e "$tmp/mnt/run/checkpoint-2" ] || fail "checkpoint-2 still shows after ckptctl rm"
+	sleep 1	# a refresh more: the hidden checkpoint's files let go
+	shm_holds model.safetensors
+	cat <&9 >"$tmp/held.safetensors"
+	cmp "$tmp/held.safetensors" "$tmp/ref-model.safetensors" || fail "the file held open read otherwise after the delete"
+	exec 9<&-
+	shm_freed "ckptctl rm, a refresh and the last close"
 	umount_fg "$tmp/mnt"
 fi
 echo "ok"
