@@ -1051,14 +1051,16 @@ void ck_view_drain_hidden(struct ck_view *v, ck_hidden_fn fn, void *ctx)
 	free(h);
 }
 
-static int collect_made(const struct ck_vnode *n, struct node_list *l)
+int view_collect_files(struct ck_vnode *n, struct node_list *l, struct node_list *from, size_t max)
 {
 	int rc = 0;
 
 	if (!n->is_dir)
-		return node_list_add(l, (struct ck_vnode *)n);
+		return l->len < max ? node_list_add(l, n) : 0;
+	if (n->dcp_meta && from)
+		return node_list_add(from, n);
 	for (size_t i = 0; i < n->nchildren && !rc; i++)
-		rc = collect_made(n->children[i], l);
+		rc = view_collect_files(n->children[i], l, from, max);
 	return rc;
 }
 
@@ -1070,7 +1072,7 @@ int ck_view_files_made(struct ck_view *v, const struct ck_vnode *n, uint64_t **i
 	*inos = NULL;
 	*count = 0;
 	pthread_rwlock_rdlock(&v->ns_lock);
-	rc = collect_made(n, &l);
+	rc = view_collect_files((struct ck_vnode *)n, &l, NULL, SIZE_MAX);
 	pthread_rwlock_unlock(&v->ns_lock);
 	if (!rc && l.len && !(*inos = malloc(l.len * sizeof(**inos))))
 		rc = -ENOMEM;

@@ -283,6 +283,11 @@ struct node_list {
 /* Appends n: 0 or -ENOMEM. */
 int node_list_add(struct node_list *l, struct ck_vnode *n);
 void node_list_free(struct node_list *l);
+/* Appends the file nodes under n made so far (n itself when it is a
+ * file), up to max in l; with from, the CK_VIEW_DCP_FROM directories go
+ * there instead of their files (their children may not be made yet).
+ * Callers hold ns_lock.  0 or -ENOMEM. */
+int view_collect_files(struct ck_vnode *n, struct node_list *l, struct node_list *from, size_t max);
 
 /* view.c: takes n out of its parent's children (lookups and listings no
  * longer find it; its inode stays valid).  Callers hold ns_lock for writing. */

@@ -19,24 +19,6 @@
 /* At most this many files are warmed at a time (a store of many series). */
 #define WARM_MAX_FILES 4096
 
-/* The file nodes under n (n itself for a single-file checkpoint); with
- * from, the CK_VIEW_DCP_FROM directories go there instead (their children
- * may not be made yet). */
-static int collect_files(struct ck_vnode *n, struct node_list *l, struct node_list *from)
-{
-	if (!n->is_dir)
-		return l->len < WARM_MAX_FILES ? node_list_add(l, n) : 0;
-	if (n->dcp_meta && from)
-		return node_list_add(from, n);
-	for (size_t i = 0; i < n->nchildren; i++) {
-		int rc = collect_files(n->children[i], l, from);
-
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
 /* "series/checkpoint[/relpath]" of a file node: 0 or -ENOMEM. */
 static int node_path(const struct ck_vnode *n, struct ck_buf *out)
 {
@@ -62,7 +44,7 @@ int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t veri
 		struct view_series *sr = v->series[i];
 
 		if (sr->nckpts && sr->ckpts[sr->nckpts - 1]->node)
-			rc = collect_files(sr->ckpts[sr->nckpts - 1]->node, &l, &from);
+			rc = view_collect_files(sr->ckpts[sr->nckpts - 1]->node, &l, &from, WARM_MAX_FILES);
 	}
 	pthread_rwlock_unlock(&v->ns_lock);
 	/* A merged DCP .metadata points the loader at older saves' data
@@ -73,7 +55,7 @@ int ck_view_warm_newest(struct ck_view *v, const atomic_int *stop, uint64_t veri
 		if (view_dcp_populate(v, from.n[i]) != 0)
 			continue;   /* said at the .metadata's open */
 		pthread_rwlock_rdlock(&v->ns_lock);
-		rc = collect_files(from.n[i], &l, NULL);
+		rc = view_collect_files(from.n[i], &l, NULL, WARM_MAX_FILES);
 		pthread_rwlock_unlock(&v->ns_lock);
 	}
 	node_list_free(&from);
