@@ -208,6 +208,11 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
  *   of it open for writing.  Tries for wait_ms, then -EBUSY (err: files
  *   are open for writing elsewhere).  A process holding it shared itself
  *   must give that up first (flock locks of one process conflict too).
+ * wait: for a directory that left staging a moment ago (another node's
+ *   commit moved it): waits up to wait_ms while a commit still holds the
+ *   lock exclusive; the commit has recorded the checkpoint in the journal
+ *   when it gives the lock up.  0 (no commit holds it, or no lock file:
+ *   none is under way), -EBUSY, or -errno.
  * unlock: gives up either (closes fd; -1 is ignored).
  * done: the directory left staging (committed, quarantined, gone): the
  *   lock file is removed, under the exclusive lock fd, which is given up.
@@ -221,6 +226,7 @@ int ck_store_commit_staged_with(struct ck_store *st, const char *series, const c
 int ck_writers_share(const char *store, const char *series, const char *dir, int *fd, struct ck_error *err);
 int ck_writers_exclusive(const char *store, const char *series, const char *dir, unsigned wait_ms, int *fd,
 			 struct ck_error *err);
+int ck_writers_wait(const char *store, const char *series, const char *dir, unsigned wait_ms);
 void ck_writers_unlock(int fd);
 void ck_writers_done(const char *store, const char *series, const char *dir, int fd);
 int ck_writers_sweep(const char *store);

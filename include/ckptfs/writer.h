@@ -150,10 +150,13 @@ int ck_writer_commit_dir(struct ck_writer *w, const char *series, const char *na
  * the index. */
 void ck_writer_catch_up(struct ck_writer *w);
 /* For a lookup that found top directory name of series neither in progress
- * nor in the view: when this mount knew it in progress and it left
- * STORE/staging, another node committed (or quarantined) it; its node
- * goes and the view catches up now rather than at the next refresh, so
- * that it does not vanish here meanwhile.  1 (look again) or 0. */
+ * nor in the view, or an open of a node in it that found its directory
+ * gone: when this mount knew it in progress and it left STORE/staging,
+ * another node committed (or quarantined) it; once that commit is over
+ * (its writers lock given up, waiting up to CK_WRITERS_COMMIT_WAIT_MS),
+ * its node goes and the view catches up now rather than at the next
+ * refresh, so that it does not vanish here meanwhile.  1 (look again) or
+ * 0.  May block: any request thread. */
 int ck_writer_moved_elsewhere(struct ck_writer *w, const char *series, const char *name);
 
 /* ---- Files landing ---- */

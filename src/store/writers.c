@@ -75,16 +75,16 @@ static int still_there(int fd, const char *path)
 	return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_ino == b.st_ino && a.st_dev == b.st_dev;
 }
 
-/* flock(how | LOCK_NB) on the file at path, trying for wait_ms: 0 with
- * *fd, -EBUSY (someone holds a conflicting lock all that time), or
- * -errno. */
-static int lock_file(const char *path, int how, unsigned wait_ms, int *fd)
+/* flock(how | LOCK_NB) on the file at path, made when create is set,
+ * trying for wait_ms: 0 with *fd, -EBUSY (someone holds a conflicting lock
+ * all that time), or -errno (-ENOENT: no such file, create unset). */
+static int lock_file(const char *path, int how, int create, unsigned wait_ms, int *fd)
 {
 	double until = ck_monotonic_s() + wait_ms / 1000.0;
 
 	*fd = -1;
 	for (;;) {
-		int f = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0644), rc;
+		int f = open(path, O_RDWR | (create ? O_CREAT : 0) | O_CLOEXEC, 0644), rc;
 
 		if (f < 0)
 			return -errno;
@@ -114,7 +114,7 @@ int ck_writers_share(const char *store, const char *series, const char *dir, int
 	*fd = -1;
 	if (!path)
 		return ck_fail(err, errno, "%s/%s: %s", series, dir, strerror(errno));
-	rc = lock_file(path, LOCK_SH, CK_WRITERS_SHARE_WAIT_MS, fd);
+	rc = lock_file(path, LOCK_SH, 1, CK_WRITERS_SHARE_WAIT_MS, fd);
 	if (rc == -EBUSY)
 		ck_fail(err, EBUSY, "%s/%s is being committed", series, dir);
 	else if (rc < 0)
@@ -132,7 +132,7 @@ int ck_writers_exclusive(const char *store, const char *series, const char *dir,
 	*fd = -1;
 	if (!path)
 		return ck_fail(err, errno, "%s/%s: %s", series, dir, strerror(errno));
-	rc = lock_file(path, LOCK_EX, wait_ms, fd);
+	rc = lock_file(path, LOCK_EX, 1, wait_ms, fd);
 	if (rc == -EBUSY)
 		ck_fail(err, EBUSY, "%s/%s: files in it are open for writing on another node or process "
 			"(waited %u ms)", series, dir, wait_ms);
@@ -140,6 +140,19 @@ int ck_writers_exclusive(const char *store, const char *series, const char *dir,
 		ck_fail(err, -rc, "%s: cannot lock: %s", path, strerror(-rc));
 	free(path);
 	return rc;
+}
+
+int ck_writers_wait(const char *store, const char *series, const char *dir, unsigned wait_ms)
+{
+	char *path = lock_path(store, series, dir, 0);
+	int fd, rc;
+
+	if (!path)
+		return -errno;
+	rc = lock_file(path, LOCK_SH, 0, wait_ms, &fd);
+	free(path);
+	ck_writers_unlock(fd);
+	return rc == -ENOENT ? 0 : rc;
 }
 
 void ck_writers_unlock(int fd)

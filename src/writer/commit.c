@@ -77,6 +77,10 @@ int ck_writer_moved_elsewhere(struct ck_writer *w, const char *series, const cha
 	free(path);
 	if (!gone)
 		return 0;
+	/* The commit that moved it may not have recorded it yet. */
+	if (ck_writers_wait(w->store, series, name, CK_WRITERS_COMMIT_WAIT_MS) == -EBUSY)
+		ck_warn("%s/%s left staging, but its commit still runs after %u ms", series, name,
+			CK_WRITERS_COMMIT_WAIT_MS);
 	ck_staging_removed(w->staging, 0, series, name);
 	ck_writer_catch_up(w);
 	return 1;

@@ -246,7 +246,8 @@ static void test_commit_once(struct ck_store *st)
 /* Writers on other nodes (ck_writers_*): a commit waits for every shared
  * holder of the directory's writers lock and gives up with -EBUSY,
  * leaving it staged; a writer cannot take the lock while a commit holds
- * it; a sweep removes only free locks of directories no longer staged. */
+ * it, and a wait for the commit ends only when it gives the lock up; a
+ * sweep removes only free locks of directories no longer staged. */
 static void test_writers(struct ck_store *st)
 {
 	struct ck_error err = { { 0 } };
@@ -270,10 +271,14 @@ static void test_writers(struct ck_store *st)
 	CHECK(ck_writers_share(store, "run", "committing", &fd, &err) == -EBUSY,
 	      "a writer took the lock of a directory being committed");
 	CHECK(ck_writers_exclusive(store, "run", "committing", 0, &fd, &err) == -EBUSY, "two commits at once");
+	CHECK(ck_writers_wait(store, "run", "committing", 50) == -EBUSY, "a wait ended while a commit held the lock");
 	ck_writers_unlock(ex);
 	CHECK(ck_writers_share(store, "run", "committing", &fd, &err) == 0, "no writer after the commit: %s",
 	      err.msg);
+	CHECK(ck_writers_wait(store, "run", "committing", 0) == 0, "a writer's shared lock held up a wait");
 	ck_writers_unlock(fd);
+	CHECK(ck_writers_wait(store, "run", "never", 0) == 0, "a wait for a directory nobody locked");
+	CHECK(!exists("writers/run/never"), "a wait made a lock file");
 
 	/* Left behind by processes killed after their commit. */
 	SETUP(ck_writers_share(store, "run", "gone", &fd, &err) == 0);
