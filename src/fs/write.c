@@ -23,6 +23,7 @@
 #include "ckptfs/writer.h"
 #include "ckptfs/writer_rules.h"
 #include "ckptfs/writer_staging.h"
+#include "store/staging.h"
 #include "creds.h"
 #include "dirs.h"
 #include "listing.h"
@@ -42,15 +43,13 @@ static int fd_of(const struct fuse_file_info *fi)
 	return (int)fi->fh;
 }
 
-/* The attributes of staged node ino (at path) as committed: a marker
+/* The view's node of staged node ino (at path) as committed: a marker
  * commit moved its directory into the store, maybe between the kernel's
- * lookup of the node and this getattr.  Waits for the commit to finish
- * (the view caught up by then), then answers with the view's node of the
- * same path.  0, or -ENOENT. */
-static int committed_stat(struct ckfs *fs, fuse_ino_t ino, const char *path, struct stat *st)
+ * lookup of the node and this request.  Waits for the commit to finish
+ * (the view caught up by then).  0 with *out, or -ENOENT. */
+static int committed_node(struct ckfs *fs, fuse_ino_t ino, const char *path, const struct ck_vnode **out)
 {
 	char *series = NULL, *name = NULL, *top = NULL, *vpath = NULL;
-	const struct ck_vnode *n;
 	int rc = -ENOENT;
 
 	if (ck_staging_top_of(fs->staging, ino, &series, &name))
@@ -59,9 +58,9 @@ static int committed_stat(struct ckfs *fs, fuse_ino_t ino, const char *path, str
 	top = ck_staging_top_path(fs->staging, series, name);
 	if (top && strncmp(path, top, strlen(top)) == 0 &&
 	    asprintf(&vpath, "%s/%s%s", series, name, path + strlen(top)) >= 0 &&
-	    (ck_view_resolve(fs->view, vpath, &n) == 0 ||
-	     (ck_writer_moved_elsewhere(fs->writer, series, name) && ck_view_resolve(fs->view, vpath, &n) == 0)))
-		rc = ckfs_stat(fs, n, st);
+	    (ck_view_resolve(fs->view, vpath, out) == 0 ||
+	     (ck_writer_moved_elsewhere(fs->writer, series, name) && ck_view_resolve(fs->view, vpath, out) == 0)))
+		rc = 0;
 	free(vpath);
 	free(top);
 	free(series);
@@ -69,9 +68,23 @@ static int committed_stat(struct ckfs *fs, fuse_ino_t ino, const char *path, str
 	return rc;
 }
 
+/* What an open of staged node ino (at path) that failed with rc answers:
+ * -ESTALE when the node's checkpoint was committed under it, so the
+ * kernel walks the path again (LOOKUP_REVAL) and opens the committed
+ * node; rc otherwise. */
+static int staged_open_error(struct ckfs *fs, fuse_ino_t ino, const char *path, int rc)
+{
+	const struct ck_vnode *n;
+
+	if (rc == -ENOENT && committed_node(fs, ino, path, &n) == 0)
+		return -ESTALE;
+	return rc;
+}
+
 /* stat of a staged node, with our inode number. */
 static int staged_stat(struct ckfs *fs, fuse_ino_t ino, struct stat *st)
 {
+	const struct ck_vnode *n;
 	char *path;
 	int rc = ck_staging_path(fs->staging, ino, NULL, &path);
 
@@ -79,8 +92,8 @@ static int staged_stat(struct ckfs *fs, fuse_ino_t ino, struct stat *st)
 		return rc;
 	if (lstat(path, st) != 0) {
 		rc = -errno;
-		if (rc == -ENOENT)
-			rc = committed_stat(fs, ino, path, st);
+		if (rc == -ENOENT && (rc = committed_node(fs, ino, path, &n)) == 0)
+			rc = ckfs_stat(fs, n, st);
 	}
 	free(path);
 	st->st_ino = ino;
@@ -200,7 +213,8 @@ static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 	}
 	rc = ck_staging_path(s, ino, NULL, &path);
 	if (rc == 0) {
-		rc = ck_staging_opendir(s, path, &d);
+		ck_crash_point("staged-open");   /* test hook: looked up, not yet opened */
+		rc = staged_open_error(ckfs_of(req), ino, path, ck_staging_opendir(s, path, &d));
 		free(path);
 	}
 	if (rc) {
@@ -425,9 +439,10 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	}
 	rc = ck_staging_path(fs->staging, ino, NULL, &path);
 	if (rc == 0) {
+		ck_crash_point("staged-open");   /* test hook: looked up, not yet opened */
 		fd = open(path, (fi->flags | O_CLOEXEC) & ~(O_CREAT | O_EXCL | O_NOCTTY));
 		if (fd < 0)
-			rc = -errno;
+			rc = staged_open_error(fs, ino, path, -errno);
 		free(path);
 	}
 	if (rc) {

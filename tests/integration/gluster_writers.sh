@@ -10,7 +10,10 @@
 #     once node A closed it, complete, on both nodes;
 #   - a node-B trainer killed (-9) mid-save, then node B's daemon killed
 #     mid-save: the save is quarantined on both nodes, never listed; node
-#     B's mount comes back, and a save from both nodes commits again.
+#     B's mount comes back, and a save from both nodes commits again;
+#   - a listing and a read on node A whose lookups came before node B's
+#     commit moved the directory, their opens after: they wait for the
+#     commit and see the committed checkpoint.
 # `ckptctl ls` agrees on both nodes throughout; the store verifies clean.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
 . "$CKPT_SRCDIR/tests/integration/gluster.sh"
@@ -135,6 +138,51 @@ py hf_part "$ma/run/checkpoint-50" 50 1
 py hf_part "$mb/run/checkpoint-50" 50 2 --marker
 committed_once run/checkpoint-50
 py hf_check 50 "$ma/run/checkpoint-50" "$mb/run/checkpoint-50"
+
+# --- node A's open between its lookup and node B's commit -----------------------------
+# Node A's daemon holds each open of an in-progress node between the
+# kernel's lookup and the open (CKPT_TEST_PAUSE_AT=staged-open) while node
+# B's commit moves the directory, and node B's commit child holds after the
+# move, before recording it (renamed): the open, of the directory (a
+# listing) or of a file in it, waits for that commit and opens the
+# committed checkpoint (a listing once failed with ENOENT here).
+ck_umount "$ma"
+ck_umount "$mb"
+CKPT_TEST_PAUSE_AT=staged-open CKPT_TEST_PAUSE_FILE=$tmp/paused-a
+export CKPT_TEST_PAUSE_AT CKPT_TEST_PAUSE_FILE
+mount_a
+CKPT_TEST_PAUSE_AT=renamed CKPT_TEST_PAUSE_FILE=$tmp/paused-b
+mount_b
+unset CKPT_TEST_PAUSE_AT CKPT_TEST_PAUSE_FILE
+# held_open STEP COMMAND...: COMMAND on node A, held at its open of
+# run/checkpoint-STEP (which node B writes) until node B's commit moved it;
+# its output in $tmp/held.out.
+held_open() {
+	_h_step=$1
+	shift
+	py hf_part "$mb/run/checkpoint-$_h_step" "$_h_step" 1
+	"$@" >"$tmp/held.out" 2>"$tmp/held.err" &
+	_h_pid=$!
+	bg="$bg $_h_pid"
+	wait_file "$tmp/paused-a"
+	py hf_part "$mb/run/checkpoint-$_h_step" "$_h_step" 2 --marker
+	wait_file "$tmp/paused-b"
+	gone "run/checkpoint-$_h_step" || fail "node B's commit held before it moved checkpoint-$_h_step"
+	rm "$tmp/paused-a"
+	sleep 0.5
+	kill -0 "$_h_pid" 2>/dev/null || fail "$* on node A did not wait for node B's commit"
+	rm "$tmp/paused-b"
+	wait "$_h_pid" || fail "$* on node A, held while node B committed: $(cat "$tmp/held.err")"
+	committed_once "run/checkpoint-$_h_step"
+}
+held_open 60 ls "$ma/run/checkpoint-60"
+for f in config.json model-00001-of-00002.safetensors model-00002-of-00002.safetensors trainer_state.json; do
+	grep -qx "$f" "$tmp/held.out" || fail "the held listing of checkpoint-60 lacks $f: $(cat "$tmp/held.out")"
+done
+held_open 70 cat "$ma/run/checkpoint-70/model-00001-of-00002.safetensors"
+cmp "$tmp/held.out" "$mb/run/checkpoint-70/model-00001-of-00002.safetensors" ||
+	fail "the held read of checkpoint-70's shard differs from the committed one"
+py hf_check 70 "$ma/run/checkpoint-70" "$mb/run/checkpoint-70"
 
 ck_umount "$ma"
 ck_umount "$mb"
