@@ -186,8 +186,10 @@ int ck_writer_file_state(struct ck_writer *w, const char *path, struct ck_buf *o
  * not list (dir may be NULL: the series has none yet), then those claimed
  * by a commit that moved them out and the view does not list yet: a
  * listing that shows dir's children, then these, never misses a directory
- * being committed.  Dot names are skipped.  Allocated (ck_strv_free).  0
- * or -ENOMEM. */
+ * being committed.  One this mount knew in progress that another node's
+ * commit moved out is waited for (ck_writer_moved_elsewhere: the view
+ * changes, and a listing taken before must be taken again).  Dot names
+ * are skipped.  Allocated (ck_strv_free).  0 or -ENOMEM.  May block. */
 int ck_writer_staged_names(struct ck_writer *w, const char *series, const struct ck_vnode *dir,
 			   char ***names, size_t *n);
 

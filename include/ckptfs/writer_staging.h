@@ -172,6 +172,10 @@ int ck_staging_wait_unclaimed(struct ck_staging *s, const char *series, const ch
 /* The names of the claimed top directories of series, allocated (free
  * with ck_strv_free).  0 or -ENOMEM (*names NULL, *n 0). */
 int ck_staging_claimed(struct ck_staging *s, const char *series, char ***names, size_t *n);
+/* The names of the top directories of series in the table (claimed or
+ * not), allocated (ck_strv_free).  A walk of every node the table holds.
+ * 0 or -ENOMEM (*names NULL, *n 0). */
+int ck_staging_tops(struct ck_staging *s, const char *series, char ***names, size_t *n);
 
 /* ---- Directory handles ---- */
 

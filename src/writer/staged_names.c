@@ -46,8 +46,8 @@ static int listed(struct ck_writer *w, const struct ck_vnode *dir, const char *n
 int ck_writer_staged_names(struct ck_writer *w, const char *series, const struct ck_vnode *dir,
 			   char ***names, size_t *n)
 {
-	char **claimed = NULL, *path;
-	size_t nclaimed = 0;
+	char **claimed = NULL, **known = NULL, *path;
+	size_t nclaimed = 0, nknown = 0;
 	struct dirent *d;
 	DIR *dd;
 	int rc = 0;
@@ -79,7 +79,17 @@ int ck_writer_staged_names(struct ck_writer *w, const char *series, const struct
 	for (size_t i = 0; rc == 0 && i < nclaimed; i++)
 		if (!strv_has(*names, *n, claimed[i]) && !listed(w, dir, claimed[i]))
 			rc = strv_add(names, n, claimed[i]);
+	/* One this mount knew in progress that is in neither list: another
+	 * node's commit moved it.  Once that commit recorded it, the view
+	 * catches up (the caller, seeing the view change, lists again). */
+	if (rc == 0 && series)
+		rc = ck_staging_tops(w->staging, series, &known, &nknown);
+	for (size_t i = 0; rc == 0 && i < nknown; i++)
+		if (!strv_has(*names, *n, known[i]) && !strv_has(claimed, nclaimed, known[i]) &&
+		    !listed(w, dir, known[i]))
+			ck_writer_moved_elsewhere(w, series, known[i]);
 	ck_strv_free(claimed, nclaimed);
+	ck_strv_free(known, nknown);
 	if (rc) {
 		ck_strv_free(*names, *n);
 		*names = NULL;

@@ -652,30 +652,34 @@ static int claimed_in(const struct snode *t, const char *series)
 	return t && t->busy && t->name && same(t->series, series);
 }
 
-int ck_staging_claimed(struct ck_staging *s, const char *series, char ***names, size_t *n)
+static int top_in(const struct snode *t, const char *series)
+{
+	return t && t->name && t->parent == 0 && !t->is_series && same(t->series, series);
+}
+
+/* The names of the nodes that match (in series), allocated.  Lock held. */
+static int names_of(struct ck_staging *s, const char *series, int (*match)(const struct snode *, const char *),
+		    char ***names, size_t *n)
 {
 	size_t count = 0, k = 0;
 	int rc = 0;
 
 	*names = NULL;
 	*n = 0;
-	pthread_mutex_lock(&s->lock);
-	/* Every slot ever made stays (thousands in a long run); commits are rare. */
-	for (size_t i = 0; s->nbusy && i < s->n; i++)
-		if (claimed_in(s->nodes[i], series))
+	for (size_t i = 0; i < s->n; i++)
+		if (match(s->nodes[i], series))
 			count++;
 	if (count) {
 		*names = calloc(count, sizeof(**names));
 		rc = *names ? 0 : -ENOMEM;
 	}
 	for (size_t i = 0; i < s->n && rc == 0 && k < count; i++) {
-		if (!claimed_in(s->nodes[i], series))
+		if (!match(s->nodes[i], series))
 			continue;
 		(*names)[k] = strdup(s->nodes[i]->name);
 		if (!(*names)[k++])
 			rc = -ENOMEM;
 	}
-	pthread_mutex_unlock(&s->lock);
 	if (rc) {
 		ck_strv_free(*names, k);
 		*names = NULL;
@@ -683,6 +687,30 @@ int ck_staging_claimed(struct ck_staging *s, const char *series, char ***names, 
 	}
 	*n = count;
 	return 0;
+}
+
+int ck_staging_claimed(struct ck_staging *s, const char *series, char ***names, size_t *n)
+{
+	int rc = 0;
+
+	*names = NULL;
+	*n = 0;
+	pthread_mutex_lock(&s->lock);
+	/* Every slot ever made stays (thousands in a long run); commits are rare. */
+	if (s->nbusy)
+		rc = names_of(s, series, claimed_in, names, n);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+int ck_staging_tops(struct ck_staging *s, const char *series, char ***names, size_t *n)
+{
+	int rc;
+
+	pthread_mutex_lock(&s->lock);
+	rc = names_of(s, series, top_in, names, n);
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }
 
 int ck_staging_top_of(struct ck_staging *s, uint64_t ino, char **series, char **name)

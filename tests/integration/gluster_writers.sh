@@ -12,9 +12,9 @@
 #     mid-save: the save is quarantined on both nodes, never listed; node
 #     B's mount comes back, and a save from both nodes commits again;
 #   - a listing and a read on node A whose lookups came before node B's
-#     commit moved the directory, their opens after, and a lookup between
-#     the move and its journal entry: they wait for the commit and see the
-#     committed checkpoint.
+#     commit moved the directory, their opens after, and a lookup and a
+#     listing between the move and its journal entry: they wait for the
+#     commit and see the committed checkpoint.
 # `ckptctl ls` agrees on both nodes throughout; the store verifies clean.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
 . "$CKPT_SRCDIR/tests/integration/gluster.sh"
@@ -184,19 +184,25 @@ held_open 70 cat "$ma/run/checkpoint-70/model-00001-of-00002.safetensors"
 cmp "$tmp/held.out" "$mb/run/checkpoint-70/model-00001-of-00002.safetensors" ||
 	fail "the held read of checkpoint-70's shard differs from the committed one"
 py hf_check 70 "$ma/run/checkpoint-70" "$mb/run/checkpoint-70"
-# A lookup on node A, which saw checkpoint-80 in progress, after node B's
-# commit moved it and before it recorded it: it waits for the commit.
+# A lookup and a listing on node A, which saw checkpoint-80 in progress,
+# after node B's commit moved it and before it recorded it: they wait for
+# the commit (the checkpoint never vanishes from node A).
 py hf_part "$mb/run/checkpoint-80" 80 1
 [ -d "$ma/run/checkpoint-80" ] || fail "node A does not show checkpoint-80 in progress"
 py hf_part "$mb/run/checkpoint-80" 80 2 --marker
 wait_file "$tmp/paused-b"
 stat "$ma/run/checkpoint-80" >/dev/null 2>"$tmp/held.err" &
 s=$!
-bg="$bg $s"
+ls "$ma/run" >"$tmp/held.out" 2>>"$tmp/held.err" &
+l=$!
+bg="$bg $s $l"
 sleep 0.5
 kill -0 "$s" 2>/dev/null || fail "node A's lookup did not wait for node B's commit: $(cat "$tmp/held.err")"
+kill -0 "$l" 2>/dev/null || fail "node A's listing did not wait for node B's commit: $(cat "$tmp/held.out")"
 rm "$tmp/paused-b"
 wait "$s" || fail "node A's lookup, held while node B committed: $(cat "$tmp/held.err")"
+wait "$l" || fail "node A's listing, held while node B committed: $(cat "$tmp/held.err")"
+grep -qx checkpoint-80 "$tmp/held.out" || fail "node A's listing lacks checkpoint-80: $(cat "$tmp/held.out")"
 committed_once run/checkpoint-80
 
 ck_umount "$ma"

@@ -20,6 +20,15 @@
 static char tmp[256];
 static char store[300];
 
+/* Whether name is among names[0..n). */
+static int listed(char **names, size_t n, const char *name)
+{
+	for (size_t i = 0; i < n; i++)
+		if (!strcmp(names[i], name))
+			return 1;
+	return 0;
+}
+
 /* Whether STORE/rel exists. */
 static int exists_rel(const char *rel)
 {
@@ -163,6 +172,14 @@ static void test_claims(struct ck_staging *s)
 	      "the claimed names of run");
 	ck_strv_free(names, n);
 	CHECK(ck_staging_claimed(s, "other", &names, &n) == 0 && n == 0, "claims of another series");
+	ck_strv_free(names, n);
+	/* Every top node known, claimed or not, and nothing below one. */
+	CHECK(ck_staging_tops(s, "run", &names, &n) == 0 && listed(names, n, "checkpoint-7") &&
+	      listed(names, n, "checkpoint-8") && !listed(names, n, "model.bin") && !listed(names, n, "run"),
+	      "the top nodes of run");
+	ck_strv_free(names, n);
+	CHECK(ck_staging_tops(s, "other", &names, &n) == 0 && n == 1 && !strcmp(names[0], "tmp-5"),
+	      "the top nodes of another series");
 	ck_strv_free(names, n);
 	CHECK(ck_staging_wait_unclaimed(s, "run", "checkpoint-8") == 0, "waited for an unclaimed directory");
 
