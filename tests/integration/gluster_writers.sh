@@ -38,27 +38,23 @@ sa=$node_a/store sb=$node_b/store
 mount_a() { ck_mount "$sa" "$ma" -o refresh=1,index_dir="$ia"; }
 mount_b() { ck_mount "$sb" "$mb" -o refresh=1,index_dir="$ib",pidfile="$tmp/b.pid"; }
 
-# until SECONDS COMMAND...: COMMAND succeeds within SECONDS, polled every 0.1 s.
-until_ok() {
-	_u_n=$(($1 * 10))
-	shift
-	while ! "$@" && [ "$_u_n" -gt 0 ]; do sleep 0.1; _u_n=$((_u_n - 1)); done
-	"$@"
-}
 hex() { printf %s "$1" | od -An -tx1 | tr -d ' \n'; }
 # The helpers below take SERIES/NAME.
 in_ls() { ctl_a ls "$sa" "${1%/*}" | grep -qw "${1#*/}" && ctl_b ls "$sb" "${1%/*}" | grep -qw "${1#*/}"; }
 shown() { [ -e "$ma/$1" ] && [ -e "$mb/$1" ]; }
 quarantined() { ctl_a quarantine "$sa" | grep -q "$1" && ctl_b quarantine "$sb" | grep -q "$1"; }
 gone() { [ ! -e "$sa/staging/$1" ]; }
-wait_file() { until_ok 30 test -e "$1" || fail "$1 never appeared"; }
+wait_file() { ck_until 30 test -e "$1" || fail "$1 never appeared"; }
+# still_waiting PID WHAT: WHAT (PID) on node A has not finished while node
+# B's commit is held.
+still_waiting() { kill -0 "$1" 2>/dev/null || fail "$2 did not wait for node B's commit: $(cat "$tmp/held.err")"; }
 
 # committed_once SERIES/NAME: both nodes list it, it left staging, data/
 # holds it once, one journal entry names it, nothing of it was
 # quarantined, both nodes' `ckptctl ls` agree, and both mounts show it.
 committed_once() {
-	until_ok 30 in_ls "$1" || fail "ckptctl ls does not list $1 on both nodes"
-	until_ok 5 gone "$1" || fail "$1 still staged"
+	ck_until 30 in_ls "$1" || fail "ckptctl ls does not list $1 on both nodes"
+	ck_until 5 gone "$1" || fail "$1 still staged"
 	[ "$(ls "$sa/data/${1%/*}" | grep -cx "${1#*/}")" = 1 ] || fail "$1 not in data/ exactly once"
 	n=$(grep -l "name=$(hex "${1#*/}") " "$sa"/journal/* | wc -l)
 	[ "$n" = 1 ] || fail "$n journal entries name $1: committed more than once"
@@ -74,9 +70,9 @@ committed_once() {
 # client moved away for a moment).
 unshown() { [ ! -e "$ma/$1" ] && [ ! -e "$mb/$1" ]; }
 torn() {
-	until_ok 30 quarantined "${1#*/}" || fail "$1 not quarantined on both nodes"
+	ck_until 30 quarantined "${1#*/}" || fail "$1 not quarantined on both nodes"
 	in_ls "$1" && fail "a torn save is listed"
-	until_ok 5 unshown "$1" || fail "a mount still shows the torn $1"
+	ck_until 5 unshown "$1" || fail "a mount still shows the torn $1"
 	in_ls "$1" && fail "a torn save is listed"
 	return 0
 }
@@ -171,7 +167,7 @@ held_open() {
 	gone "run/checkpoint-$_h_step" || fail "node B's commit held before it moved checkpoint-$_h_step"
 	rm "$tmp/paused-a"
 	sleep 0.5
-	kill -0 "$_h_pid" 2>/dev/null || fail "$* on node A did not wait for node B's commit"
+	still_waiting "$_h_pid" "$* on node A"
 	rm "$tmp/paused-b"
 	wait "$_h_pid" || fail "$* on node A, held while node B committed: $(cat "$tmp/held.err")"
 	committed_once "run/checkpoint-$_h_step"
@@ -197,8 +193,8 @@ ls "$ma/run" >"$tmp/held.out" 2>>"$tmp/held.err" &
 l=$!
 bg="$bg $s $l"
 sleep 0.5
-kill -0 "$s" 2>/dev/null || fail "node A's lookup did not wait for node B's commit: $(cat "$tmp/held.err")"
-kill -0 "$l" 2>/dev/null || fail "node A's listing did not wait for node B's commit: $(cat "$tmp/held.out")"
+still_waiting "$s" "node A's lookup"
+still_waiting "$l" "node A's listing"
 rm "$tmp/paused-b"
 wait "$s" || fail "node A's lookup, held while node B committed: $(cat "$tmp/held.err")"
 wait "$l" || fail "node A's listing, held while node B committed: $(cat "$tmp/held.err")"

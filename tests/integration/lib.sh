@@ -71,6 +71,15 @@ need_users() {
 	id nobody >/dev/null 2>&1 || skip "no user nobody"
 }
 
+# ck_until SECONDS COMMAND...: COMMAND succeeds within SECONDS, polled
+# every 0.1 s (its status at the end is the function's).
+ck_until() {
+	_cu_n=$(($1 * 10))
+	shift
+	while ! "$@" && [ "$_cu_n" -gt 0 ]; do sleep 0.1; _cu_n=$((_cu_n - 1)); done
+	"$@"
+}
+
 # /etc/passwd is locked while another test adds a user: try again a while.
 _ck_retry() {
 	_cr_i=0

@@ -170,12 +170,7 @@ if [ "$pt" = passthrough ]; then
 	# afterwards, and its space comes back when it closes the file.
 	exec 9<"$tmp/mnt/run/checkpoint-2/model.safetensors"
 	"$CKPTCTL" rm "$tmp/store" run/checkpoint-2 >/dev/null
-	i=0
-	until [ ! -e "$tmp/mnt/run/checkpoint-2" ] || [ $i -ge 100 ]; do
-		sleep 0.1
-		i=$((i + 1))
-	done
-	[ ! -e "$tmp/mnt/run/checkpoint-2" ] || fail "checkpoint-2 still shows after ckptctl rm"
+	ck_until 10 test ! -e "$tmp/mnt/run/checkpoint-2" || fail "checkpoint-2 still shows after ckptctl rm"
 	sleep 1	# a refresh more: the hidden checkpoint's files let go
 	shm_holds model.safetensors
 	cat <&9 >"$tmp/held.safetensors"
