@@ -68,9 +68,7 @@ diff "$tmp/ls.a" "$tmp/ls.c" >&2 || fail "node C lists other checkpoints than no
 
 # A deletion on node B reaches node A's mount and index.
 ctl_b rm "$sb" run/step-5 >/dev/null || fail "ckptctl rm on node B"
-i=0
-while [ -e "$ma/run/step-5" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-[ ! -e "$ma/run/step-5" ] || fail "node A still shows run/step-5, deleted on node B"
+ck_until 30 test ! -e "$ma/run/step-5" || fail "node A still shows run/step-5, deleted on node B"
 ls_same
 ck_umount "$ma"
 ck_umount "$mb"
