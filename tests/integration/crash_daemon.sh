@@ -40,11 +40,6 @@ start() {
 	pid=$(cat "$tmp/ckptfs.$starts.pid") || fail "no pidfile"
 }
 
-# gone PID: true once the process has ended (a zombie counts: nobody may reap it here).
-gone() {
-	! kill -0 "$1" 2>/dev/null || [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = Z ]
-}
-
 # crash [group]: kill -9 of the daemon (with "group": and of its commit
 # child, in its process group), then the dead mount is detached.
 crash() {
@@ -54,9 +49,7 @@ crash() {
 	else
 		kill -9 "$pid" 2>/dev/null || true
 	fi
-	i=0
-	while ! gone "$pid" && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-	gone "$pid" || fail "the daemon $pid survived kill -9"
+	ck_until 10 ck_gone "$pid" || fail "the daemon $pid survived kill -9"
 	fusermount3 -u -z "$mnt" || fail "fusermount3 -u -z $mnt"
 	is_mounted "$mnt" && fail "$mnt still mounted"
 	return 0
@@ -66,9 +59,7 @@ crash() {
 # which the next writable mount needs, until it has ended).
 stop() {
 	ck_umount "$mnt"
-	i=0
-	while ! gone "$pid" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-	gone "$pid" || fail "the daemon $pid did not end after its unmount"
+	ck_until 30 ck_gone "$pid" || fail "the daemon $pid did not end after its unmount"
 }
 
 committed() { "$CKPTCTL" ls "$store" "run/$1" >/dev/null 2>&1; }
@@ -120,9 +111,7 @@ mv "$mnt/run/tmp-checkpoint-1" "$mnt/run/checkpoint-1" || fail "first commit"
 frac=0.$(printf %02d $(( $(random 0 90) + 5 )))
 ck_py crash_daemon.py save "$mnt/run/checkpoint-20" 20 64 "$frac" "$tmp/go" >"$tmp/writer.out" 2>&1 &
 writer=$!
-i=0
-while ! grep -q paused "$tmp/writer.out" 2>/dev/null && [ $i -lt 600 ]; do sleep 0.05; i=$((i + 1)); done
-grep -q paused "$tmp/writer.out" || fail "the writer did not start: $(cat "$tmp/writer.out")"
+ck_until 30 grep -qs paused "$tmp/writer.out" || fail "the writer did not start: $(cat "$tmp/writer.out")"
 crash
 touch "$tmp/go"
 rc=0
@@ -179,9 +168,7 @@ unset CKPT_TEST_PAUSE_AT CKPT_TEST_PAUSE_FILE
 cp -r "$tmp/small" "$mnt/run/tmp-checkpoint-$step"
 mv "$mnt/run/tmp-checkpoint-$step" "$mnt/run/checkpoint-$step" 2>/dev/null &
 mover=$!
-i=0
-while [ ! -e "$tmp/paused" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-[ -e "$tmp/paused" ] || fail "the commit child did not reach its pause"
+ck_until 30 test -e "$tmp/paused" || fail "the commit child did not reach its pause"
 crash
 flock -n "$store/mount.lock" true &&
 	fail "the killed daemon's commit child does not keep the store's mount claim"
@@ -216,8 +203,7 @@ while [ $n -lt 6 ]; do
 	wait "$mover" || true
 	# An orphaned commit child finishes alone (it holds the store's locks).
 	for c in $children; do
-		i=0
-		while ! gone "$c" && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
+		ck_until 60 ck_gone "$c" || true
 	done
 	start
 	s=$(state "tmp-checkpoint-$step" "checkpoint-$step" "$tmp/big") || exit 1
@@ -235,9 +221,7 @@ cp -r "$tmp/final" "$mnt/run/checkpoint-300"
 echo '{"global_step": 300}' >"$tmp/trainer_state.json"
 cp "$tmp/trainer_state.json" "$mnt/run/checkpoint-300/"      # the marker, last
 cp "$tmp/trainer_state.json" "$tmp/final/"
-i=0
-while ! committed checkpoint-300 && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-committed checkpoint-300 || fail "checkpoint-300 was not committed by its marker"
+ck_until 30 committed checkpoint-300 || fail "checkpoint-300 was not committed by its marker"
 served="$served $mnt/run/checkpoint-300 $tmp/final"
 # shellcheck disable=SC2086
 ck_py commit_check.py same $served || fail "a committed checkpoint reads back differently"

@@ -155,9 +155,8 @@ ck_umount "$tmp/bm"
 ck_mount "$tmp/w" "$tmp/wm" -o compact=0
 mkdir "$tmp/wm/run"
 ck_py dcp_series.py save "$tmp/wm/run" --ranks 2 || fail "the 2-rank save through the writable mount"
-i=0
-while [ -n "$(ls "$tmp/w/staging/run" 2>/dev/null)" ] && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-[ -z "$(ls "$tmp/w/staging/run" 2>/dev/null)" ] || fail "saves left uncommitted: $(ls "$tmp/w/staging/run")"
+nothing_staged() { [ -z "$(ls "$tmp/w/staging/run" 2>/dev/null)" ]; }
+ck_until 5 nothing_staged || fail "saves left uncommitted: $(ls "$tmp/w/staging/run")"
 ck_py dcp_series.py check "$tmp/wm/run" "$tmp/two" || fail "loaded by one process through the writable mount"
 ck_py dcp_series.py check "$tmp/wm/run" "$tmp/two" --ranks 2 || fail "loaded by 2 ranks through the writable mount"
 ck_umount "$tmp/wm"

@@ -83,9 +83,7 @@ ls "$mnt/run/checkpoint-20" >/dev/null
 "$CKPTCTL" rm "$store" run/checkpoint-20 >"$tmp/rm.out" || fail "ckptctl rm exited $?"
 cat "$tmp/rm.out"
 grep -q "^hidden  *run/checkpoint-20" "$tmp/rm.out" || fail "ckptctl rm did not say what it hid"
-i=0
-while [ -e "$mnt/run/checkpoint-20" ] && [ $i -lt 50 ]; do sleep 0.2; i=$((i + 1)); done
-[ ! -e "$mnt/run/checkpoint-20" ] || fail "the mount still finds checkpoint-20 after 10 s"
+ck_until 10 test ! -e "$mnt/run/checkpoint-20" || fail "the mount still finds checkpoint-20 after 10 s"
 [ "$(listing)" = "checkpoint-30 " ] || fail "listing after ckptctl rm: $(listing)"
 check same "$mnt/run/checkpoint-30" "$tmp/m30"
 on_disk checkpoint-10 pytorch_model.bin optimizer.pt config.json

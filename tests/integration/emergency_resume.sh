@@ -27,12 +27,8 @@ check() { ck_py emergency_check.py "$@"; }
 train() { py "$CKPT_SRCDIR/examples/llmtailor_train.py" --steps $STEPS --policy full "$@"; }
 # wait_committed DIR: until ckptfs has committed DIR (60 s at most).
 wait_committed() {
-	_wc_i=0
-	until py -c 'import os, sys; os.getxattr(sys.argv[1], "user.ckptfs.step")' "$1" 2>/dev/null; do
-		_wc_i=$((_wc_i + 1))
-		[ $_wc_i -lt 600 ] || fail "$1 never committed"
-		sleep 0.1
-	done
+	ck_until 60 py -c 'import os, sys; os.getxattr(sys.argv[1], "user.ckptfs.step")' "$1" 2>/dev/null ||
+		fail "$1 never committed"
 }
 xid() { echo "gpu=0 xid=48" >>"$trace"; }
 
@@ -73,12 +69,8 @@ xid
 
 echo "== (b) a partial emergency save of the layers that changed most"
 # Only its emergency save matters here: the trainer stops once it committed.
-i=0
-until grep -q "emergency save checkpoint-" "$tmp/part.log"; do
-	i=$((i + 1))
-	[ $i -lt 600 ] || { cat "$tmp/part.log"; fail "no emergency save in the partial run"; }
-	sleep 0.1
-done
+ck_until 60 grep -q "emergency save checkpoint-" "$tmp/part.log" ||
+	{ cat "$tmp/part.log"; fail "no emergency save in the partial run"; }
 eb=$(sed -n 's/.*emergency save checkpoint-\([0-9]*\) .*/\1/p' "$tmp/part.log" | head -n 1)
 wait_committed "$mnt/part/checkpoint-$eb"
 kill "$trainer" 2>/dev/null || true

@@ -90,11 +90,8 @@ ck_py ctl_check.py tailor-same "$tmp/resumed-tail" "$tmp/resumed-offline" 24 + w
 "$CKPTCTL" rm "$store" other/checkpoint-20 >/dev/null || fail "ckptctl rm"
 # Recipes check against the index at once; the view follows at its next
 # refresh (refresh=1): wait for both.
-i=0
-while { [ ! -f "$ctl/recipes/cross/RECIPE_ERROR" ] || [ -d "$ctl/weights/other/checkpoint-20" ]; } && [ $i -lt 50 ]; do
-	sleep 0.2
-	i=$((i + 1))
-done
+followed() { [ -f "$ctl/recipes/cross/RECIPE_ERROR" ] && [ ! -d "$ctl/weights/other/checkpoint-20" ]; }
+ck_until 10 followed || true
 [ -d "$ctl/weights/other/checkpoint-20" ] && fail "weights/ still has a deleted checkpoint"
 grep -q "unknown checkpoint 'other/checkpoint-20'" "$ctl/recipes/cross/RECIPE_ERROR" ||
 	fail "recipes/cross after its checkpoint was deleted: $(ls "$ctl/recipes/cross")"

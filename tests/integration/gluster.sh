@@ -30,14 +30,20 @@ gl_cli() {
 	gluster --mode=script "$@"
 }
 
+# _gl_answers: glusterd has written its pid file and answers the CLI.
+_gl_answers() {
+	[ -s "$_gl_dir/glusterd.pid" ] && gl_cli volume list >/dev/null 2>&1
+}
+
+_gl_gone() { ! kill -0 "$_gl_pid" 2>/dev/null; }
+
 _gl_stop() {
 	[ -n "$_gl_vol" ] && gl_cli volume stop "$_gl_vol" force >/dev/null 2>&1
 	[ -n "$_gl_vol" ] && gl_cli volume delete "$_gl_vol" >/dev/null 2>&1
 	if [ -n "$_gl_pid" ] && kill -0 "$_gl_pid" 2>/dev/null; then
 		kill "$_gl_pid"
-		i=0
-		while kill -0 "$_gl_pid" 2>/dev/null && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-		kill -0 "$_gl_pid" 2>/dev/null && kill -9 "$_gl_pid"
+		# Gone for good, reaped too: the next test's pgrep lists zombies.
+		ck_until 10 _gl_gone || kill -9 "$_gl_pid"
 	fi
 	# Brick and self-heal processes of this volume, by the pid files they left.
 	for f in /var/run/gluster/vols/"$_gl_vol"/*.pid "$_gl_dir"/wd/glustershd/run/*.pid; do
@@ -76,12 +82,7 @@ ck_gluster() {
 	# that outlived the test would keep every later test waiting.
 	glusterd -f "$_gl_dir/glusterd.vol" -p "$_gl_dir/glusterd.pid" -l "$_gl_dir/glusterd.log" \
 		--log-level WARNING 8>&- || fail "glusterd did not start (log: $_gl_dir/glusterd.log)"
-	i=0
-	while [ ! -s "$_gl_dir/glusterd.pid" ] || ! gl_cli volume list >/dev/null 2>&1; do
-		[ $i -lt 200 ] || fail "glusterd does not answer: $(tail -5 "$_gl_dir/glusterd.log")"
-		sleep 0.1
-		i=$((i + 1))
-	done
+	ck_until 20 _gl_answers || fail "glusterd does not answer: $(tail -5 "$_gl_dir/glusterd.log")"
 	_gl_pid=$(cat "$_gl_dir/glusterd.pid")
 	# glusterd refuses localhost and 127.0.0.1 for bricks, not the host's name.
 	host=$(hostname)
@@ -94,13 +95,10 @@ ck_gluster() {
 	for n in "$node_a" "$node_b"; do
 		mkdir -p "$n"
 		_ck_fs_mounts="$_ck_fs_mounts $n"
-		i=0
 		# The bricks may take a moment to come up after the start.
-		until mount -t glusterfs -o log-file="$_gl_dir/$(basename "$n").log" "$host:/$_gl_vol" "$n" 2>/dev/null 8>&-; do
-			[ $i -lt 50 ] || fail "mount -t glusterfs $host:/$_gl_vol $n: $(tail -3 "$_gl_dir/$(basename "$n").log")"
-			sleep 0.2
-			i=$((i + 1))
-		done
+		ck_until 10 mount -t glusterfs -o log-file="$_gl_dir/$(basename "$n").log" "$host:/$_gl_vol" "$n" \
+			2>/dev/null 8>&- ||
+			fail "mount -t glusterfs $host:/$_gl_vol $n: $(tail -3 "$_gl_dir/$(basename "$n").log")"
 	done
 	[ "$(stat -f -c %t "$node_a")" = 65735546 ] || fail "$node_a is not a FUSE (GlusterFS) mount"
 	echo "gluster: volume $_gl_vol (replica 2) mounted at $node_a and $node_b"

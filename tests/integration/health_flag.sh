@@ -61,12 +61,7 @@ start_fg() {
 	mkdir -p "$mnt"
 	ck_track "$mnt"
 	"$CKPTFS" "$store" "$mnt" -f -o compact=0,health=nvml,health_interval=1 "$@" 2>"$_sf_log" &
-	_sf_i=0
-	until is_mounted "$mnt" && [ -e "$mnt/.ckptfs" ]; do
-		_sf_i=$((_sf_i + 1))
-		[ $_sf_i -lt 100 ] || { cat "$_sf_log"; fail "ckptfs -f did not mount"; }
-		sleep 0.1
-	done
+	ck_until 10 test -e "$mnt/.ckptfs" || { cat "$_sf_log"; fail "ckptfs -f did not mount"; }
 }
 
 "$CKPTCTL" init "$store"

@@ -71,13 +71,19 @@ need_users() {
 	id nobody >/dev/null 2>&1 || skip "no user nobody"
 }
 
-# ck_until SECONDS COMMAND...: COMMAND succeeds within SECONDS, polled
-# every 0.1 s (its status at the end is the function's).
+# ck_until SECONDS COMMAND...: COMMAND succeeds within SECONDS, run every
+# 0.1 s until it does (and not again after: it may be a mount); its last
+# status is the function's.
 ck_until() {
 	_cu_n=$(($1 * 10))
 	shift
-	while ! "$@" && [ "$_cu_n" -gt 0 ]; do sleep 0.1; _cu_n=$((_cu_n - 1)); done
-	"$@"
+	while :; do
+		"$@" && return 0
+		_cu_rc=$?
+		[ "$_cu_n" -gt 0 ] || return $_cu_rc
+		sleep 0.1
+		_cu_n=$((_cu_n - 1))
+	done
 }
 
 # /etc/passwd is locked while another test adds a user: try again a while.
@@ -124,6 +130,13 @@ ck_tmpdir() {
 }
 
 is_mounted() { grep -q " $1 fuse" /proc/mounts; }
+unmounted() { ! is_mounted "$1"; }
+
+# ck_gone PID: true once the process has ended (a zombie counts: nobody may
+# reap it here).
+ck_gone() {
+	! kill -0 "$1" 2>/dev/null || [ "$(awk '{ print $3 }' "/proc/$1/stat" 2>/dev/null)" = Z ]
+}
 
 # ck_mount STORE MNT [ckptfs args...]: ckptfs returns once the mount is live.
 ck_mount() {
@@ -138,10 +151,7 @@ ck_mount() {
 # ck_umount MNT: unmounts and waits for the daemon to go away.
 ck_umount() {
 	fusermount3 -u "$1" || fail "fusermount3 -u $1 failed"
-	i=0
-	while is_mounted "$1" && [ $i -lt 50 ]; do sleep 0.1; i=$((i + 1)); done
-	is_mounted "$1" && fail "$1 still mounted"
-	return 0
+	ck_until 5 unmounted "$1" || fail "$1 still mounted"
 }
 
 # ck_py SCRIPT ARGS...: runs tests/py/SCRIPT with the torch Python (no .pyc

@@ -49,9 +49,7 @@ grep -q "checkpoint-[34]0" "$tmp/dry" && fail "the dry run would code a checkpoi
 ck_py lossy_check.py hold "$mnt/run/checkpoint-20/model.pt" "$plain/checkpoint-20/model.pt" "$tmp/ready" "$tmp/go" \
 	>"$tmp/hold" 2>&1 &
 hold=$!
-i=0
-while [ ! -e "$tmp/ready" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-[ -e "$tmp/ready" ] || fail "the reader did not start"
+ck_until 30 test -e "$tmp/ready" || fail "the reader did not start"
 "$CKPTCTL" compact "$store" --keep-raw 1 >"$tmp/compact" || { cat "$tmp/compact"; fail "compaction failed"; }
 cat "$tmp/compact"
 grep -q "^lossy run/checkpoint-10: " "$tmp/compact" || fail "checkpoint-10 not coded lossily"
@@ -111,9 +109,8 @@ ck_umount "$ro"
 # makes checkpoint-30 lossy, never the newest two.
 ck_mount "$store" "$mnt" -o compact=1,refresh=1
 save checkpoint-50
-i=0
-while [ "$(lossy_col checkpoint-30)" != $B ] && [ $i -lt 600 ]; do sleep 0.1; i=$((i + 1)); done
-[ "$(lossy_col checkpoint-30)" = $B ] || fail "background compaction did not code checkpoint-30"
+coded() { [ "$(lossy_col "$1")" = $B ]; }
+ck_until 60 coded checkpoint-30 || fail "background compaction did not code checkpoint-30"
 [ "$(lossy_col checkpoint-40)" = - ] && [ "$(lossy_col checkpoint-50)" = - ] || fail "a kept checkpoint went lossy"
 ck_umount "$mnt"
 "$CKPTCTL" lossy "$store" run off | grep -q "exact (no lossy policy)" || fail "lossy off"
