@@ -20,9 +20,10 @@ compared, in the same run, with the same data read without FUSE:
 With --resume it measures what a trainer resuming after a mount does
 instead (see docs/bench.md, "first load after a mount"): for each of
 --trials trials a fresh mount with default options, then at once one fresh
-/usr/bin/python3 process loading the newest composite, alternated with one
-loading the plain merged file, the backing files' page cache warm; then a
-second fresh process on the same mount (warm).  Cases: a torch.save
+/usr/bin/python3 process loading the newest composite and one loading the
+plain merged file, the backing files' page cache warm; then a second fresh
+process of each on the same mount (warm); each pair's order alternating
+between trials, and one uncounted trial first.  Cases: a torch.save
 composite of a partial save, the same after compaction (its older layers
 read from packs), a safetensors composite and a DCP one (2 ranks, loaded
 by torch 1.13's reader through the tests' dcp_series shim).
