@@ -442,13 +442,14 @@ def cat(paths):
 def resume_trials(store, mnt, rel, plain, backing, trials, opt_sets):
     """Per trial and per mount option set (in turn, the order alternating
     between trials): a fresh mount, then at once the first load through it
-    and a plain load, in alternating order, then a second (warm) load
-    through the mount and the plain file again.  Returns, per option set,
-    the lists (first mount, first plain, warm mount, warm plain) and the
-    loader's blocking waits (first, warm, plain).  One more trial runs
-    first and is not counted: the first loads of a case, mount and plain
-    alike, pay for the case's new files and processes (several times a steady
-    load on VM A), which a trainer's machine has long settled."""
+    and a plain load, then a second (warm) load through the mount and the
+    plain file again, each pair's order alternating between trials.
+    Returns, per option set, the lists (first mount, first plain, warm
+    mount, warm plain) and the loader's blocking waits (first, warm,
+    plain).  One more trial runs first and is not counted: the first
+    loads of a case, mount and plain alike, pay for the case's new files
+    and processes (several times a steady load on VM A), which a
+    trainer's machine has long settled."""
     out = [([], [], [], []) for _ in opt_sets]
     waits = [([], [], []) for _ in opt_sets]
     path = os.path.join(mnt, rel)
