@@ -185,13 +185,17 @@ def load_times(work, series, ckpt, runs, mount_opts, plain):
 	composite built by a stat first; the same load again in that mount).
 	Each run also times a load of the plain directory, appended to plain:
 	interleaved, both see the allocator in the same state (a load into
-	memory the process has not used before takes several times longer)."""
+	memory the process has not used before takes several times longer),
+	before the mount's loads in one run and after them in the next (of
+	loads in new processes back to back, one is often the slower on VM A,
+	whichever file it reads: docs/bench.md, "The bench's own order")."""
 	store, mnt = os.path.join(work, "store-" + series), os.path.join(work, "mnt-" + series)
 	first, alone, again = [], [], []
 	opts = "ro" + ("," + mount_opts if mount_opts else "")
 	for built in (False, True):
-		for _ in range(runs):
-			plain[1].append(timed_load(plain[0]))
+		for i in range(runs):
+			if i % 2 == 0:
+				plain[1].append(timed_load(plain[0]))
 			subprocess.run([CKPTFS, store, mnt, "-o", opts], check=True)
 			try:
 				d = os.path.join(mnt, series, ckpt)
@@ -203,6 +207,8 @@ def load_times(work, series, ckpt, runs, mount_opts, plain):
 					again.append(timed_load(d))
 			finally:
 				umount(mnt)
+			if i % 2:
+				plain[1].append(timed_load(plain[0]))
 	return statistics.median(first), statistics.median(alone), statistics.median(again)
 
 
