@@ -271,6 +271,14 @@ static int peek(struct vm *vm, struct pk_node **out)
 	return 0;
 }
 
+/* The stack's items from slot i up (i <= sp).  The stack is NULL until
+ * something is pushed (a MARK pushes nothing), and NULL + 0 is undefined
+ * behaviour, so an empty run of items is NULL rather than computed. */
+static struct pk_node **items_from(struct vm *vm, size_t i)
+{
+	return vm->stack ? vm->stack + i : NULL;
+}
+
 /* Items pushed since the last MARK are stack[*start .. sp); the mark is
  * removed, the items stay until the caller drops them (sp = *start). */
 static int pop_mark(struct vm *vm, size_t *start)
@@ -447,7 +455,7 @@ static int op_marked_items(struct vm *vm,
 		return vm->rc;
 	if (start <= fence(vm) || start == 0)
 		return underflow(vm);
-	if (apply(vm, vm->stack[start - 1], vm->stack + start, vm->sp - start))
+	if (apply(vm, vm->stack[start - 1], items_from(vm, start), vm->sp - start))
 		return vm->rc;
 	vm->sp = start;
 	return 0;
@@ -598,7 +606,7 @@ static int op_inst(struct vm *vm)
 
 	if (read_global(vm, &cls) || pop_mark(vm, &start))
 		return vm->rc;
-	args = node_seq(vm, PK_TUPLE, vm->stack + start, vm->sp - start);
+	args = node_seq(vm, PK_TUPLE, items_from(vm, start), vm->sp - start);
 	if (!args)
 		return vm->rc;
 	vm->sp = start;
@@ -615,7 +623,7 @@ static int op_obj(struct vm *vm)
 	if (vm->sp - start < 1)
 		return underflow(vm);
 	cls = vm->stack[start];
-	args = node_seq(vm, PK_TUPLE, vm->stack + start + 1, vm->sp - start - 1);
+	args = node_seq(vm, PK_TUPLE, items_from(vm, start + 1), vm->sp - start - 1);
 	if (!args)
 		return vm->rc;
 	vm->sp = start;
@@ -849,7 +857,7 @@ static int step(struct vm *vm)
 		len = (size_t)(vm->op - PK_OP_TUPLE1) + 1;
 		if (vm->sp - fence(vm) < len)
 			return underflow(vm);
-		a = node_seq(vm, PK_TUPLE, vm->stack + vm->sp - len, len);
+		a = node_seq(vm, PK_TUPLE, items_from(vm, vm->sp - len), len);
 		if (!a)
 			return vm->rc;
 		vm->sp -= len;
@@ -868,7 +876,7 @@ static int step(struct vm *vm)
 					return vm->rc ? vm->rc : oom(vm);
 		} else {
 			a = node_seq(vm, vm->op == PK_OP_LIST ? PK_LIST : PK_TUPLE,
-				     vm->stack + start, vm->sp - start);
+				     items_from(vm, start), vm->sp - start);
 			if (!a)
 				return vm->rc;
 		}
@@ -880,7 +888,7 @@ static int step(struct vm *vm)
 		if ((vm->sp - start) % 2)
 			return fail(vm, "odd number of items for DICT");
 		a = node_new(vm, PK_DICT);
-		if (!a || set_items(vm, a, vm->stack + start, vm->sp - start))
+		if (!a || set_items(vm, a, items_from(vm, start), vm->sp - start))
 			return vm->rc;
 		vm->sp = start;
 		return push(vm, a);
@@ -903,7 +911,7 @@ static int step(struct vm *vm)
 		if (vm->sp - fence(vm) < 3)
 			return underflow(vm);
 		a = vm->stack[vm->sp - 3];
-		if (set_items(vm, a, vm->stack + vm->sp - 2, 2))
+		if (set_items(vm, a, items_from(vm, vm->sp - 2), 2))
 			return vm->rc;
 		vm->sp -= 2;
 		return 0;
