@@ -188,7 +188,6 @@ static int verify_and_hash(struct torch_ctx *tc)
 	const struct tz_entry **order;
 	struct ck_storage_info **st;
 	/* Only this window's storages: earlier DCP blobs are hashed already. */
-	struct ck_storage_info *mine = tc->in->st + tc->io->st_from;
 	size_t i, j = 0, nst = tc->in->nst - tc->io->st_from;
 	int rc = 0;
 
@@ -202,7 +201,7 @@ static int verify_and_hash(struct torch_ctx *tc)
 	for (i = 0; i < ar->n; i++)
 		order[i] = &ar->entries[i];
 	for (i = 0; i < nst; i++)
-		st[i] = &mine[i];
+		st[i] = &tc->in->st[tc->io->st_from + i];
 	if (ar->n > 1)
 		qsort(order, ar->n, sizeof(*order), cmp_entry_offset);
 	if (nst > 1)
