@@ -17,18 +17,24 @@
 #define SHARDS 16
 #define BUCKETS 512
 
+/* The LRU list's links: the first member of every entry, and each
+ * shard's sentinel (links alone, as an entry ends in its data). */
+struct lru {
+	struct lru *prev, *next;     /* head (the sentinel's next) is the most recent */
+};
+
 struct entry {
+	struct lru lru;
 	struct ck_hash128 h;
 	uint32_t len;
 	struct entry *hnext;         /* hash chain */
-	struct entry *prev, *next;   /* LRU list: head is the most recent */
 	uint8_t data[];
 };
 
 struct shard {
 	pthread_mutex_t lock;
 	struct entry *bucket[BUCKETS];
-	struct entry lru;            /* sentinel */
+	struct lru lru;              /* sentinel */
 	uint64_t bytes, max;
 	uint64_t hits, misses;
 };
@@ -53,18 +59,24 @@ static struct entry **slot_of(struct shard *s, struct ck_hash128 h)
 	return p;
 }
 
+/* The entry whose links l are (never the sentinel). */
+static struct entry *entry_of(struct lru *l)
+{
+	return (struct entry *)l;
+}
+
 static void lru_unlink(struct entry *e)
 {
-	e->prev->next = e->next;
-	e->next->prev = e->prev;
+	e->lru.prev->next = e->lru.next;
+	e->lru.next->prev = e->lru.prev;
 }
 
 static void lru_push(struct shard *s, struct entry *e)
 {
-	e->next = s->lru.next;
-	e->prev = &s->lru;
-	s->lru.next->prev = e;
-	s->lru.next = e;
+	e->lru.next = s->lru.next;
+	e->lru.prev = &s->lru;
+	s->lru.next->prev = &e->lru;
+	s->lru.next = &e->lru;
 }
 
 static int cache_new(uint64_t max_bytes, unsigned nshards, int bump, struct ck_chunk_cache **out)
@@ -102,13 +114,13 @@ void ck_chunk_cache_free(struct ck_chunk_cache *c)
 		return;
 	for (int i = 0; i < SHARDS; i++) {
 		struct shard *s = &c->s[i];
-		struct entry *e = s->lru.next;
+		struct lru *l = s->lru.next;
 
-		while (e != &s->lru) {
-			struct entry *next = e->next;
+		while (l != &s->lru) {
+			struct lru *next = l->next;
 
-			free(e);
-			e = next;
+			free(entry_of(l));
+			l = next;
 		}
 		pthread_mutex_destroy(&s->lock);
 	}
@@ -211,7 +223,7 @@ void ck_chunk_cache_grow(struct ck_chunk_cache *c, uint64_t max_bytes)
 
 static void evict_one(struct shard *s)
 {
-	struct entry *e = s->lru.prev;
+	struct entry *e = entry_of(s->lru.prev);
 
 	*slot_of(s, e->h) = e->hnext;
 	lru_unlink(e);
