@@ -176,7 +176,7 @@ static void test_reclaim(void)
 	struct ck_store *st;
 	uint64_t ids[8], live[8];
 	char user[512], p[600];
-	size_t n, nlive;
+	size_t n = 0, nlive;
 	int64_t stamp;
 
 	SETUP(ck_store_open(store, 0, &st, &err) == 0);
