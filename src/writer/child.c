@@ -48,9 +48,16 @@
 #include "child.h"
 #include "indexer.h"
 
+/* AddressSanitizer builds exec the helper (docs/design.md): GCC says so
+ * with __SANITIZE_ADDRESS__, clang 14 only through __has_feature. */
 #if defined(__SANITIZE_ADDRESS__)
 #define CHILD_EXECS 1
-#else
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define CHILD_EXECS 1
+#endif
+#endif
+#ifndef CHILD_EXECS
 #define CHILD_EXECS 0
 #endif
 
