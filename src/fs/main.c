@@ -26,6 +26,7 @@
 #include "ckptfs/writer.h"
 #include "control.h"
 #include "daemon.h"
+#include "handshake.h"
 #include "health.h"
 #include "listing.h"
 #include "lowlevel.h"
@@ -390,7 +391,7 @@ static int serve(struct mount_run *run)
 	 * threads too: they send notifications, which wait for INIT, and
 	 * read what passthrough negotiated. */
 	if (cfg->passthrough)
-		ckfs_passthrough_handshake(&run->fs, run->se);
+		ckfs_init_handshake(&run->fs, run->se);
 	if (cfg->refresh_secs &&
 	    ckfs_refresher_start(&run->refresher, &run->fs, cfg->refresh_secs, cfg->warmup,
 				 ckfs_warm_verify_max(&run->fs)))

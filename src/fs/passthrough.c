@@ -11,10 +11,8 @@
  *
  * libfuse 3.14 has no API for it, so two protocol messages are written by
  * hand, both through documented libfuse calls:
- *   - INIT: the daemon reads the kernel's INIT itself, lets libfuse answer
- *     it into a pipe, and writes that answer to /dev/fuse with the
- *     passthrough flag and a stacking depth of 2 added when the kernel
- *     offered passthrough.  libfuse's own state is what it would be anyway.
+ *   - INIT (handshake.c): the passthrough flag and a stacking depth of 2
+ *     are added to libfuse's answer when the kernel offered passthrough.
  *   - OPEN: fuse_reply_iov() sends a struct fuse_open_out whose padding is
  *     the backing id (protocol 7.40).
  * The kernel insists that every open of an inode use the same backing file,
@@ -74,105 +72,26 @@ static int may_register(void)
 	return (data[CAP_SYS_ADMIN / 32].effective >> (CAP_SYS_ADMIN % 32)) & 1;
 }
 
-/* Lets libfuse answer the INIT in buf into a pipe standing in for the
- * session's descriptor; *len gets the answer's length.  0, or -errno once
- * libfuse has answered the kernel itself (the pipe could not be set up). */
-static int init_reply_from_libfuse(struct fuse_session *se, const struct fuse_buf *buf,
-				   uint8_t *reply, size_t cap, size_t *len)
+void ckfs_passthrough_negotiate(struct ckfs *fs, const struct fuse_init_in *in, struct fuse_init_out *out)
 {
-	int fd = fuse_session_fd(se), saved = -1, p[2];
-	ssize_t got;
-
-	if (pipe2(p, O_CLOEXEC) == 0) {
-		saved = fcntl(fd, F_DUPFD_CLOEXEC, 0);
-		if (saved < 0 || dup3(p[1], fd, O_CLOEXEC) < 0) {
-			int e = errno;
-
-			if (saved >= 0)
-				close(saved);
-			close(p[0]);
-			close(p[1]);
-			errno = e;
-			saved = -1;
-		}
+	if (!(in->flags & FUSE_INIT_EXT) || !(in->flags2 & PT_FUSE_PASSTHROUGH_FLAG2)) {
+		ck_debug("FUSE handshake: passthrough not offered by the kernel");
+		return;
 	}
-	if (saved < 0) {
-		int rc = -errno;
-
-		fuse_session_process_buf(se, buf);	/* the kernel must get its answer */
-		return rc;
+	out->flags |= FUSE_INIT_EXT;
+	out->flags2 |= PT_FUSE_PASSTHROUGH_FLAG2;
+	/* max_stack_depth since 7.40: backing files may be on one stacked
+	 * filesystem (a store on overlayfs, as in containers). */
+	out->unused[0] = 2;
+	fs->passthrough.on = 1;
+	fs->passthrough.max_size = passthrough_max_size();
+	if (!may_register()) {
+		/* Known now, not at the first open: the preload then
+		 * materializes nothing it could not hand over. */
+		fs->passthrough.disabled = 1;
+		ck_info("FUSE passthrough needs CAP_SYS_ADMIN: every read goes through the daemon");
 	}
-	fuse_session_process_buf(se, buf);
-	/* The session's descriptor must come back whatever happened. */
-	while (dup3(saved, fd, O_CLOEXEC) < 0 && errno == EINTR)
-		;
-	close(saved);
-	close(p[1]);
-	got = read(p[0], reply, cap);
-	close(p[0]);
-	if (got < (ssize_t)sizeof(struct fuse_out_header))
-		return -EPROTO;
-	*len = (size_t)got;
-	return 0;
-}
-
-int ckfs_passthrough_handshake(struct ckfs *fs, struct fuse_session *se)
-{
-	struct fuse_buf buf = { .mem = NULL };
-	const struct fuse_in_header *in;
-	const struct fuse_init_in *init_in;
-	uint8_t reply[512];
-	struct fuse_out_header *out_hdr = (struct fuse_out_header *)reply;
-	struct fuse_init_out *init_out = (struct fuse_init_out *)(out_hdr + 1);
-	size_t len = 0;
-	int got, rc = 0, offered;
-
-	got = fuse_session_receive_buf(se, &buf);
-	if (got <= 0) {
-		free(buf.mem);
-		return got < 0 ? got : -ENOTCONN;	/* the loop will see it too */
-	}
-	in = buf.mem;
-	init_in = (const struct fuse_init_in *)(in + 1);
-	if ((size_t)got < sizeof(*in) + offsetof(struct fuse_init_in, flags2) + sizeof(uint32_t) ||
-	    in->opcode != FUSE_INIT) {
-		/* Not what every kernel sends first: let libfuse deal with it. */
-		fuse_session_process_buf(se, &buf);
-		free(buf.mem);
-		return -EPROTO;
-	}
-	offered = (init_in->flags & FUSE_INIT_EXT) && (init_in->flags2 & PT_FUSE_PASSTHROUGH_FLAG2);
-	rc = init_reply_from_libfuse(se, &buf, reply, sizeof(reply), &len);
-	free(buf.mem);
-	if (rc) {
-		ck_err("FUSE handshake: %s", strerror(-rc));
-		return rc;
-	}
-	if (offered && out_hdr->error == 0 &&
-	    len >= sizeof(*out_hdr) + offsetof(struct fuse_init_out, unused) + sizeof(uint32_t)) {
-		init_out->flags |= FUSE_INIT_EXT;
-		init_out->flags2 |= PT_FUSE_PASSTHROUGH_FLAG2;
-		/* max_stack_depth since 7.40: backing files may be on one
-		 * stacked filesystem (a store on overlayfs, as in containers). */
-		init_out->unused[0] = 2;
-		fs->passthrough.on = 1;
-		fs->passthrough.max_size = passthrough_max_size();
-		if (!may_register()) {
-			/* Known now, not at the first open: the preload then
-			 * materializes nothing it could not hand over. */
-			fs->passthrough.disabled = 1;
-			ck_info("FUSE passthrough needs CAP_SYS_ADMIN: every read goes through the daemon");
-		}
-	}
-	if (write(fuse_session_fd(se), reply, len) != (ssize_t)len) {
-		rc = -errno;
-		ck_err("FUSE handshake: answering INIT: %s", strerror(-rc));
-		fs->passthrough.on = 0;
-		return rc;
-	}
-	ck_debug("FUSE handshake: passthrough %s", fs->passthrough.on ? "on" :
-		 offered ? "refused by libfuse's answer" : "not offered by the kernel");
-	return 0;
+	ck_debug("FUSE handshake: passthrough on");
 }
 
 /* Room for node ino in pt->ids (under pt->lock).  0 or -ENOMEM. */

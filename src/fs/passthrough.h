@@ -1,6 +1,6 @@
 /* FUSE passthrough (passthrough.c): files served as they were saved are
  * read by the kernel from the physical file, never through the daemon.
- * Thread rules: the handshake runs once before the request loop; open and
+ * Thread rules: negotiated once at INIT, before the request loop; open and
  * state from any request thread (one lock guards the ids). */
 #ifndef CKPTFS_FS_PASSTHROUGH_H
 #define CKPTFS_FS_PASSTHROUGH_H
@@ -13,6 +13,8 @@
 #include "lowlevel.h"
 
 struct ckfs;
+struct fuse_init_in;
+struct fuse_init_out;
 
 struct ckfs_passthrough {
 	int on;                 /* negotiated at INIT */
@@ -25,11 +27,9 @@ struct ckfs_passthrough {
 	size_t cap;
 };
 
-/* Answers the kernel's INIT, which must not have been read yet (call it
- * between fuse_session_mount and the loop), through libfuse, adding
- * passthrough when the kernel offers it.  0, or -errno when no INIT was
- * answered (the loop then reads it). */
-int ckfs_passthrough_handshake(struct ckfs *fs, struct fuse_session *se);
+/* At INIT (handshake.c): adds passthrough to libfuse's answer out when the
+ * kernel offered it in in, and records that it is on. */
+void ckfs_passthrough_negotiate(struct ckfs *fs, const struct fuse_init_in *in, struct fuse_init_out *out);
 /* Answers an open of node ino (fi as it would be answered) with
  * passthrough when ino has a backing file, or gets one now: f is one whole
  * raw file and verifies.  A node decided either way stays so for the mount
