@@ -18,6 +18,7 @@
 #include "handshake.h"
 #include "mount.h"
 #include "passthrough.h"
+#include "uring.h"
 
 /* Lets libfuse answer the INIT in buf into a pipe standing in for the
  * session's descriptor; *len gets the answer's length.  0, or -errno once
@@ -98,11 +99,14 @@ int ckfs_init_handshake(struct ckfs *fs, struct fuse_session *se)
 	    len >= sizeof(*out_hdr) + offsetof(struct fuse_init_out, unused) + sizeof(uint32_t)) {
 		if (fs->cfg->passthrough)
 			ckfs_passthrough_negotiate(fs, &init_in, init_out);
+		if (fs->cfg->io_uring)
+			ckfs_uring_negotiate(fs, &init_in, init_out);
 	}
 	if (write(fuse_session_fd(se), reply, len) != (ssize_t)len) {
 		rc = -errno;
 		ck_err("FUSE handshake: answering INIT: %s", strerror(-rc));
 		fs->passthrough.on = 0;
+		ckfs_uring_forget(fs);
 		return rc;
 	}
 	return 0;

@@ -1,6 +1,7 @@
 /* The FUSE INIT handshake (handshake.c): libfuse 3.14 answers INIT without
  * the protocol's newer features, so the daemon answers it itself, from
- * libfuse's own answer with what passthrough (passthrough.h) adds to it.
+ * libfuse's own answer with what passthrough (passthrough.h) and FUSE over
+ * io_uring (uring.h) add to it.
  * Thread rules: once, between fuse_session_mount and the request loop, on
  * the main thread. */
 #ifndef CKPTFS_FS_HANDSHAKE_H

@@ -37,6 +37,7 @@
 #include "refresh.h"
 #include "tables.h"
 #include "tune.h"
+#include "uring.h"
 #include "warmup.h"
 
 struct mount_run {
@@ -366,6 +367,11 @@ static int serve(struct mount_run *run)
 		goto destroy;
 	if (fuse_session_mount(run->se, cfg->mountpoint) != 0)
 		goto remove_handlers;
+	if (cfg->io_uring && !cfg->single_thread) {
+		rc = ckfs_uring_install(&run->fs, run->se);
+		if (rc)
+			ck_warn("FUSE over io_uring: %s: every request goes through /dev/fuse", strerror(-rc));
+	}
 	ckfs_raise_pipe_max(cfg->pipe_max_kb);
 	if (cfg->pidfile) {
 		rc = ckfs_write_pidfile(cfg->pidfile);
@@ -390,8 +396,11 @@ static int serve(struct mount_run *run)
 	/* Before the loop: it must see the kernel's INIT first.  Before the
 	 * threads too: they send notifications, which wait for INIT, and
 	 * read what passthrough negotiated. */
-	if (cfg->passthrough)
+	if (cfg->passthrough || run->fs.uring)
 		ckfs_init_handshake(&run->fs, run->se);
+	rc = ckfs_uring_start(&run->fs);
+	if (rc)
+		ck_warn("FUSE over io_uring: %s: every request goes through /dev/fuse", strerror(-rc));
 	if (cfg->refresh_secs &&
 	    ckfs_refresher_start(&run->refresher, &run->fs, cfg->refresh_secs, cfg->warmup,
 				 ckfs_warm_verify_max(&run->fs)))
@@ -415,6 +424,7 @@ unmount:
 	/* Unmounting first also fails a probe still waiting in stat(), and
 	 * a preload's lookup or push. */
 	fuse_session_unmount(run->se);
+	ckfs_uring_stop(&run->fs);	/* its threads end with the connection */
 	ckfs_warmup_stop(&run->warmup);
 	if (probing)
 		pthread_join(probe, NULL);

@@ -33,6 +33,7 @@
 
 struct ckfs_listing;
 struct ckfs_health;
+struct ckfs_uring;
 
 struct ckfs {
 	const struct ckfs_config *cfg;
@@ -46,6 +47,7 @@ struct ckfs {
 	pthread_mutex_t listings_lock;
 	struct ckfs_listing *listings;  /* open directory handles (listing.c) */
 	struct ckfs_health *health;     /* the GPU health watcher (health.c); NULL unless -o health= */
+	struct ckfs_uring *uring;       /* FUSE over io_uring (uring.c); NULL with -o noio_uring */
 };
 
 static inline struct ckfs *ckfs_of(fuse_req_t req)

@@ -49,7 +49,7 @@ static const char *const ignored_prefixes[] = { "x-", "comment=", "user=", NULL 
 /* Our options that take a value. */
 static const char *const valued_opts[] = {
 	"verify", "log_level", "attr_timeout", "entry_timeout", "max_threads",
-	"max_idle_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
+	"max_idle_threads", "uring_threads", "readahead_kb", "pipe_max_kb", "pidfile", "fsname",
 	"subtype", "refresh", "commit_idle", "commit_markers", "marker_grace",
 	"cache_size", "compact", "direct_io", "index_dir", "materialize_dir", "preload", "weights_shard", "health", "health_interval",
 	"risk_threshold", "emergency_gap", "emergency_flag", NULL,
@@ -223,6 +223,7 @@ static const struct {
 	size_t field;           /* offsetof an int in struct ckfs_config */
 } switches[] = {
 	{ "clone_fd", offsetof(struct ckfs_config, clone_fd) },
+	{ "io_uring", offsetof(struct ckfs_config, io_uring) },
 	{ "passthrough", offsetof(struct ckfs_config, passthrough) },
 	{ "warmup", offsetof(struct ckfs_config, warmup) },
 	{ "materialize", offsetof(struct ckfs_config, materialize) },
@@ -273,6 +274,8 @@ static int parse_one_opt(struct ckfs_config *cfg, const char *opt)
 		return parse_uint(opt, val, 1, 1024, &cfg->max_threads);
 	if (KEY("max_idle_threads") && val)
 		return parse_uint(opt, val, 1, 1024, &cfg->max_idle_threads);
+	if (KEY("uring_threads") && val)
+		return parse_uint(opt, val, 1, 64, &cfg->uring_threads);
 	if (KEY("readahead_kb") && val)
 		return parse_uint(opt, val, 0, 1024 * 1024, &cfg->readahead_kb);
 	if (KEY("refresh") && val)
@@ -432,6 +435,8 @@ static void set_defaults(struct ckfs_config *cfg)
 	cfg->entry_timeout = 3600;
 	cfg->max_threads = 10;	/* libfuse's own default */
 	cfg->clone_fd = 1;
+	cfg->io_uring = 1;
+	cfg->uring_threads = 2;
 	cfg->readahead_kb = 4096;
 	cfg->pipe_max_kb = 2048;
 	cfg->refresh_secs = 5;
@@ -695,6 +700,10 @@ void ckfs_print_help(const char *progname)
 	       "    -o max_threads=N       worker threads (default 10)\n"
 	       "    -o max_idle_threads=N  idle workers kept (default: max_threads)\n"
 	       "    -o clone_fd|noclone_fd one /dev/fuse descriptor per worker (default clone_fd)\n"
+	       "    -o io_uring|noio_uring take requests through one ring per CPU where the kernel\n"
+	       "                           offers FUSE over io_uring (Linux 6.14+, the fuse\n"
+	       "                           module's enable_uring=Y; default io_uring)\n"
+	       "    -o uring_threads=N     threads serving each CPU's ring (default 2)\n"
 	       "    -o pidfile=PATH        write the daemon's pid to PATH (removed on exit)\n"
 	       "    -o index_dir=DIR       where this node keeps the index of a store on a network\n"
 	       "                           or distributed filesystem (default /var/cache/ckptfs)\n"

@@ -26,6 +26,8 @@ struct ckfs_config {
 	unsigned max_threads;
 	unsigned max_idle_threads;
 	int clone_fd;
+	int io_uring;           /* -o io_uring (default): requests through per-CPU rings where offered */
+	unsigned uring_threads; /* -o uring_threads=N: threads (ring entries) per CPU */
 	char *pidfile;
 	char *index_dir;        /* -o index_dir=: node-local indexes of stores on shared filesystems */
 	unsigned readahead_kb;  /* bdi read_ahead_kb to set as root; 0 = leave */

@@ -55,6 +55,7 @@ static void test_defaults(void)
 	CHECK(cfg.attr_timeout == 3600 && cfg.entry_timeout == 3600);
 	CHECK(cfg.max_threads == 10 && cfg.max_idle_threads == 10);
 	CHECK(cfg.clone_fd == 1);
+	CHECK(cfg.io_uring == 1 && cfg.uring_threads == 2);
 	CHECK(cfg.readahead_kb == 4096 && cfg.pipe_max_kb == 2048);
 	CHECK(cfg.pidfile == NULL);
 	CHECK(!cfg.view.always_synthesize);
@@ -83,7 +84,7 @@ static void test_our_options(void)
 	CHECK(parse(&cfg, "-o", "verify=none,log_level=warn,attr_timeout=1.5", "/s",
 		    "-oentry_timeout=0,max_threads=4,max_idle_threads=9", "/m",
 		    "-o", "pidfile=/run/x.pid,readahead_kb=0,pipe_max_kb=0,noclone_fd,always_synthesize",
-		    NULL) == 0);
+		    "-o", "noio_uring,uring_threads=5", NULL) == 0);
 	CHECK(cfg.view.verify == CK_VERIFY_NONE);
 	CHECK(cfg.view.always_synthesize);
 	CHECK(cfg.log_level == CK_LOG_WARN);
@@ -92,6 +93,7 @@ static void test_our_options(void)
 	CHECK(cfg.max_idle_threads == 4);	/* never more than max_threads */
 	CHECK(cfg.pidfile && !strcmp(cfg.pidfile, "/run/x.pid"));
 	CHECK(cfg.readahead_kb == 0 && cfg.pipe_max_kb == 0 && cfg.clone_fd == 0);
+	CHECK(cfg.io_uring == 0 && cfg.uring_threads == 5);
 	CHECK(!strcmp(fuse_opts(&cfg), ""));
 	ckfs_config_free(&cfg);
 
@@ -220,7 +222,7 @@ static void test_mistakes(void)
 		"commit_markers=..", "marker_grace=-1", "marker_grace=soon", "marker_grace=7200",
 		"commit_idle=x", "cache_size=0", "cache_size=1.5", "cache_size", "compact=-1",
 		"compact=soon", "materialize_dir", "materialize_dir=", "materialize_dir=rel/dir",
-		"materialize=1",
+		"materialize=1", "io_uring=1", "uring_threads=0", "uring_threads=65", "uring_threads",
 	};
 	struct ckfs_config cfg;
 
