@@ -16,11 +16,12 @@
  * request up.  The thread rebuilds the request as /dev/fuse would have
  * delivered it and hands it to libfuse (fuse_session_process_buf); the
  * custom I/O below recognises the answer to that request by its unique id
- * and writes it into the entry instead of /dev/fuse, and commits it at
- * once, as a write to /dev/fuse would have answered.  From then on the
- * entry may hold the next request while the handler finishes: what the
- * thread still sends then (notifications) goes through a notifier thread,
- * so that it never waits in the kernel for a request only it can take in.
+ * and writes it into the entry instead of /dev/fuse.  The answer goes to
+ * the kernel with the command that fetches the next request, when the
+ * handler has returned (one system call per request, and an entry is
+ * never handed back while its thread is busy); a notification the
+ * handler sends after answering, which may wait for what the answer
+ * releases, goes through a notifier thread.
  */
 #include "config.h"
 
@@ -143,10 +144,8 @@ static ssize_t io_splice_receive(int fdin, off_t *offin, int fdout, off_t *offou
 	return splice(fdin, offin, fdout, offout, len, flags);
 }
 
-static int commit_answer(struct uring_thread *t);
-
-/* Copies an answer (header in iov[0], the rest its data) into t's entry
- * and sends it. */
+/* Copies an answer (header in iov[0], the rest its data) into t's entry,
+ * sent when the handler returns (serve_entry). */
 static ssize_t answer_into_entry(struct uring_thread *t, const struct iovec *iov, int count)
 {
 	const struct fuse_out_header *oh = iov[0].iov_base;
@@ -166,10 +165,7 @@ static ssize_t answer_into_entry(struct uring_thread *t, const struct iovec *iov
 	dst->error = oh->error;
 	dst->len = (uint32_t)(sizeof(*dst) + pos);
 	t->hdr->ent_in_out.payload_sz = (uint32_t)pos;
-	if (commit_answer(t)) {
-		errno = EIO;
-		return -1;
-	}
+	t->replied = 1;
 	return (ssize_t)(sizeof(*oh) + pos);
 }
 
@@ -208,11 +204,12 @@ static ssize_t io_writev(int fd, struct iovec *iov, int count, void *userdata)
 	(void)userdata;
 	if (t && !t->replied && oh->unique == t->unique)
 		return answer_into_entry(t, iov, count);
-	/* A notification from a handler that has answered: its entry may
-	 * already hold the next request, which only this thread can take
-	 * in, and a notification can wait for a lock held by whoever made
-	 * that request (an invalidation waits for the directory a rename
-	 * holds while it looks a name up).  Sent by another thread. */
+	/* A notification from a handler that has answered: the answer goes
+	 * to the kernel only when the handler returns, and a notification
+	 * may wait for what the answer releases (a commit's rename handler
+	 * invalidates names after answering, which waits for the directory
+	 * lock the rename holds until it has its answer).  Sent by another
+	 * thread. */
 	if (t && t->replied && oh->unique == 0 && t->u->notifier_started)
 		return defer_notice(t->u, iov, count);
 	return writev(fd, iov, count);	/* a notification, or a request from /dev/fuse */
@@ -415,27 +412,6 @@ static void entry_cmd(struct uring_thread *t, uint32_t op, uint64_t commit_id)
 	cmd->commit_id = commit_id;
 }
 
-/* Sends the answer in t's entry now, as a write to /dev/fuse would: a
- * handler may go on after answering (a rename's handler invalidates the
- * old name once the rename is answered, which the kernel only allows
- * after the rename has let go of the directory).  The entry fetches the
- * next request with it; until the thread asks for completions that
- * request waits in the entry.  0, or -errno (the connection is gone). */
-static int commit_answer(struct uring_thread *t)
-{
-	int rc;
-
-	t->replied = 1;
-	entry_cmd(t, URING_CMD_COMMIT_AND_FETCH, t->commit_id);
-	do
-		rc = (int)syscall(__NR_io_uring_enter, t->rfd, t->to_submit, 0, 0, NULL, 0);
-	while (rc < 0 && errno == EINTR);
-	if (rc < 0)
-		return -errno;
-	t->to_submit -= (unsigned)rc < t->to_submit ? (unsigned)rc : t->to_submit;
-	return 0;
-}
-
 static void stop_poll(struct uring_thread *t)
 {
 	struct io_uring_sqe *sqe = sqe_next(t);
@@ -512,9 +488,12 @@ static void serve_entry(struct uring_thread *t)
 		oh->error = rc ? rc : -EIO;
 		oh->len = sizeof(*oh);
 		t->hdr->ent_in_out.payload_sz = 0;
-		commit_answer(t);
 	}
 	atomic_fetch_add_explicit(&t->u->served, 1, memory_order_relaxed);
+	/* Sent by the thread's next io_uring_enter, which also waits for the
+	 * next request: the entry is never handed back while its thread is
+	 * busy, so the kernel gives requests only to threads ready for them. */
+	entry_cmd(t, URING_CMD_COMMIT_AND_FETCH, t->commit_id);
 }
 
 static void *ring_thread(void *arg)

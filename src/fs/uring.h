@@ -1,11 +1,12 @@
 /* FUSE over io_uring (uring.c): where the kernel offers it (Linux 6.14+,
- * the fuse module's parameter enable_uring=Y) and -o io_uring is on (the
- * default), requests come through one ring queue per CPU instead of
- * read(2) on /dev/fuse.  Each queue is served by threads pinned to its CPU,
- * so a reader that waits for a reply hands its CPU to the thread that
+ * the fuse module's parameter enable_uring=Y) and -o io_uring asks for it
+ * (off by default: it pays only where the reader and the daemon share a
+ * scheduling group), requests come through one ring queue per CPU instead
+ * of read(2) on /dev/fuse.  Each queue is served by threads pinned to its
+ * CPU, so a reader that waits for a reply hands its CPU to the thread that
  * answers, and the reply goes back with the fetch of the next request: one
- * system call and no cross-CPU wake-up per request (docs/design.md, "FUSE
- * over io_uring"; docs/bench.md, fuse_rtt).  What the kernel never sends
+ * system call per request (docs/design.md, "FUSE over io_uring";
+ * docs/bench.md, fuse_rtt).  What the kernel never sends
  * through a ring (FORGET, INTERRUPT, everything before the queues are
  * registered) still comes through /dev/fuse and libfuse's loop.
  *
@@ -48,8 +49,8 @@ void ckfs_uring_stop(struct ckfs *fs);
 /* The reply buffer of the ring request the calling thread is answering
  * (*cap bytes), or NULL (no ring, or a request from /dev/fuse).  A reply
  * whose data was built there (fuse_reply_buf(req, buffer, n)) is sent
- * without another copy; the request's own arguments may already be
- * overwritten once the handler writes to it. */
+ * without another copy.  The request's arguments are not in it, except a
+ * WRITE's data. */
 void *ckfs_uring_reply_buffer(size_t *cap);
 
 #endif
