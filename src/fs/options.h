@@ -26,7 +26,7 @@ struct ckfs_config {
 	unsigned max_threads;
 	unsigned max_idle_threads;
 	int clone_fd;
-	int io_uring;           /* -o io_uring (default): requests through per-CPU rings where offered */
+	int io_uring;           /* -o io_uring: requests through per-CPU rings where offered (default off) */
 	unsigned uring_threads; /* -o uring_threads=N: threads (ring entries) per CPU */
 	char *pidfile;
 	char *index_dir;        /* -o index_dir=: node-local indexes of stores on shared filesystems */

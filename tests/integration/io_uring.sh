@@ -1,10 +1,10 @@
 #!/bin/sh
-# FUSE over io_uring (-o io_uring, the default where the kernel offers it).
+# FUSE over io_uring (-o io_uring, where the kernel offers it).
 # With the fuse module's enable_uring set for the test (and set back after
 # it), a writable mount takes its requests through its per-CPU rings: a
 # trainer's full and partial saves written and committed through it (the
 # commit's rename answered while its handler goes on to invalidate names)
-# read back bit-exactly through it, a read-only mount with -o noio_uring
+# read back bit-exactly through it, a read-only mount without the option
 # (no rings) serves the same bytes, and at the unmount the daemon says how
 # many requests the rings served, none refused.
 . "$CKPT_SRCDIR/tests/integration/lib.sh"
@@ -31,7 +31,7 @@ ck_fg() {
 }
 
 "$CKPTCTL" init "$tmp/store"
-ck_fg "$tmp/store" "$tmp/mnt" "$tmp/rings.err" compact=0
+ck_fg "$tmp/store" "$tmp/mnt" "$tmp/rings.err" compact=0,io_uring
 rw=$fg
 grep -q "FUSE over io_uring: [0-9]* queues* x 2 threads" "$tmp/rings.err" ||
 	fail "the writable mount started no rings: $(cat "$tmp/rings.err")"
@@ -46,15 +46,16 @@ mv "$tmp/mnt/run/tmp-checkpoint-20" "$tmp/mnt/run/checkpoint-20" || fail "second
 ck_py offline_merge.py "$tmp/merged" "$tmp/plain/tmp-checkpoint-10" "$tmp/plain/tmp-checkpoint-20" >/dev/null
 check same "$tmp/mnt/run/checkpoint-20" "$tmp/merged"
 
-# The same store through /dev/fuse alone: the same bytes, and no rings.
-ck_fg "$tmp/store" "$tmp/dev" "$tmp/dev.err" ro,noio_uring
+# The same store through /dev/fuse alone (the default): the same bytes,
+# and no rings.
+ck_fg "$tmp/store" "$tmp/dev" "$tmp/dev.err" ro
 for f in pytorch_model.bin optimizer.pt; do
 	cmp "$tmp/dev/run/checkpoint-20/$f" "$tmp/mnt/run/checkpoint-20/$f" ||
 		fail "$f differs between the ring mount and the /dev/fuse one"
 done
 ck_umount "$tmp/dev"
-wait "$fg" || fail "the -o noio_uring daemon exited $?"
-! grep -q "io_uring" "$tmp/dev.err" || fail "-o noio_uring used rings: $(cat "$tmp/dev.err")"
+wait "$fg" || fail "the /dev/fuse daemon exited $?"
+! grep -q "io_uring" "$tmp/dev.err" || fail "a mount without -o io_uring used rings: $(cat "$tmp/dev.err")"
 
 ck_umount "$tmp/mnt"
 wait "$rw" || fail "the ring daemon exited $?: $(cat "$tmp/rings.err")"

@@ -55,7 +55,7 @@ static void test_defaults(void)
 	CHECK(cfg.attr_timeout == 3600 && cfg.entry_timeout == 3600);
 	CHECK(cfg.max_threads == 10 && cfg.max_idle_threads == 10);
 	CHECK(cfg.clone_fd == 1);
-	CHECK(cfg.io_uring == 1 && cfg.uring_threads == 2);
+	CHECK(cfg.io_uring == 0 && cfg.uring_threads == 2);
 	CHECK(cfg.readahead_kb == 4096 && cfg.pipe_max_kb == 2048);
 	CHECK(cfg.pidfile == NULL);
 	CHECK(!cfg.view.always_synthesize);
@@ -84,7 +84,7 @@ static void test_our_options(void)
 	CHECK(parse(&cfg, "-o", "verify=none,log_level=warn,attr_timeout=1.5", "/s",
 		    "-oentry_timeout=0,max_threads=4,max_idle_threads=9", "/m",
 		    "-o", "pidfile=/run/x.pid,readahead_kb=0,pipe_max_kb=0,noclone_fd,always_synthesize",
-		    "-o", "noio_uring,uring_threads=5", NULL) == 0);
+		    "-o", "io_uring,uring_threads=5", NULL) == 0);
 	CHECK(cfg.view.verify == CK_VERIFY_NONE);
 	CHECK(cfg.view.always_synthesize);
 	CHECK(cfg.log_level == CK_LOG_WARN);
@@ -93,7 +93,7 @@ static void test_our_options(void)
 	CHECK(cfg.max_idle_threads == 4);	/* never more than max_threads */
 	CHECK(cfg.pidfile && !strcmp(cfg.pidfile, "/run/x.pid"));
 	CHECK(cfg.readahead_kb == 0 && cfg.pipe_max_kb == 0 && cfg.clone_fd == 0);
-	CHECK(cfg.io_uring == 0 && cfg.uring_threads == 5);
+	CHECK(cfg.io_uring == 1 && cfg.uring_threads == 5);
 	CHECK(!strcmp(fuse_opts(&cfg), ""));
 	ckfs_config_free(&cfg);
 
