@@ -53,9 +53,12 @@ def run(*cmd):
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
 
 
+MOUNT_OPTS = ()  # --mount-opts
+
+
 def mount(store, mnt, *opts):
     os.makedirs(mnt, exist_ok=True)
-    run(CKPTFS, store, mnt, "-o", ",".join(("ro",) + opts))
+    run(CKPTFS, store, mnt, "-o", ",".join(("ro",) + opts + MOUNT_OPTS))
 
 
 def umount(mnt):
@@ -241,7 +244,10 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--runs", type=int, default=3)
     ap.add_argument("--listing-only", action="store_true")
+    ap.add_argument("--mount-opts", default="", help="extra ckptfs -o options, e.g. io_uring")
     a = ap.parse_args()
+    global MOUNT_OPTS
+    MOUNT_OPTS = tuple(o for o in a.mount_opts.split(",") if o)
     torch.set_num_threads(1)
     import warnings
     warnings.filterwarnings("ignore", message="The given buffer is not writable")

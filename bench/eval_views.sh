@@ -2,7 +2,7 @@
 # An eval box over a compacted store: MNT/.ckptfs/weights/ of 20 checkpoints
 # against plain safetensors copies, and listing layers/ of a 10,000-tensor
 # checkpoint; see bench/eval_views.py and docs/bench.md ("eval_views.sh").
-#   bench/eval_views.sh [--runs 3] [--listing-only]
+#   bench/eval_views.sh [--runs 3] [--listing-only] [--mount-opts OPTS]
 # Trains bench/train_gpt.py with Debian's torch 1.13 on CPU first (a few
 # minutes on 2 cores).  Scratch goes to $BENCH_DIR (default
 # /var/tmp/ckptfs-evalviews: a disk, not a tmpfs; about 2 GB), removed at
