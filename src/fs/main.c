@@ -217,20 +217,13 @@ static void *probe_mount(void *arg)
 	return NULL;
 }
 
-/* Starts the probe with signals blocked, so that a SIGTERM for the
- * process lands in the loop's thread, whose wait it interrupts. */
 static int start_probe(struct mount_run *run, pthread_t *probe)
 {
-	sigset_t all, old;
-	int rc;
+	int rc = ckfs_start_thread(probe, probe_mount, run);
 
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	rc = pthread_create(probe, NULL, probe_mount, run);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	if (rc)
-		ck_err("cannot start the mount probe: %s", strerror(rc));
-	return -rc;
+		ck_err("cannot start the mount probe: %s", strerror(-rc));
+	return rc;
 }
 
 static int run_loop(struct mount_run *run)

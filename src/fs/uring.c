@@ -31,7 +31,6 @@
 #include <poll.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -44,6 +43,7 @@
 #include <unistd.h>
 
 #include "ckptfs/log.h"
+#include "daemon.h"
 #include "mount.h"
 #include "uring.h"
 
@@ -608,7 +608,6 @@ int ckfs_uring_start(struct ckfs *fs)
 {
 	struct ckfs_uring *u = fs->uring;
 	size_t cpus, per_cpu;
-	sigset_t all, old;
 
 	if (!u || !u->negotiated)
 		return 0;
@@ -620,10 +619,7 @@ int ckfs_uring_start(struct ckfs *fs)
 	u->threads = calloc(cpus * per_cpu, sizeof(*u->threads));
 	if (!u->threads)
 		return -ENOMEM;
-	/* Signals stay with the main thread (libfuse's handlers end the loop). */
-	sigfillset(&all);
-	pthread_sigmask(SIG_BLOCK, &all, &old);
-	if (pthread_create(&u->notifier, NULL, notifier_thread, u) == 0)
+	if (ckfs_start_thread(&u->notifier, notifier_thread, u) == 0)
 		u->notifier_started = 1;
 	for (size_t i = 0; i < cpus * per_cpu; i++) {
 		struct uring_thread *t = &u->threads[i];
@@ -643,14 +639,13 @@ int ckfs_uring_start(struct ckfs *fs)
 		t->payload = t->area + URING_GAP;
 		t->iov[0] = (struct iovec){ t->hdr, sizeof(*t->hdr) };
 		t->iov[1] = (struct iovec){ t->payload, u->payload_cap };
-		rc = pthread_create(&t->tid, NULL, ring_thread, t);
+		rc = ckfs_start_thread(&t->tid, ring_thread, t);
 		if (rc) {
-			ck_err("io_uring: cannot start a ring thread: %s", strerror(rc));
+			ck_err("io_uring: cannot start a ring thread: %s", strerror(-rc));
 			break;
 		}
 		t->started = 1;
 	}
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
 	ck_info("FUSE over io_uring: %zu queue%s x %zu thread%s", cpus, cpus == 1 ? "" : "s", per_cpu,
 		per_cpu == 1 ? "" : "s");
 	return 0;
