@@ -6,8 +6,12 @@
 #include "lossy_int.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdlib.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include "ckptfs/leb128.h"
 
@@ -38,9 +42,82 @@ unsigned ck_lossy_dtype_size(enum ck_lossy_dtype dt)
 	return dt == CK_LOSSY_F32 ? 4 : 2;
 }
 
-double ck_lossy_maxabs(const void *p, size_t len, enum ck_lossy_dtype dt)
+/* The loops below run over every element of every chunk a lossy
+ * compaction codes, most of its CPU: each is written once for all dtypes
+ * (ELEM_LOOP) and compiled once per dtype, so that no load, store or
+ * rounding branches on the dtype per element. */
+#define ELEM_LOOP static inline __attribute__((always_inline))
+#define PER_DTYPE(dt, call) \
+	((dt) == CK_LOSSY_F32 ? call(CK_LOSSY_F32) : (dt) == CK_LOSSY_BF16 ? call(CK_LOSSY_BF16) : call(CK_LOSSY_F16))
+
+#ifdef __SSE2__
+/* binary32 elements, four at a time: the largest finite magnitude (the
+ * others masked to zero, so that no NaN meets the max). */
+static float maxabs_f32(const uint8_t *p, size_t n)
 {
-	size_t n = len / ck_lossy_dtype_size(dt);
+	const __m128i abs = _mm_set1_epi32(0x7fffffff), inf = _mm_set1_epi32(0x7f800000);
+	__m128 m0 = _mm_setzero_ps(), m1 = _mm_setzero_ps();
+	float m[4];
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m128i a = _mm_and_si128(_mm_loadu_si128((const void *)(p + 4 * i)), abs);
+		__m128i b = _mm_and_si128(_mm_loadu_si128((const void *)(p + 4 * i + 16)), abs);
+
+		m0 = _mm_max_ps(m0, _mm_castsi128_ps(_mm_and_si128(a, _mm_cmplt_epi32(a, inf))));
+		m1 = _mm_max_ps(m1, _mm_castsi128_ps(_mm_and_si128(b, _mm_cmplt_epi32(b, inf))));
+	}
+	_mm_storeu_ps(m, _mm_max_ps(m0, m1));
+	m[0] = fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3]));
+	for (; i < n; i++) {
+		float a = fabsf(ck_lossy_load(p, i, CK_LOSSY_F32));
+
+		if (a > m[0] && isfinite(a))
+			m[0] = a;
+	}
+	return m[0];
+}
+
+/* maxerr_dt for binary32, four at a time (the same double arithmetic). */
+static double maxerr_f32(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	const __m128i abs = _mm_set1_epi32(0x7fffffff), big = _mm_set1_epi32(0x7f7fffff);
+	const __m128d sign = _mm_set1_pd(-0.0);
+	__m128i odd = _mm_setzero_si128();
+	__m128d m = _mm_setzero_pd();
+	double two[2];
+	size_t i = 0;
+
+	for (; i + 4 <= n; i += 4) {
+		__m128i xi = _mm_loadu_si128((const void *)(a + 4 * i));
+		__m128i yi = _mm_loadu_si128((const void *)(b + 4 * i));
+		__m128 x = _mm_castsi128_ps(xi), y = _mm_castsi128_ps(yi);
+		__m128d lo = _mm_sub_pd(_mm_cvtps_pd(y), _mm_cvtps_pd(x));
+		__m128d hi = _mm_sub_pd(_mm_cvtps_pd(_mm_movehl_ps(y, y)), _mm_cvtps_pd(_mm_movehl_ps(x, x)));
+
+		odd = _mm_or_si128(odd, _mm_cmpgt_epi32(_mm_and_si128(xi, abs), big));
+		odd = _mm_or_si128(odd, _mm_cmpgt_epi32(_mm_and_si128(yi, abs), big));
+		m = _mm_max_pd(m, _mm_andnot_pd(sign, lo));
+		m = _mm_max_pd(m, _mm_andnot_pd(sign, hi));
+	}
+	if (_mm_movemask_epi8(odd))
+		return -1.0;
+	_mm_storeu_pd(two, m);
+	two[0] = two[0] > two[1] ? two[0] : two[1];
+	for (; i < n; i++) {
+		float x = ck_lossy_load(a, i, CK_LOSSY_F32), y = ck_lossy_load(b, i, CK_LOSSY_F32);
+		double e = fabs((double)y - (double)x);
+
+		if (!isfinite(x) || !isfinite(y))
+			return -1.0;
+		two[0] = e > two[0] ? e : two[0];
+	}
+	return two[0];
+}
+#endif
+
+ELEM_LOOP float maxabs_dt(const uint8_t *p, size_t n, enum ck_lossy_dtype dt)
+{
 	float m = 0.0f;
 
 	for (size_t i = 0; i < n; i++) {
@@ -52,12 +129,62 @@ double ck_lossy_maxabs(const void *p, size_t len, enum ck_lossy_dtype dt)
 	return m;
 }
 
+double ck_lossy_maxabs(const void *p, size_t len, enum ck_lossy_dtype dt)
+{
+	size_t n = len / ck_lossy_dtype_size(dt);
+
+#ifdef __SSE2__
+	if (dt == CK_LOSSY_F32)
+		return maxabs_f32(p, n);
+#endif
+#define MAXABS(DT) maxabs_dt(p, n, DT)
+	return PER_DTYPE(dt, MAXABS);
+#undef MAXABS
+}
+
+/* Whether no element is below zero (NaNs are not). */
+ELEM_LOOP int all_nonneg(const uint8_t *p, size_t n, enum ck_lossy_dtype dt)
+{
+	for (size_t i = 0; i < n; i++)
+		if (ck_lossy_load(p, i, dt) < 0.0f)
+			return 0;
+	return 1;
+}
+
+/* The largest |b - a| over elements finite in both, or -1 when an
+ * element is not finite in one of them (the caller compares those). */
+ELEM_LOOP double maxerr_dt(const uint8_t *a, const uint8_t *b, size_t n, enum ck_lossy_dtype dt)
+{
+	double m = 0.0;
+	int odd = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		float x = ck_lossy_load(a, i, dt), y = ck_lossy_load(b, i, dt);
+		double e = fabs((double)y - (double)x);
+
+		odd |= !isfinite(x) || !isfinite(y);
+		m = e > m ? e : m;
+	}
+	return odd ? -1.0 : m;
+}
+
 double ck_lossy_maxerr(const void *a, const void *b, size_t len, enum ck_lossy_dtype dt)
 {
 	unsigned es = ck_lossy_dtype_size(dt);
 	size_t n = len / es;
 	double m = 0.0;
 
+#define MAXERR(DT) maxerr_dt(a, b, n, DT)
+#ifdef __SSE2__
+	m = dt == CK_LOSSY_F32 ? maxerr_f32(a, b, n) : PER_DTYPE(dt, MAXERR);
+#else
+	m = PER_DTYPE(dt, MAXERR);
+#endif
+#undef MAXERR
+	if (m >= 0.0)
+		return m;
+	/* Rare: infinities or NaNs, which must be kept bit for bit. */
+	m = 0.0;
 	for (size_t i = 0; i < n; i++) {
 		float x = ck_lossy_load(a, i, dt), y = ck_lossy_load(b, i, dt);
 		double e;
@@ -91,16 +218,29 @@ struct enc {
 	const float *t;
 };
 
+/* lrintf(x) for |x| < 2^22 in the default rounding mode (to nearest,
+ * ties to even), inline: x + 1.5 * 2^23 has no bits below the units, so
+ * taking 1.5 * 2^23 away again leaves x rounded.  (lrintf is a libm call
+ * where it may have to set errno.) */
+static inline int32_t rint_small(float x)
+{
+#if FLT_EVAL_METHOD == 0
+	return (int32_t)((x + 0x1.8p23f) - 0x1.8p23f);
+#else
+	return (int32_t)lrintf(x);
+#endif
+}
+
 /* The code of element i (x finite, b its base) within the bound, its
  * decoded value in *y: 0, or -1 (escape it). */
-static int code_of(const struct enc *e, float x, float b, uint32_t *z, float *y)
+ELEM_LOOP int code_of(const struct enc *e, float x, float b, uint32_t *z, float *y, enum ck_lossy_dtype dt)
 {
 	float qf = (x - b) * e->inv;
 	int32_t q;
 
 	if (!(fabsf(qf) < 32767.0f))
 		return -1;
-	q = (int32_t)lrintf(qf);
+	q = rint_small(qf);
 	/* Code 0 first where it may do (the reference kept, or the offset
 	 * level of a non-negative chunk rather than zero), then the nearest
 	 * level and its neighbours (the rounding to the dtype may push the
@@ -114,8 +254,8 @@ static int code_of(const struct enc *e, float x, float b, uint32_t *z, float *y)
 		if (zz > 0xffff)
 			continue;
 		/* as the decoder: code 0 is the base itself */
-		ck_lossy_store(one, 0, e->dt, zz ? ck_lossy_recon(b, e->t[zz], e->nonneg) : b);
-		v = ck_lossy_load(one, 0, e->dt);
+		ck_lossy_store(one, 0, dt, zz ? ck_lossy_recon(b, e->t[zz], e->nonneg) : b);
+		v = ck_lossy_load(one, 0, dt);
 		if (e->nonneg && v < 0.0f)
 			continue;
 		if (fabs((double)v - (double)x) <= e->bound) {
@@ -125,6 +265,35 @@ static int code_of(const struct enc *e, float x, float b, uint32_t *z, float *y)
 		}
 	}
 	return -1;
+}
+
+/* Every element's code (2-byte little-endian in codes) and decoded value
+ * (in decoded), against the reference (delta) or the constant base; the
+ * elements no code fits are escaped: their indexes in esc (*nesc of
+ * them), code 0, the raw element in decoded.  *big: codes over one
+ * byte.  0, or -E2BIG when too many escape. */
+ELEM_LOOP int code_elems(const struct enc *e, int delta, uint8_t *codes, uint8_t *decoded, uint32_t *esc,
+			 size_t *nesc, size_t *big, enum ck_lossy_dtype dt)
+{
+	unsigned es = ck_lossy_dtype_size(dt);
+
+	for (size_t i = 0; i < e->n; i++) {
+		float x = ck_lossy_load(e->raw, i, dt), b = delta ? ck_lossy_load(e->ref, i, dt) : e->base, y;
+		uint32_t z = 0;
+
+		if (isfinite(x) && isfinite(b) && code_of(e, x, b, &z, &y, dt) == 0) {
+			ck_le_store2(codes + 2 * i, (uint16_t)z);
+			*big += z > 0xff;
+			ck_lossy_store(decoded, i, dt, y);
+			continue;
+		}
+		if (*nesc == ESC_MAX || *nesc >= e->n >> ESC_SHIFT)
+			return -E2BIG;
+		esc[(*nesc)++] = (uint32_t)i;
+		ck_le_store2(codes + 2 * i, 0);
+		memcpy(decoded + i * es, e->raw + i * es, es);
+	}
+	return 0;
 }
 
 /* Bits per code of a histogram of m samples (order-0 entropy), plus what
@@ -152,11 +321,11 @@ static int pick_delta(const struct enc *e, float quant_base)
 		if (!isfinite(x))
 			continue;
 		if (a < 128.0f)
-			hq[ck_lossy_zigzag((int32_t)lrintf((x - quant_base) * e->inv))]++;
+			hq[ck_lossy_zigzag(rint_small((x - quant_base) * e->inv))]++;
 		else
 			hq[256 + (a >= 32767.0f)]++, eq += a >= 32767.0f;
 		if (isfinite(r) && d < 128.0f)
-			hd[ck_lossy_zigzag((int32_t)lrintf((x - r) * e->inv))]++;
+			hd[ck_lossy_zigzag(rint_small((x - r) * e->inv))]++;
 		else
 			hd[256 + !(isfinite(r) && d < 32767.0f)]++, ed += !(isfinite(r) && d < 32767.0f);
 	}
@@ -181,7 +350,7 @@ int ck_lossy_encode(struct ck_chunk_ctx *ctx, const void *rawp, size_t len, enum
 	size_t n, nesc = 0, nesc2 = 0, big = 0, pos, cap = CK_CHUNK_MAX + CK_PLANES_OVERHEAD;
 	uint32_t *esc, *esc2, prev = 0;
 	double margin, maxerr;
-	int delta, nonneg = 1;
+	int delta, nonneg, rc;
 	struct ck_error why;
 
 	if ((unsigned)dt > CK_LOSSY_F16 || !(bound > 0) || !isfinite(bound))
@@ -199,8 +368,9 @@ int ck_lossy_encode(struct ck_chunk_ctx *ctx, const void *rawp, size_t len, enum
 	}
 	esc = ctx->esc;
 	esc2 = ctx->esc + ESC_MAX;
-	for (size_t i = 0; i < n && nonneg; i++)
-		nonneg = !(ck_lossy_load(raw, i, dt) < 0.0f);
+#define NONNEG(DT) all_nonneg(raw, n, DT)
+	nonneg = PER_DTYPE(dt, NONNEG);
+#undef NONNEG
 	/* The step leaves room for the rounding to the dtype of the largest
 	 * element, so that most codes pass at the first try. */
 	margin = bound - ck_lossy_maxabs(raw, len, dt) * rounding_of(dt);
@@ -220,22 +390,11 @@ int ck_lossy_encode(struct ck_chunk_ctx *ctx, const void *rawp, size_t len, enum
 		return -ENOMEM;
 	/* Codes as 2-byte little-endian integers in ctx->delta, for now. */
 	codes = ctx->delta;
-	for (size_t i = 0; i < n; i++) {
-		float x = ck_lossy_load(raw, i, dt), b = delta ? ck_lossy_load(ref, i, dt) : e.base, y;
-		uint32_t z = 0;
-
-		if (isfinite(x) && isfinite(b) && code_of(&e, x, b, &z, &y) == 0) {
-			ck_le_store2(codes + 2 * i, (uint16_t)z);
-			big += z > 0xff;
-			ck_lossy_store(decoded, i, dt, y);
-			continue;
-		}
-		if (nesc == ESC_MAX || nesc >= n >> ESC_SHIFT)
-			return -E2BIG;
-		esc[nesc++] = (uint32_t)i;
-		ck_le_store2(codes + 2 * i, 0);
-		memcpy(decoded + i * es, raw + i * es, es);
-	}
+#define CODE(DT) code_elems(&e, delta, codes, decoded, esc, &nesc, &big, DT)
+	rc = PER_DTYPE(dt, CODE);
+#undef CODE
+	if (rc)
+		return rc;
 	/* One-byte codes unless escaping the larger ones costs more than a
 	 * quarter of a bit an element. */
 	width = (double)big * (8.0 * es + 16) < (double)n / 4 && nesc + big <= ESC_MAX &&

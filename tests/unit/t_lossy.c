@@ -175,6 +175,53 @@ static void special_values(void)
 	}
 }
 
+/* ck_lossy_maxabs and ck_lossy_maxerr (four elements at a time where the
+ * machine has SSE2) against the definition, element by element: every
+ * length up to past two vectors' worth, so every tail is met, with
+ * infinities, NaNs, subnormals and -0 scattered in. */
+static void extremes(void)
+{
+	enum ck_lossy_dtype dts[] = { CK_LOSSY_F32, CK_LOSSY_BF16, CK_LOSSY_F16 };
+	const float odd[] = { NAN, INFINITY, -INFINITY, 1e-40f, -0.0f, 3e38f, -3e38f };
+
+	for (size_t k = 0; k < 3; k++) {
+		enum ck_lossy_dtype dt = dts[k];
+		uint8_t a[68 * 4], b[68 * 4];
+
+		for (int trial = 0; trial < 400; trial++) {
+			size_t n = (size_t)trial % 68;
+			double want_abs = 0, want_err = 0;
+
+			for (size_t i = 0; i < n; i++) {
+				double x = gauss();
+
+				put(a, i, dt, next() % 5 == 0 ? odd[next() % 7] : x);
+				put(b, i, dt, next() % 3 == 0 ? ck_lossy_load(a, i, dt) :
+					      next() % 6 == 0 ? odd[next() % 7] : x + gauss() * 0.01);
+			}
+			for (size_t i = 0; i < n; i++) {
+				float x = ck_lossy_load(a, i, dt), y = ck_lossy_load(b, i, dt);
+
+				if (isfinite(x) && fabsf(x) > want_abs)
+					want_abs = fabsf(x);
+				if (!isfinite(x) || !isfinite(y)) {
+					if (memcmp(a + i * ck_lossy_dtype_size(dt), b + i * ck_lossy_dtype_size(dt),
+						   ck_lossy_dtype_size(dt)) != 0)
+						want_err = INFINITY;
+				} else if (want_err < INFINITY && fabs((double)y - (double)x) > want_err) {
+					want_err = fabs((double)y - (double)x);
+				}
+			}
+			CHECK(ck_lossy_maxabs(a, n * ck_lossy_dtype_size(dt), dt) == want_abs,
+			      "dtype %d, %zu elements: max |x| %g, want %g", dt, n,
+			      ck_lossy_maxabs(a, n * ck_lossy_dtype_size(dt), dt), want_abs);
+			CHECK(ck_lossy_maxerr(a, b, n * ck_lossy_dtype_size(dt), dt) == want_err,
+			      "dtype %d, %zu elements: max error %g, want %g", dt, n,
+			      ck_lossy_maxerr(a, b, n * ck_lossy_dtype_size(dt), dt), want_err);
+		}
+	}
+}
+
 /* Arguments the encoder refuses, and bounds too tight to pay. */
 static void refusals(void)
 {
@@ -230,6 +277,7 @@ int main(void)
 	SETUP(ck_chunk_ctx_new(NULL, &ctx) == 0);
 	conversions();
 	refusals();
+	extremes();
 	special_values();
 	for (int nonneg = 0; nonneg < 2; nonneg++) {
 		chain(CK_LOSSY_F32, nonneg, 0.05);
