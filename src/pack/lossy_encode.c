@@ -50,72 +50,6 @@ unsigned ck_lossy_dtype_size(enum ck_lossy_dtype dt)
 #define PER_DTYPE(dt, call) \
 	((dt) == CK_LOSSY_F32 ? call(CK_LOSSY_F32) : (dt) == CK_LOSSY_BF16 ? call(CK_LOSSY_BF16) : call(CK_LOSSY_F16))
 
-#ifdef __SSE2__
-/* binary32 elements, four at a time: the largest finite magnitude (the
- * others masked to zero, so that no NaN meets the max). */
-static float maxabs_f32(const uint8_t *p, size_t n)
-{
-	const __m128i abs = _mm_set1_epi32(0x7fffffff), inf = _mm_set1_epi32(0x7f800000);
-	__m128 m0 = _mm_setzero_ps(), m1 = _mm_setzero_ps();
-	float m[4];
-	size_t i = 0;
-
-	for (; i + 8 <= n; i += 8) {
-		__m128i a = _mm_and_si128(_mm_loadu_si128((const void *)(p + 4 * i)), abs);
-		__m128i b = _mm_and_si128(_mm_loadu_si128((const void *)(p + 4 * i + 16)), abs);
-
-		m0 = _mm_max_ps(m0, _mm_castsi128_ps(_mm_and_si128(a, _mm_cmplt_epi32(a, inf))));
-		m1 = _mm_max_ps(m1, _mm_castsi128_ps(_mm_and_si128(b, _mm_cmplt_epi32(b, inf))));
-	}
-	_mm_storeu_ps(m, _mm_max_ps(m0, m1));
-	m[0] = fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3]));
-	for (; i < n; i++) {
-		float a = fabsf(ck_lossy_load(p, i, CK_LOSSY_F32));
-
-		if (a > m[0] && isfinite(a))
-			m[0] = a;
-	}
-	return m[0];
-}
-
-/* maxerr_dt for binary32, four at a time (the same double arithmetic). */
-static double maxerr_f32(const uint8_t *a, const uint8_t *b, size_t n)
-{
-	const __m128i abs = _mm_set1_epi32(0x7fffffff), big = _mm_set1_epi32(0x7f7fffff);
-	const __m128d sign = _mm_set1_pd(-0.0);
-	__m128i odd = _mm_setzero_si128();
-	__m128d m = _mm_setzero_pd();
-	double two[2];
-	size_t i = 0;
-
-	for (; i + 4 <= n; i += 4) {
-		__m128i xi = _mm_loadu_si128((const void *)(a + 4 * i));
-		__m128i yi = _mm_loadu_si128((const void *)(b + 4 * i));
-		__m128 x = _mm_castsi128_ps(xi), y = _mm_castsi128_ps(yi);
-		__m128d lo = _mm_sub_pd(_mm_cvtps_pd(y), _mm_cvtps_pd(x));
-		__m128d hi = _mm_sub_pd(_mm_cvtps_pd(_mm_movehl_ps(y, y)), _mm_cvtps_pd(_mm_movehl_ps(x, x)));
-
-		odd = _mm_or_si128(odd, _mm_cmpgt_epi32(_mm_and_si128(xi, abs), big));
-		odd = _mm_or_si128(odd, _mm_cmpgt_epi32(_mm_and_si128(yi, abs), big));
-		m = _mm_max_pd(m, _mm_andnot_pd(sign, lo));
-		m = _mm_max_pd(m, _mm_andnot_pd(sign, hi));
-	}
-	if (_mm_movemask_epi8(odd))
-		return -1.0;
-	_mm_storeu_pd(two, m);
-	two[0] = two[0] > two[1] ? two[0] : two[1];
-	for (; i < n; i++) {
-		float x = ck_lossy_load(a, i, CK_LOSSY_F32), y = ck_lossy_load(b, i, CK_LOSSY_F32);
-		double e = fabs((double)y - (double)x);
-
-		if (!isfinite(x) || !isfinite(y))
-			return -1.0;
-		two[0] = e > two[0] ? e : two[0];
-	}
-	return two[0];
-}
-#endif
-
 ELEM_LOOP float maxabs_dt(const uint8_t *p, size_t n, enum ck_lossy_dtype dt)
 {
 	float m = 0.0f;
@@ -127,19 +61,6 @@ ELEM_LOOP float maxabs_dt(const uint8_t *p, size_t n, enum ck_lossy_dtype dt)
 			m = a;
 	}
 	return m;
-}
-
-double ck_lossy_maxabs(const void *p, size_t len, enum ck_lossy_dtype dt)
-{
-	size_t n = len / ck_lossy_dtype_size(dt);
-
-#ifdef __SSE2__
-	if (dt == CK_LOSSY_F32)
-		return maxabs_f32(p, n);
-#endif
-#define MAXABS(DT) maxabs_dt(p, n, DT)
-	return PER_DTYPE(dt, MAXABS);
-#undef MAXABS
 }
 
 /* Whether no element is below zero (NaNs are not). */
@@ -168,11 +89,76 @@ ELEM_LOOP double maxerr_dt(const uint8_t *a, const uint8_t *b, size_t n, enum ck
 	return odd ? -1.0 : m;
 }
 
+#ifdef __SSE2__
+/* binary32 elements, four at a time: the largest finite magnitude (the
+ * others masked to zero, so that no NaN meets the max). */
+static float maxabs_f32(const uint8_t *p, size_t n)
+{
+	const __m128i abs = _mm_set1_epi32(0x7fffffff), inf = _mm_set1_epi32(0x7f800000);
+	__m128 m0 = _mm_setzero_ps(), m1 = _mm_setzero_ps();
+	float m[4];
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		__m128i a = _mm_and_si128(_mm_loadu_si128((const void *)(p + 4 * i)), abs);
+		__m128i b = _mm_and_si128(_mm_loadu_si128((const void *)(p + 4 * i + 16)), abs);
+
+		m0 = _mm_max_ps(m0, _mm_castsi128_ps(_mm_and_si128(a, _mm_cmplt_epi32(a, inf))));
+		m1 = _mm_max_ps(m1, _mm_castsi128_ps(_mm_and_si128(b, _mm_cmplt_epi32(b, inf))));
+	}
+	_mm_storeu_ps(m, _mm_max_ps(m0, m1));
+	return fmaxf(fmaxf(fmaxf(m[0], m[1]), fmaxf(m[2], m[3])), maxabs_dt(p + 4 * i, n - i, CK_LOSSY_F32));
+}
+
+/* maxerr_dt for binary32, four at a time (the same double arithmetic). */
+static double maxerr_f32(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	const __m128i abs = _mm_set1_epi32(0x7fffffff), big = _mm_set1_epi32(0x7f7fffff);
+	const __m128d sign = _mm_set1_pd(-0.0);
+	__m128i odd = _mm_setzero_si128();
+	__m128d m = _mm_setzero_pd();
+	double two[2], tail;
+	size_t i = 0;
+
+	for (; i + 4 <= n; i += 4) {
+		__m128i xi = _mm_loadu_si128((const void *)(a + 4 * i));
+		__m128i yi = _mm_loadu_si128((const void *)(b + 4 * i));
+		__m128 x = _mm_castsi128_ps(xi), y = _mm_castsi128_ps(yi);
+		__m128d lo = _mm_sub_pd(_mm_cvtps_pd(y), _mm_cvtps_pd(x));
+		__m128d hi = _mm_sub_pd(_mm_cvtps_pd(_mm_movehl_ps(y, y)), _mm_cvtps_pd(_mm_movehl_ps(x, x)));
+
+		odd = _mm_or_si128(odd, _mm_cmpgt_epi32(_mm_and_si128(xi, abs), big));
+		odd = _mm_or_si128(odd, _mm_cmpgt_epi32(_mm_and_si128(yi, abs), big));
+		m = _mm_max_pd(m, _mm_andnot_pd(sign, lo));
+		m = _mm_max_pd(m, _mm_andnot_pd(sign, hi));
+	}
+	tail = maxerr_dt(a + 4 * i, b + 4 * i, n - i, CK_LOSSY_F32);
+	if (_mm_movemask_epi8(odd) || tail < 0)
+		return -1.0;
+	_mm_storeu_pd(two, m);
+	two[0] = two[0] > two[1] ? two[0] : two[1];
+	return two[0] > tail ? two[0] : tail;
+}
+#endif
+
+double ck_lossy_maxabs(const void *p, size_t len, enum ck_lossy_dtype dt)
+{
+	size_t n = len / ck_lossy_dtype_size(dt);
+
+#ifdef __SSE2__
+	if (dt == CK_LOSSY_F32)
+		return maxabs_f32(p, n);
+#endif
+#define MAXABS(DT) maxabs_dt(p, n, DT)
+	return PER_DTYPE(dt, MAXABS);
+#undef MAXABS
+}
+
 double ck_lossy_maxerr(const void *a, const void *b, size_t len, enum ck_lossy_dtype dt)
 {
 	unsigned es = ck_lossy_dtype_size(dt);
 	size_t n = len / es;
-	double m = 0.0;
+	double m;
 
 #define MAXERR(DT) maxerr_dt(a, b, n, DT)
 #ifdef __SSE2__
