@@ -110,21 +110,18 @@ def resident(path, want):
         expect(n == 0, "%s: %d pages in the page cache, expected none" % (path, n))
 
 
-def pin(fd, size, pages):
-    """Locks the given pages of fd's file in memory (mlock of a shared
-    mapping, which reads only cached pages), so that the kernel cannot
-    evict them while the daemon is stopped: a VM reclaiming cold pages
-    (DAMON) would otherwise turn a cached page into a read that waits for
-    the daemon.  Returns the mapping's (address, size) for unpin, or None
-    when locking is not allowed (the check then runs unpinned)."""
+def pin(path, pages):
+    """Locks the given pages of path in memory (mlock of a shared mapping,
+    which reads only cached pages), so that the kernel cannot evict them
+    while the daemon is stopped: a VM reclaiming cold pages (DAMON) would
+    otherwise turn a cached page into a read that waits for the daemon.
+    Returns the mapping (closing it unlocks them), or None when locking is
+    not allowed (the check then runs unpinned)."""
     libc = ctypes.CDLL(None, use_errno=True)
-    libc.mmap.restype = ctypes.c_void_p
-    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
-                          ctypes.c_long]
     libc.mlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    addr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-    if addr in (None, ctypes.c_void_p(-1).value):
-        return None
+    with open(path, "rb") as f:
+        m = mmap.mmap(f.fileno(), 0, flags=mmap.MAP_SHARED, prot=mmap.PROT_READ)
+    addr = mapping_address(path)
     runs = []
     for p in pages:
         if runs and runs[-1][1] == p:
@@ -133,16 +130,9 @@ def pin(fd, size, pages):
             runs.append([p, p + 1])
     for first, end in runs:
         if libc.mlock(ctypes.c_void_p(addr + first * PAGE), (end - first) * PAGE) != 0:
-            unpin((addr, size))
+            m.close()
             return None
-    return addr, size
-
-
-def unpin(m):
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
-    if m:
-        libc.munmap(ctypes.c_void_p(m[0]), m[1])   # unlocks too
+    return m
 
 
 def stopped(path, pid, ref):
@@ -151,7 +141,7 @@ def stopped(path, pid, ref):
     fd = os.open(path, os.O_RDONLY)     # the open needs the daemon
     vec, pages = residency(path)
     cached = [p for p in range(pages) if vec[p]]
-    pinned = pin(fd, os.fstat(fd).st_size, cached)
+    pinned = pin(path, cached)
     os.kill(pid, signal.SIGSTOP)
     try:
         child = os.fork()
@@ -175,7 +165,8 @@ def stopped(path, pid, ref):
         expect(os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, "%s: read failed" % path)
     finally:
         os.kill(pid, signal.SIGCONT)
-        unpin(pinned)
+        if pinned:
+            pinned.close()
         os.close(fd)
     got = mountcheck.read_all(out)
     os.unlink(out)
