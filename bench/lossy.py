@@ -8,8 +8,8 @@ Then, per series:
 
   - `ckptctl compact --dry-run --lossy B` for each bound: what each
     checkpoint the policy codes would take;
-  - `ckptctl compact --lossy B0 --keep-exact 2 --keep-raw 1` for real (B0,
-    --bound): its CPU time (lossy compaction throughput, MB of the
+  - `ckptctl compact --lossy B0 --keep-exact 2 --keep-raw 1 -k K` for real
+    (B0 --bound, K --anchor-interval): its CPU time (lossy compaction throughput, MB of the
     checkpoints coded per CPU-second), then the sizes: the lossy
     checkpoints against their raw bytes, and the whole store (packs and the
     raw newest) against all raw bytes;
@@ -71,21 +71,23 @@ def series_bytes(store, series):
 	return packs.tree_bytes(os.path.join(store, "data", series))
 
 
-def lossy_run(work, series, bounds, bound0, keep_exact):
+def lossy_run(work, series, bounds, bound0, keep_exact, anchor):
 	store = os.path.join(work, "store-" + series)
 	names = packs.checkpoints(store, series)
 	data = os.path.join(store, "data", series)
 	sizes = {n: packs.tree_bytes(os.path.join(data, n)) for n in names}
 	logical = sum(sizes.values())
-	row = {"series": series, "ckpts": len(names), "logical": logical, "dry": {}}
+	row = {"series": series, "ckpts": len(names), "logical": logical, "dry": {}, "anchor": anchor}
 	for b in bounds:
-		out = ctl("compact", store, "--dry-run", "--lossy", str(b), "--keep-exact", str(keep_exact))
+		out = ctl("compact", store, "--dry-run", "--lossy", str(b), "--keep-exact", str(keep_exact),
+			  "--anchor-interval", str(anchor))
 		row["dry"][b] = coded(out)
 	keep = os.path.join(work, "exact-" + series)
 	if series == "full" and not os.path.isdir(keep):
 		shutil.copytree(os.path.join(data, "step-00100"), os.path.join(keep, "step-00100"))
 	c0, t0 = cpu_children(), time.perf_counter()
-	out = ctl("compact", store, "--lossy", str(bound0), "--keep-exact", str(keep_exact), "--keep-raw", "1")
+	out = ctl("compact", store, "--lossy", str(bound0), "--keep-exact", str(keep_exact), "--keep-raw", "1",
+		  "--anchor-interval", str(anchor))
 	row["wall"], row["cpu"] = time.perf_counter() - t0, cpu_children() - c0
 	row["out"] = out
 	row["coded"] = coded(out)
@@ -123,8 +125,8 @@ def print_sizes(rows, bounds, bound0):
 			cells.append("%.1fx, %.2fx" % (lossy_logical / after, r["logical"] / (exact_part + after)))
 		print("| %g | %s |" % (b, " | ".join(cells)))
 	print()
-	print("| lossy compaction (`compact --lossy %g --keep-exact 2 --keep-raw 1`) | MB coded lossily | wall s | "
-	      "CPU s | MB per CPU-second | target |" % bound0)
+	print("| lossy compaction (`compact --lossy %g --keep-exact 2 --keep-raw 1 -k %d`) | MB coded lossily | wall s | "
+	      "CPU s | MB per CPU-second | target |" % (bound0, rows[0]["anchor"]))
 	print("|---|---|---|---|---|---|")
 	for r in rows:
 		print("| %s | %s | %.2f | %.2f | %.0f | >= 100 |" % (r["series"], mb(r["lossy_logical"]), r["wall"], r["cpu"],
@@ -216,6 +218,7 @@ def main():
 	ap.add_argument("--bound", type=float, default=0.05)
 	ap.add_argument("--bounds", default="0.01,0.02,0.05,0.1,0.2")
 	ap.add_argument("--keep-exact", type=int, default=2)
+	ap.add_argument("--anchor-interval", type=int, default=4, help="compact's -k: the longest chain")
 	ap.add_argument("--runs", type=int, default=5)
 	ap.add_argument("--resume-steps", type=int, default=200)
 	ap.add_argument("--loads-only", action="store_true",
@@ -235,7 +238,7 @@ def main():
 	rows = []
 	for s in SERIES:
 		log("lossy compaction of %s ..." % s)
-		rows.append(lossy_run(args.work, s, bounds, args.bound, args.keep_exact))
+		rows.append(lossy_run(args.work, s, bounds, args.bound, args.keep_exact, args.anchor_interval))
 		log("  " + rows[-1]["out"].strip().replace("\n", "\n  "))
 	print_sizes(rows, bounds, args.bound)
 	log("timing torch.load ...")

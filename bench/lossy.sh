@@ -1,7 +1,7 @@
 #!/bin/sh
 # The lossy tier on a real training run; see bench/lossy.py and docs/bench.md
 # ("The lossy tier").
-#   bench/lossy.sh [--steps 200] [--bound 0.05] [--bounds 0.01,...] [--runs 5] [--resume-steps 200] [--loads-only]
+#   bench/lossy.sh [--steps 200] [--bound 0.05] [--anchor-interval 4] [--bounds 0.01,...] [--runs 5] [--resume-steps 200] [--loads-only]
 # Trains bench/train_gpt.py with Debian's torch 1.13 on CPU through writable
 # mounts (several minutes on 2 cores), codes the full-save and LLMTailor
 # series lossily, times torch.load of lossy checkpoints through the mount and
