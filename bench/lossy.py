@@ -9,10 +9,10 @@ Then, per series:
   - `ckptctl compact --dry-run --lossy B` for each bound: what each
     checkpoint the policy codes would take;
   - `ckptctl compact --lossy B0 --keep-exact 2 --keep-raw 1 -k K` for real
-    (B0 --bound, K --anchor-interval): its CPU time (lossy compaction throughput, MB of the
-    checkpoints coded per CPU-second), then the sizes: the lossy
-    checkpoints against their raw bytes, and the whole store (packs and the
-    raw newest) against all raw bytes;
+    (B0 --bound, K --anchor-interval): its CPU time (lossy compaction
+    throughput, MB of the checkpoints coded per CPU-second), then the
+    sizes: the lossy checkpoints against their raw bytes, and the whole
+    store (packs and the raw newest) against all raw bytes;
   - full saves only: torch.load of model.pt + optimizer.pt of a lossy
     checkpoint through a fresh read-only mount against a plain copy, one
     load per fresh process, interleaved (as bench/packs.py times them);
