@@ -62,6 +62,8 @@ struct ck_lossy_policy {
 	double bound;           /* relative to each tensor's max |x|; 0 < bound <= 0.5 */
 	unsigned keep_newest;   /* the newest N live checkpoints stay exact; >= 1 */
 	uint64_t exact_every;   /* steps that are multiples of it stay exact; 0: none */
+	unsigned chain;         /* the longest chain of lossy residuals, 1..CK_PACK_MAX_CHAIN;
+	                         * 0: the compaction's anchor interval */
 };
 #define CK_LOSSY_KEEP_NEWEST_DEFAULT 2
 #define CK_LOSSY_MIN_ELEMS 4096

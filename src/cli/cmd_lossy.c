@@ -14,7 +14,7 @@
 
 struct lossy_args {
 	struct ck_lossy_policy p;
-	int keep_set, every_set;
+	int keep_set, every_set, chain_set;
 };
 
 static int parse_count(const char *arg, unsigned long max, unsigned long *out)
@@ -48,6 +48,14 @@ static int on_opt(void *ctx, int c, const char *arg)
 		a->p.exact_every = v;
 		a->every_set = 1;
 		return 0;
+	case 'c':
+		if (parse_count(arg, 64, &v) < 0 || v == 0) {
+			cli_error("--chain: expected 1..64, not '%s'", arg);
+			return CK_EXIT_USAGE;
+		}
+		a->p.chain = (unsigned)v;
+		a->chain_set = 1;
+		return 0;
 	}
 	return CK_EXIT_USAGE;
 }
@@ -57,6 +65,8 @@ static void show(const char *series, const struct ck_lossy_policy *p)
 	printf("%s: lossy within %g x max|x| per tensor; exact: the newest %u", series, p->bound, p->keep_newest);
 	if (p->exact_every)
 		printf(", steps that are multiples of %" PRIu64, p->exact_every);
+	if (p->chain)
+		printf("; chains of up to %u residuals", p->chain);
 	putchar('\n');
 }
 
@@ -65,6 +75,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	static const struct option opts[] = {
 		{ "keep-exact", required_argument, NULL, 'E' },
 		{ "exact-every", required_argument, NULL, 'e' },
+		{ "chain", required_argument, NULL, 'c' },
 		{ 0, 0, 0, 0 },
 	};
 	struct lossy_args a = { .p = { .keep_newest = CK_LOSSY_KEEP_NEWEST_DEFAULT } };
@@ -84,8 +95,8 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 	store = argv[optind];
 	series = nargs > 1 ? argv[optind + 1] : NULL;
 	what = nargs > 2 ? argv[optind + 2] : NULL;
-	if ((a.keep_set || a.every_set) && (!what || strcmp(what, "off") == 0))
-		return cli_usage_error(cmd, "--keep-exact and --exact-every go with a BOUND");
+	if ((a.keep_set || a.every_set || a.chain_set) && (!what || strcmp(what, "off") == 0))
+		return cli_usage_error(cmd, "--keep-exact, --exact-every and --chain go with a BOUND");
 	if (what && strcmp(what, "off") != 0 && cli_parse_bound(what, &a.p.bound) < 0)
 		return cli_usage_error(cmd, "BOUND: expected a number over 0 and at most %g, or off, not '%s'",
 				       CK_LOSSY_BOUND_MAX, what);
@@ -123,7 +134,7 @@ static int run(const struct cli_cmd *cmd, int argc, char **argv)
 
 const struct cli_cmd cli_cmd_lossy = {
 	.name = "lossy",
-	.args = "STORE [SERIES [BOUND|off] [--keep-exact N] [--exact-every K]]",
+	.args = "STORE [SERIES [BOUND|off] [--keep-exact N] [--exact-every K] [--chain C]]",
 	.summary = "show or record the series' lossy policies (opt-in, for compaction)",
 	.help = "Without SERIES, lists the lossy policies recorded in STORE/lossy.conf; with\n"
 		"SERIES alone, that series' policy.  With a BOUND, records that every later\n"
@@ -138,6 +149,11 @@ const struct cli_cmd cli_cmd_lossy = {
 		"\n"
 		"  --keep-exact N     the newest N checkpoints stay exact (default 2, at least 1)\n"
 		"  --exact-every K    checkpoints whose step is a multiple of K stay exact\n"
+		"  --chain C          at most C residuals between a lossy version and a\n"
+		"                     self-contained one (1..64; default: compact's\n"
+		"                     --anchor-interval, 4 in the mount's background\n"
+		"                     compaction): longer chains are smaller, and slower\n"
+		"                     to read\n"
 		"\n"
 		"Exit status: 0 done, 1 error.\n",
 	.run = run,

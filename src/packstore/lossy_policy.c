@@ -11,12 +11,14 @@
 
 #include "ckptfs/fileio.h"
 #include "ckptfs/packstore.h"
+#include "store/chunk_table.h"
 #include "store/index.h"
 #include "store/manifest.h"
 
 #define CONF_MAX_BYTES (1u << 20)
 #define KEEP_NEWEST_MAX 1000000u
-#define HEADER "# ckptfs lossy policies (ckptctl lossy): bound, newest kept exact, steps kept exact, series\n"
+#define HEADER "# ckptfs lossy policies (ckptctl lossy): bound, newest kept exact, steps kept exact, " \
+	"[longest chain,] series\n"
 
 int ck_lossy_policy_check(const struct ck_lossy_policy *p, struct ck_error *err)
 {
@@ -25,6 +27,8 @@ int ck_lossy_policy_check(const struct ck_lossy_policy *p, struct ck_error *err)
 	if (p->keep_newest < 1 || p->keep_newest > KEEP_NEWEST_MAX)
 		return ck_fail(err, EINVAL, "keep-newest %u: must be 1 to %u (the newest checkpoint stays exact)",
 			       p->keep_newest, KEEP_NEWEST_MAX);
+	if (p->chain > CK_PACK_MAX_CHAIN)
+		return ck_fail(err, EINVAL, "chain %u: at most %d", p->chain, CK_PACK_MAX_CHAIN);
 	return 0;
 }
 
@@ -68,7 +72,7 @@ static int field(const char **p, const char *eol, const char *key, const char **
 	return 0;
 }
 
-/* One line: "bound=B keep-newest=N exact-every=K series=NAME". */
+/* One line: "bound=B keep-newest=N exact-every=K [chain=C ]series=NAME". */
 static int parse_line(const char *p, const char *eol, struct ck_lossy_policy_entry *e)
 {
 	const char *v, *ve;
@@ -89,6 +93,11 @@ static int parse_line(const char *p, const char *eol, struct ck_lossy_policy_ent
 	if (field(&p, eol, "exact-every", &v, &ve) || get_u64(v, ve, &u))
 		return -1;
 	e->p.exact_every = u;
+	if (field(&p, eol, "chain", &v, &ve) == 0) {
+		if (get_u64(v, ve, &u) || u == 0 || u > CK_PACK_MAX_CHAIN)
+			return -1;
+		e->p.chain = (unsigned)u;
+	}
 	if ((size_t)(eol - p) < 8 || memcmp(p, "series=", 7) != 0)
 		return -1;
 	p += 7;
@@ -126,7 +135,8 @@ int ck_lossy_policies_parse(const char *text, size_t len, struct ck_lossy_policy
 			free(e.series);
 			ck_lossy_policies_free(v, nv);
 			return ck_fail(err, EINVAL, "lossy.conf line %zu: not \"bound=B keep-newest=N exact-every=K "
-				       "series=NAME\" with 0 < B <= %g and N >= 1", line, CK_LOSSY_BOUND_MAX);
+				       "[chain=C ]series=NAME\" with 0 < B <= %g, N >= 1 and 1 <= C <= %d", line,
+				       CK_LOSSY_BOUND_MAX, CK_PACK_MAX_CHAIN);
 		}
 		for (size_t i = 0; i < nv; i++)
 			if (strcmp(v[i].series, e.series) == 0) {
@@ -215,9 +225,14 @@ static int store_conf(const char *store, struct ck_lossy_policy_entry *v, size_t
 	qsort(v, n, sizeof(*v), cmp_entry);
 	rc |= ck_buf_puts(&b, HEADER);
 	for (size_t i = 0; i < n && rc == 0; i++) {
-		snprintf(line, sizeof(line), "bound=%.17g keep-newest=%u exact-every=%" PRIu64 " series=", v[i].p.bound,
+		snprintf(line, sizeof(line), "bound=%.17g keep-newest=%u exact-every=%" PRIu64 " ", v[i].p.bound,
 			 v[i].p.keep_newest, v[i].p.exact_every);
 		rc |= ck_buf_puts(&b, line);
+		if (v[i].p.chain) {
+			snprintf(line, sizeof(line), "chain=%u ", v[i].p.chain);
+			rc |= ck_buf_puts(&b, line);
+		}
+		rc |= ck_buf_puts(&b, "series=");
 		rc |= ck_buf_puts(&b, v[i].series);
 		rc |= ck_buf_putc(&b, '\n');
 	}

@@ -3,9 +3,9 @@
  * float tensors coded lossily (include/ckptfs/lossy.h), oldest first, each
  * chunk a residual on the same chunk of the nearest older lossy version
  * (as it decodes, so errors never add up) or self-contained, whichever is
- * smaller, no chain longer than the anchor interval.  Everything else of
- * the file stays exact, but for the CRC-32s of the zip records whose
- * bytes changed.
+ * smaller, no chain longer than the policy's chain (else the anchor
+ * interval).  Everything else of the file stays exact, but for the CRC-32s
+ * of the zip records whose bytes changed.
  *
  * One checkpoint at a time, as a commit: records appended, the pack
  * fdatasynced, every lossy record read back from the pack and decoded to
@@ -260,7 +260,7 @@ static int lossy_chunk(struct compact *c, struct lossy *L, MDB_txn *txn, const s
 	int rc;
 
 	if (ck_compact_pick_ref(refs, lc, ck_chunk_hash(c->raw, lc->len), &refh) &&
-	    depth_of(c, L, txn, refh, &depth) == 0 && depth + 1 <= c->k &&
+	    depth_of(c, L, txn, refh, &depth) == 0 && depth + 1 <= (L->p->chain ? L->p->chain : c->k) &&
 	    (ck_chunk_cache_copy(c->recent, refh, c->dec.out, &ref_len) ||
 	     (c->w && ck_pack_flush(c->w) == 0 &&
 	      ck_chunk_resolve(txn, c->st, &c->fds, &c->dec, c->recent, 0, refh, c->dec.out, &ref_len, NULL, NULL) == 0)))

@@ -29,8 +29,9 @@ bound() { ck_py lossy_check.py bound "$plain/$1" "$2/run/$1" $B || fail "$1 thro
 exact() { ck_py lossy_check.py exact "$plain/$1" "$2/run/$1" || fail "$1 through $2: not exact"; }
 
 "$CKPTCTL" init "$store" >/dev/null
-"$CKPTCTL" lossy "$store" run $B --keep-exact 2 || fail "cannot record the policy"
-"$CKPTCTL" lossy "$store" run | grep -q "within $B x max|x|.*newest 2" || fail "the policy does not read back"
+"$CKPTCTL" lossy "$store" run $B --keep-exact 2 --chain 3 || fail "cannot record the policy"
+"$CKPTCTL" lossy "$store" run | grep -q "within $B x max|x|.*newest 2; chains of up to 3 residuals" ||
+	fail "the policy does not read back: $("$CKPTCTL" lossy "$store" run)"
 ck_py lossy_check.py train "$plain" 60 10
 
 ck_mount "$store" "$mnt" -o compact=0,refresh=1,nopassthrough

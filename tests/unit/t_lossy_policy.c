@@ -35,6 +35,25 @@ static void policies(void)
 	      q.exact_every == 0, "run's policy reads back");
 	CHECK(ck_lossy_policy_get(store, "other run", &q, &err) == 0 && q.bound == 0.01 && q.exact_every == 1000,
 	      "a series name with a blank");
+	CHECK(q.chain == 0, "a chain read back where none was set: %u", q.chain);
+	/* A chain is written only when set, so files without one stay as they were. */
+	p.chain = 8;
+	CHECK(ck_lossy_policy_set(st, "chained", &p, &err) == 0 && ck_lossy_policy_get(store, "chained", &q, &err) == 0 &&
+	      q.chain == 8 && q.exact_every == 1000, "a chain reads back: %u", q.chain);
+	SETUP((f = fopen(conf, "r")) != NULL);
+	{
+		char text[1024];
+		size_t len = fread(text, 1, sizeof(text) - 1, f);
+
+		text[len] = 0;
+		CHECK(strstr(text, "exact-every=1000 chain=8 series=chained\n") &&
+		      strstr(text, "exact-every=0 series=run\n"), "lossy.conf as written:\n%s", text);
+	}
+	fclose(f);
+	p.chain = 65;
+	CHECK(ck_lossy_policy_set(st, "chained", &p, &err) == -EINVAL, "a chain over 64 accepted");
+	p.chain = 0;
+	CHECK(ck_lossy_policy_set(st, "chained", NULL, &err) == 0, "removing the chained policy: %s", err.msg);
 	p.bound = 0.2;
 	CHECK(ck_lossy_policy_set(st, "run", &p, &err) == 0 && ck_lossy_policy_get(store, "run", &q, &err) == 0 &&
 	      q.bound == 0.2, "a policy replaced");
@@ -81,6 +100,13 @@ static void parse(void)
 		{ "bound=0.05 keep-newest=2 exact-every=0 series=..\n", 0 },
 		{ "bound=0.05 keep-newest=2 exact-every=0 series=r\nbound=0.1 keep-newest=3 exact-every=0 series=r\n", 0 },
 		{ "bound=0.05 keep-newest=2 exact-every=99999999999999999999 series=r\n", 0 },
+		{ "bound=0.05 keep-newest=2 exact-every=0 chain=8 series=r\n", 1 },
+		{ "bound=0.05 keep-newest=2 exact-every=0 chain=64 series=chain=2\n", 1 },
+		{ "bound=0.05 keep-newest=2 exact-every=0 chain=0 series=r\n", 0 },
+		{ "bound=0.05 keep-newest=2 exact-every=0 chain=65 series=r\n", 0 },
+		{ "bound=0.05 keep-newest=2 exact-every=0 chain=08 series=r\n", 0 },
+		{ "bound=0.05 keep-newest=2 chain=8 exact-every=0 series=r\n", 0 },
+		{ "bound=0.05 keep-newest=2 exact-every=0 chain= series=r\n", 0 },
 	};
 
 	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {

@@ -565,6 +565,32 @@ static void lossy_steps_not_kept(const char *tmp)
 	ck_store_close(st);
 }
 
+/* A policy's chain bounds its lossy residuals below the compaction's
+ * anchor interval (which lets them go K deep: lossy_steps_not_kept). */
+static void lossy_chain_of_policy(const char *tmp)
+{
+	struct ck_lossy_policy pol = { .bound = 0.05, .keep_newest = 2, .chain = 1 };
+	struct ck_compact_opts opts = { .anchor_k = K, .lossy = &pol };
+	struct ck_compact_stats s;
+	struct ck_error err = { { 0 } };
+	struct ck_store *st;
+	uint64_t file_id = 0, size = 0;
+	unsigned most;
+	char st4[600], path[600];
+	MDB_txn *txn;
+
+	pathf(st4, sizeof(st4), "%s/store-lossy-chain", tmp);
+	SETUP(ck_store_init(st4, &err) == 0);
+	SETUP(ck_store_open(st4, 0, &st, &err) == 0);
+	import(st, pathf(path, sizeof(path), "%s/run1", tmp), "run1");
+	CHECK(ck_store_compact(st, &opts, NULL, NULL, &s, &err) == 0, "lossy compaction, chain 1: %s", err.msg);
+	SETUP(mdb_txn_begin(st->env, NULL, MDB_RDONLY, &txn) == 0);
+	deepest_chunk(st, txn, "model.pt", 50, 1, &most, &file_id, &size);
+	CHECK(most == 1, "a policy of chain 1 left a lossy residual %u deep", most);
+	mdb_txn_abort(txn);
+	ck_store_close(st);
+}
+
 int main(void)
 {
 	struct ck_compact_opts opts = { .anchor_k = K };
@@ -666,6 +692,7 @@ int main(void)
 	late_packs(tmp);
 	incremental(tmp);
 	lossy_steps_not_kept(tmp);
+	lossy_chain_of_policy(tmp);
 
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmp);
 	run_command(cmd, NULL);
