@@ -111,6 +111,15 @@ def load_read(path):
 LOADERS = {"mmap": load_mmap, "read": load_read}
 
 
+def daemon_usage(pid):
+    """The daemon's bytes read from the disk and seconds of CPU so far."""
+    with open("/proc/%d/io" % pid) as f:
+        disk = next(int(l.split()[1]) for l in f if l.startswith("read_bytes:"))
+    with open("/proc/%d/stat" % pid) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return disk, (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def eval_loop(paths, loader):
     """Loads every checkpoint's weights as an eval harness would: seconds."""
     t = time.perf_counter()
@@ -150,7 +159,8 @@ def bench_loop(work, runs):
     view = [os.path.join(mnt, ".ckptfs", "weights", "full", ck, "model.safetensors") for ck in ckpts]
     copies = [os.path.join(plain, ck + ".safetensors") for ck in ckpts]
     size = sum(os.path.getsize(p) for p in copies)
-    res = {(l, k): [] for l in LOADERS for k in ("plain1", "plain2", "mnt1", "mnt2")}
+    res = {(l, k): [] for l in LOADERS for k in ("plain1", "plain2", "mnt1", "mnt2", "disk", "cpu")}
+    pidfile = mnt + ".pid"
     for r in range(runs):
         for name, loader in LOADERS.items():
             # The copies' passes and the mount's take turns going first:
@@ -164,9 +174,15 @@ def bench_loop(work, runs):
                     continue
                 evict(store)
                 evict(os.path.join(work, "train"))
-                mount(store, mnt)
+                mount(store, mnt, "pidfile=" + pidfile)
                 try:
+                    with open(pidfile) as f:
+                        pid = int(f.read().split()[0])
+                    before = daemon_usage(pid)
                     t1, n1 = eval_loop(view, loader)
+                    after = daemon_usage(pid)
+                    res[name, "disk"].append((after[0] - before[0]) / 1e6)
+                    res[name, "cpu"].append(after[1] - before[1])
                     t2, _ = eval_loop(view, loader)
                 finally:
                     umount(mnt)
@@ -185,6 +201,9 @@ def bench_loop(work, runs):
                 name, "first (cold)" if p == "1" else "second (warm)", m[name, "plain" + p],
                 size / 1e6 / m[name, "plain" + p], m[name, "mnt" + p], size / 1e6 / m[name, "mnt" + p],
                 m[name, "plain" + p] / m[name, "mnt" + p]))
+    print("\nThe daemon over a first pass (median): " + "; ".join(
+        "%s loader %.0f MB read from the disk, %.2f s of CPU" % (name, m[name, "disk"], m[name, "cpu"])
+        for name in LOADERS) + ".")
 
 
 def make_wide(work):

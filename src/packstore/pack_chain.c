@@ -63,6 +63,9 @@ int ck_pack_fds_get(struct ck_pack_fds *f, const char *store, uint32_t pack_id)
 			close(fd);
 			rc = -EIO;
 		} else {
+			/* Advice only: a refusal leaves the readahead as it was. */
+			if (f->random)
+				(void)posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
 			f->fd[pack_id] = fd;
 		}
 	}

@@ -125,6 +125,7 @@ int ck_packed_open(struct ck_store *st, uint64_t file_id, struct ck_chunk_cache 
 	pf->cache = cache;
 	pf->keep_steps = cache && pf->map.size <= ck_chunk_cache_bound(cache) / KEEP_STEPS_SHARE;
 	ck_pack_fds_init(&pf->fds);
+	pf->fds.random = 1;
 	pthread_mutex_init(&pf->lock, NULL);
 	pthread_cond_init(&pf->wake, NULL);
 	pthread_cond_init(&pf->done, NULL);

@@ -24,6 +24,12 @@ struct ck_pack_fds {
 	pthread_mutex_t lock;
 	int *fd;
 	size_t n;
+	/* Packs opened with POSIX_FADV_RANDOM (set before the first get):
+	 * for readers of one file's chunks, whose records lie between other
+	 * files' (a packed model.pt's chains run through the optimizer
+	 * records of each checkpoint they pass), which the kernel's readahead
+	 * would read too (docs/bench.md, eval_views). */
+	int random;
 	struct {
 		uint64_t file_id;
 		int fd;                 /* -1: free */
