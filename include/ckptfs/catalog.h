@@ -140,8 +140,14 @@ struct ck_cat_state {
 	char *layer;
 };
 
+/* ck_catalog_build flags. */
+#define CK_CAT_WEIGHTS 1u   /* the model weights and side files only (what weights/
+			     * serves): the optimizer file is not parsed, so moments,
+			     * states and optim_file stay empty */
+
 struct ck_catalog {
 	struct ck_vckpt ckpt;       /* for a recipe: series NULL, name the recipe's */
+	unsigned flags;             /* as built: CK_CAT_WEIGHTS or 0 */
 	enum ck_cat_model model;
 	struct ck_cat_tensor *weights;  /* in state-dict order where a torch file gives it */
 	size_t nweights;
@@ -182,9 +188,9 @@ struct ck_catalog {
 
 /* Builds the catalog of checkpoint node ckpt (ck_view_checkpoint must know
  * it).  Composites it needs are built on the way.  A file the view cannot
- * serve leaves its tensors out (logged).  0, -ENOENT (not a checkpoint),
- * -ENOMEM. */
-int ck_catalog_build(struct ck_view *v, const struct ck_vnode *ckpt, struct ck_catalog **out);
+ * serve leaves its tensors out (logged).  flags: 0 or CK_CAT_WEIGHTS.
+ * 0, -ENOENT (not a checkpoint), -ENOMEM. */
+int ck_catalog_build(struct ck_view *v, const struct ck_vnode *ckpt, unsigned flags, struct ck_catalog **out);
 void ck_catalog_free(struct ck_catalog *c);
 /* The weight or moment called name, or NULL. */
 const struct ck_cat_tensor *ck_catalog_find(const struct ck_catalog *c, const char *name);

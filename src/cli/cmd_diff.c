@@ -215,7 +215,7 @@ static int catalog_of(struct ck_view *v, const char *ref, struct ck_catalog **ou
 		cli_error("diff: %s: no such checkpoint in the store", ref);
 		return CK_EXIT_FAILURE;
 	}
-	rc = ck_catalog_build(v, n, out);
+	rc = ck_catalog_build(v, n, 0, out);
 	if (rc) {
 		cli_error("diff: %s: %s", ref, strerror(-rc));
 		return CK_EXIT_FAILURE;

@@ -41,7 +41,7 @@ static int cat_get(void *ctx, const struct ck_vnode *ckpt, struct ck_catalog **o
 	if (!nc)
 		return -ENOMEM;
 	cc->cat = nc;
-	rc = ck_catalog_build(cc->v, ckpt, out);
+	rc = ck_catalog_build(cc->v, ckpt, 0, out);
 	if (rc)
 		return rc;
 	cc->node[cc->n] = ckpt;

@@ -1418,7 +1418,7 @@ int ck_block_rename(const char *name, long from, long to, char *out, size_t size
 	return -ENOENT;
 }
 
-int ck_catalog_build(struct ck_view *v, const struct ck_vnode *ckpt, struct ck_catalog **out)
+int ck_catalog_build(struct ck_view *v, const struct ck_vnode *ckpt, unsigned flags, struct ck_catalog **out)
 {
 	struct builder b = { v, NULL, ck_view_layer_rules(v), 0 };
 	int rc;
@@ -1426,6 +1426,7 @@ int ck_catalog_build(struct ck_view *v, const struct ck_vnode *ckpt, struct ck_c
 	b.cat = calloc(1, sizeof(*b.cat));
 	if (!b.cat)
 		return -ENOMEM;
+	b.cat->flags = flags & CK_CAT_WEIGHTS;
 	rc = ck_view_checkpoint(v, ckpt, &b.cat->ckpt);
 	if (!rc)
 		rc = b.cat->ckpt.is_file ? add_file(&b, "", ckpt) : collect_files(&b, ckpt);
@@ -1433,7 +1434,9 @@ int ck_catalog_build(struct ck_view *v, const struct ck_vnode *ckpt, struct ck_c
 		rc = load_weights(&b);
 	if (!rc && b.cat->model == CK_CAT_MODEL_NONE)
 		rc = load_dcp(&b);
-	if (!rc && !b.cat->dcp_save)
+	/* An eval box walking weights/ through a series would otherwise
+	 * parse every optimizer pickle it never reads. */
+	if (!rc && !b.cat->dcp_save && !(flags & CK_CAT_WEIGHTS))
 		rc = load_optimizer(&b);
 	if (!rc)
 		rc = load_side_files(&b);

@@ -236,9 +236,11 @@ struct ck_ctl {
 	struct recipe_cache *recipes;
 };
 
-/* The catalog of a checkpoint node, built once (under build_lock).  It
- * lives as long as the control directory.  0 or -errno. */
-int ctl_catalog(struct ck_ctl *c, const struct ck_vnode *ckpt, struct ck_catalog **out);
+/* The catalog of a checkpoint node, built once (under build_lock) for
+ * each flags of ck_catalog_build: with CK_CAT_WEIGHTS, a whole catalog
+ * built already serves too.  It lives as long as the control directory.
+ * 0 or -errno. */
+int ctl_catalog(struct ck_ctl *c, const struct ck_vnode *ckpt, unsigned flags, struct ck_catalog **out);
 /* The tensor called path in composite file, from a cached index of the
  * file: 0 with *out, or -ENOENT. */
 int ctl_file_tensor(struct ck_ctl *c, const struct ck_vnode *file, const char *path, const struct ck_cat_tensor **out);

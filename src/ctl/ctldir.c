@@ -502,14 +502,14 @@ void ck_ctl_close(struct ck_ctl *c)
 
 /* --- catalogs ---------------------------------------------------------------------- */
 
-int ctl_catalog(struct ck_ctl *c, const struct ck_vnode *ckpt, struct ck_catalog **out)
+int ctl_catalog(struct ck_ctl *c, const struct ck_vnode *ckpt, unsigned flags, struct ck_catalog **out)
 {
 	struct ck_catalog *cat = NULL;
 	int rc = 0;
 
 	pthread_mutex_lock(&c->build_lock);
 	for (size_t i = 0; i < c->ncats && !cat; i++)
-		if (c->cats[i]->ckpt.node == ckpt)
+		if (c->cats[i]->ckpt.node == ckpt && (c->cats[i]->flags & ~flags) == 0)
 			cat = c->cats[i];
 	if (!cat) {
 		if (c->ncats == c->capcats) {
@@ -521,7 +521,7 @@ int ctl_catalog(struct ck_ctl *c, const struct ck_vnode *ckpt, struct ck_catalog
 				c->cats = p;
 		}
 		if (!rc)
-			rc = ck_catalog_build(c->view, ckpt, &cat);
+			rc = ck_catalog_build(c->view, ckpt, flags, &cat);
 		if (!rc)
 			c->cats[c->ncats++] = cat;
 	}

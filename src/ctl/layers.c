@@ -311,7 +311,7 @@ static int layers_ckpt_list(struct ck_ctl *c, struct ctl_node *dir, struct ctl_s
 	const char **layers;
 	size_t n;
 	char name[1024];
-	int rc = ctl_catalog(c, dir->ptr, &cat);
+	int rc = ctl_catalog(c, dir->ptr, 0, &cat);
 
 	if (!rc)
 		rc = catalog_layers(cat, &layers, &n);
@@ -381,7 +381,7 @@ static int history_layer_list(struct ck_ctl *c, struct ctl_node *dir, struct ctl
 		const char **layers;
 		size_t nl, k;
 
-		if (ctl_catalog(c, ck[i].node, &cat))
+		if (ctl_catalog(c, ck[i].node, 0, &cat))
 			continue;   /* a checkpoint that cannot be read has none of its layers */
 		rc = catalog_layers(cat, &layers, &nl);
 		if (rc)
@@ -416,7 +416,7 @@ static int history_series_list(struct ck_ctl *c, struct ctl_node *dir, struct ct
 		const char **layers;
 		size_t nl;
 
-		if (ctl_catalog(c, ck[i].node, &cat))
+		if (ctl_catalog(c, ck[i].node, 0, &cat))
 			continue;
 		rc = catalog_layers(cat, &layers, &nl);
 		if (rc)

@@ -147,7 +147,7 @@ uint64_t ctl_recipes_stamp(struct ck_ctl *c, struct ctl_node *dir)
 
 static int cat_get(void *ctx, const struct ck_vnode *ckpt, struct ck_catalog **out)
 {
-	return ctl_catalog(ctx, ckpt, out);
+	return ctl_catalog(ctx, ckpt, 0, out);
 }
 
 /* The weights catalog of the output: the plan's tensors under their output

@@ -393,7 +393,7 @@ uint64_t ctl_namespace_stamp(struct ck_ctl *c, struct ctl_node *dir)
 static int ckpt_list(struct ck_ctl *c, struct ctl_node *dir, struct ctl_specs *out)
 {
 	struct ck_catalog *cat;
-	int rc = ctl_catalog(c, dir->ptr, &cat);
+	int rc = ctl_catalog(c, dir->ptr, CK_CAT_WEIGHTS, &cat);
 
 	if (rc) {
 		ck_err("%s/%s: no weights view: %s", dir->arg[0], dir->arg[1], strerror(-rc));
