@@ -6,6 +6,10 @@
  *   ctl_tool [-s SHARD_BYTES] STORE stat PATH    "dir" or "file SIZE"
  *   ctl_tool [-s SHARD_BYTES] STORE xattr PATH NAME
  *   ctl_tool [-s SHARD_BYTES] STORE copy PATH DIR  every file under PATH into DIR
+ *   ctl_tool STORE catalog SERIES/CKPT [weights]
+ *                                                "weights N moments N states N optimizer
+ *                                                yes|no" of the checkpoint's catalog, built
+ *                                                whole or (weights) as weights/ builds it
  * Exit status 0, or 1 with the error on stderr. */
 #include "config.h"
 
@@ -16,8 +20,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/catalog.h"
 #include "ckptfs/ctldir.h"
 #include "ckptfs/log.h"
+
+static int print_catalog(struct ck_view *v, const char *ref, const char *kind)
+{
+	const struct ck_vnode *n;
+	struct ck_catalog *cat;
+	int rc = ck_view_resolve(v, ref, &n);
+
+	if (!rc)
+		rc = ck_catalog_build(v, n, kind && !strcmp(kind, "weights") ? CK_CAT_WEIGHTS : 0, &cat);
+	if (rc)
+		return rc;
+	printf("weights %zu moments %zu states %zu optimizer %s\n", cat->nweights, cat->nmoments, cat->nstates,
+	       cat->optim_file ? "yes" : "no");
+	ck_catalog_free(cat);
+	return 0;
+}
 
 static int read_all(struct ck_vfile *f, FILE *out)
 {
@@ -99,7 +120,7 @@ int main(int argc, char **argv)
 		at = 3;
 	}
 	if (argc - at < 3) {
-		fprintf(stderr, "usage: ctl_tool [-s SHARD_BYTES] STORE ls|cat|stat|xattr|copy PATH [ARG]\n");
+		fprintf(stderr, "usage: ctl_tool [-s SHARD_BYTES] STORE ls|cat|stat|xattr|copy|catalog PATH [ARG]\n");
 		return 2;
 	}
 	rc = ck_view_open(argv[at], NULL, &v, &err);
@@ -108,9 +129,11 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	rc = ck_ctl_open(v, argv[at], &opts, &c);
-	if (!rc)
+	if (!rc && strcmp(argv[at + 1], "catalog"))
 		rc = ck_ctl_resolve(c, argv[at + 2], &ino);
-	if (!rc && !strcmp(argv[at + 1], "ls")) {
+	if (!rc && !strcmp(argv[at + 1], "catalog")) {
+		rc = print_catalog(v, argv[at + 2], argc - at > 3 ? argv[at + 3] : NULL);
+	} else if (!rc && !strcmp(argv[at + 1], "ls")) {
 		struct ck_ctl_dirent *d;
 		size_t n;
 

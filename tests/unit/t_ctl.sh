@@ -57,6 +57,18 @@ size=$("$tool" "$store" stat layers/run/checkpoint-30/layers.2.json)
 	fail "user.ckptfs.sources"
 set -- "$@" + sources "$tmp/src.json"
 
+# weights/ builds its catalogs without the optimizer state: the same
+# weights, no moments, optimizer.pt never parsed.
+whole=$("$tool" "$store" catalog run/checkpoint-20) || fail "ctl_tool catalog"
+only=$("$tool" "$store" catalog run/checkpoint-20 weights) || fail "ctl_tool catalog weights"
+case $whole in
+"weights "*" moments 0 "*) fail "the whole catalog of run/checkpoint-20 has no moments: $whole" ;;
+*" optimizer yes") ;;
+*) fail "the whole catalog of run/checkpoint-20 has no optimizer: $whole" ;;
+esac
+[ "$only" = "${whole%% moments*} moments 0 states 0 optimizer no" ] ||
+	fail "the weights catalog of run/checkpoint-20: $only (whole: $whole)"
+
 # ckptctl diff, within a series and across two
 i=0
 for pair in "run/checkpoint-10 run/checkpoint-30" "run/checkpoint-30 other/checkpoint-20" \
