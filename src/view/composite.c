@@ -572,31 +572,51 @@ static int pick_cmp(const void *a, const void *b)
 static int build_safetensors(struct ck_view *v, struct ck_vnode *n, struct phys_file **pfs, size_t np,
 			     struct ck_vfile *f)
 {
-	struct st_pick *picks = NULL, key;
+	struct st_pick *picks = NULL, *fresh = NULL, *merged = NULL, *swap, key;
 	struct st_tensor *out = NULL;
 	struct ck_buf hdr = CK_BUF_INIT;
 	struct ck_error err = { "" };
-	size_t npicks = 0, total = 0, nsorted;
+	size_t npicks = 0, total = 0;
 	int rc = 0;
 
 	for (size_t i = 0; i < np; i++)
 		total += pfs[i]->st.n;
 	picks = calloc(total + 1, sizeof(*picks));
-	if (!picks)
-		return -ENOMEM;
-	/* Newest first; a name already picked from a newer version is skipped. */
-	for (size_t i = 0; i < np; i++) {
-		nsorted = npicks;
-		qsort(picks, nsorted, sizeof(*picks), pick_cmp);
-		for (size_t j = 0; j < pfs[i]->st.n; j++) {
-			key.t = &pfs[i]->st.tensors[j];
-			if (nsorted && bsearch(&key, picks, nsorted, sizeof(*picks), pick_cmp))
-				continue;
-			picks[npicks].t = key.t;
-			picks[npicks++].pf = pfs[i];
-		}
+	fresh = calloc(total + 1, sizeof(*fresh));
+	merged = calloc(total + 1, sizeof(*merged));
+	if (!picks || !fresh || !merged) {
+		rc = -ENOMEM;
+		goto out;
 	}
-	qsort(picks, npicks, sizeof(*picks), pick_cmp);
+	/* Newest first; a name already picked from a newer version is skipped.
+	 * picks stays sorted by name, and each version's names come sorted
+	 * (st_by_name), so a version costs one pass over both: a long series
+	 * of full saves, whose older versions add nothing, costs the sum of
+	 * their sizes, not that times a sort per version. */
+	for (size_t i = 0; i < np; i++) {
+		const struct st_tensor *const *by = pfs[i]->st_by_name;
+		size_t nfresh = 0, a = 0, b = 0, m = 0;
+
+		for (size_t j = 0, at = 0; j < pfs[i]->st.n; j++) {
+			int c = 1;
+
+			while (at < npicks && (c = strcmp(picks[at].t->name, by[j]->name)) < 0)
+				at++;
+			if (at < npicks && c == 0)
+				continue;
+			fresh[nfresh].t = by[j];
+			fresh[nfresh++].pf = pfs[i];
+		}
+		if (!nfresh)
+			continue;
+		while (a < npicks || b < nfresh)
+			merged[m++] = b == nfresh || (a < npicks && strcmp(picks[a].t->name, fresh[b].t->name) < 0)
+					      ? picks[a++] : fresh[b++];
+		swap = picks;   /* the merged list becomes picks, and the old one scratch */
+		picks = merged;
+		merged = swap;
+		npicks = m;
+	}
 	if (npicks == pfs[0]->st.n && !v->opts.always_synthesize) {
 		/* Nothing older survived: serve the newest file as it is. */
 		rc = add_whole_file(f, pfs[0]);
@@ -641,6 +661,8 @@ out:
 	ck_buf_free(&hdr);
 	free(out);
 	free(picks);
+	free(fresh);
+	free(merged);
 	return rc;
 }
 

@@ -232,6 +232,11 @@ static int parse_torch(struct phys_file *pf, struct ck_error *err)
 	return 0;
 }
 
+static int st_name_cmp(const void *a, const void *b)
+{
+	return strcmp((*(const struct st_tensor *const *)a)->name, (*(const struct st_tensor *const *)b)->name);
+}
+
 static int parse_safetensors(struct phys_file *pf, struct ck_error *err)
 {
 	uint8_t prefix[8];
@@ -254,6 +259,14 @@ static int parse_safetensors(struct phys_file *pf, struct ck_error *err)
 	if (!rc)
 		rc = st_parse(hdr, n, pf->info.size, &pf->st, err);
 	free(hdr);
+	/* By name too: a composite merges its versions' names in one pass each. */
+	if (!rc && !(pf->st_by_name = malloc((pf->st.n + 1) * sizeof(*pf->st_by_name))))
+		rc = -ENOMEM;
+	if (!rc) {
+		for (size_t i = 0; i < pf->st.n; i++)
+			pf->st_by_name[i] = &pf->st.tensors[i];
+		qsort(pf->st_by_name, pf->st.n, sizeof(*pf->st_by_name), st_name_cmp);
+	}
 	return rc;
 }
 
@@ -521,6 +534,7 @@ void phys_free(struct phys_file *pf)
 	free(pf->ranges_by_key);
 	tz_archive_free(&pf->ar);
 	pk_doc_free(pf->doc);
+	free(pf->st_by_name);
 	st_file_free(&pf->st);
 	pthread_mutex_destroy(&pf->parse_lock);
 	free(pf);   /* pf->info's strings belong to the view's file lists */

@@ -44,6 +44,7 @@ struct phys_file {
 	struct tz_archive ar;
 	struct pk_doc *doc;
 	struct st_file st;
+	const struct st_tensor **st_by_name;   /* st.tensors sorted by name */
 	int parsed;                 /* 0 not yet, 1 ok, -errno failed */
 	int reclaimed;              /* a deleted checkpoint's file the index dropped: no version any more */
 	/* Packed (packed.c): once the index says so, every read goes
