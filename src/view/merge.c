@@ -91,15 +91,94 @@ struct merge_ctx {
 static int merge_node(struct merge_ctx *m, struct pk_node *older, struct pk_node *newer,
 		      int depth, struct pk_node **out);
 
+/* The attribute state of merge(older, newer) (OrderedDict BUILD, e.g. a
+ * state dict's _metadata) into *state; *changed set when it is not
+ * newer's.  The newer dict's type wins, and a plain dict has no
+ * attributes: a filtered save ({k: v for ...}) over a state_dict() drops
+ * _metadata, as Python's merge would. */
+static int merge_state(struct merge_ctx *m, struct pk_node *older, struct pk_node *newer, int depth,
+		       struct pk_node **state, int *changed)
+{
+	int rc;
+
+	*state = newer->state;
+	if (!newer->cls) {
+		*state = NULL;
+	} else if (older->state && newer->state) {
+		rc = merge_node(m, older->state, newer->state, depth + 1, state);
+		if (rc)
+			return rc;
+		if (*state != newer->state)
+			*changed = 1;
+	} else if (older->state) {
+		*state = older->state;
+		*changed = 1;
+	}
+	return 0;
+}
+
+/* Whether older and newer have equal keys in the same order. */
+static int same_keys(const struct pk_node *older, const struct pk_node *newer)
+{
+	if (older->n != newer->n)
+		return 0;
+	for (size_t e = 0; e < older->n / 2; e++)
+		if (!pk_key_equal(older->items[2 * e], newer->items[2 * e]))
+			return 0;
+	return 1;
+}
+
+/* merge_dicts for dicts with the same keys in the same order (a full
+ * save over a full save, which a series of them merges at every step):
+ * no key index, and newer itself unless a value or the state changes. */
+static int merge_same_keys(struct merge_ctx *m, struct pk_node *older, struct pk_node *newer, int depth,
+			   struct pk_node **out)
+{
+	size_t n = newer->n / 2;
+	struct pk_node **vals = malloc((n ? n : 1) * sizeof(*vals)), *state, *res;
+	int changed = 0, rc = 0;
+
+	if (!vals)
+		return -ENOMEM;
+	for (size_t e = 0; e < n && !rc; e++) {
+		rc = merge_node(m, older->items[2 * e + 1], newer->items[2 * e + 1], depth + 1, &vals[e]);
+		if (!rc && vals[e] != newer->items[2 * e + 1])
+			changed = 1;
+	}
+	if (!rc)
+		rc = merge_state(m, older, newer, depth, &state, &changed);
+	if (rc || !changed) {
+		*out = newer;
+		free(vals);
+		return rc;
+	}
+	res = pk_new(m->doc, PK_DICT);
+	if (!res)
+		rc = -ENOMEM;
+	for (size_t e = 0; e < n && !rc; e++)
+		if (!(rc = pk_append(m->doc, res, newer->items[2 * e])))
+			rc = pk_append(m->doc, res, vals[e]);
+	if (!rc) {
+		res->cls = newer->cls;
+		res->flags = newer->flags;
+		res->state = state;
+		*out = res;
+	}
+	free(vals);
+	return rc;
+}
+
 static int merge_dicts(struct merge_ctx *m, struct pk_node *older, struct pk_node *newer,
 		       int depth, struct pk_node **out)
 {
 	size_t nold = older->n / 2, nnew = newer->n / 2;
 	struct keyidx ix = { 0, NULL };
-	struct pk_node *res = NULL, *state = newer->state;
+	struct pk_node *res = NULL, *state;
 	unsigned char *taken = NULL;
 	int changed = 0, rc;
 
+	if (same_keys(older, newer))
+		return merge_same_keys(m, older, newer, depth, out);
 	rc = keyidx_build(&ix, newer);
 	if (rc)
 		return rc;
@@ -139,22 +218,9 @@ static int merge_dicts(struct merge_ctx *m, struct pk_node *older, struct pk_nod
 		    (rc = pk_append(m->doc, res, newer->items[2 * j + 1])))
 			goto out;
 	}
-	/* Attribute state (OrderedDict BUILD, e.g. a state dict's _metadata).
-	 * The newer dict's type wins, and a plain dict has no attributes: a
-	 * filtered save ({k: v for ...}) over a state_dict() drops _metadata,
-	 * as Python's merge would. */
-	if (!newer->cls) {
-		state = NULL;
-	} else if (older->state && newer->state) {
-		rc = merge_node(m, older->state, newer->state, depth + 1, &state);
-		if (rc)
-			goto out;
-		if (state != newer->state)
-			changed = 1;
-	} else if (older->state) {
-		state = older->state;
-		changed = 1;
-	}
+	rc = merge_state(m, older, newer, depth, &state, &changed);
+	if (rc)
+		goto out;
 	res->state = state;
 	/* Equal content in another key order still counts as a change: the
 	 * result must have {**older, **newer}'s order. */

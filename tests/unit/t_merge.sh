@@ -54,6 +54,13 @@ cases = [
      [sd(["a", "b", "c"], 1, OD([("", {"version": 1})])), {"b": (2, "b")}], "merged"),
     ("newest non-dict replaces older dict", [{"a": {"b": 1}}, {"a": 7}], "newest"),
     ("different key order is reordered like {**old, **new}", [{"a": 1, "b": 2}, {"b": 3, "a": 4}], "merged"),
+    ("same keys in the same order, a nested dict partial",
+     [{"a": {"x": 1, "y": 2}, "b": 1}, {"a": {"x": 3}, "b": 2}], "merged"),
+    ("same keys in the same order, _metadata merges",
+     [sd(["a", "b"], 1, OD([("", {"version": 1}), ("a", {"version": 2})])),
+      sd(["a", "b"], 2, OD([("b", {"version": 3})]))], "merged"),
+    ("same keys in the same order, a plain dict over a state dict is served as is",
+     [sd(["a", "b"], 1, OD([("", {"version": 1})])), {"a": (2, "a"), "b": (2, "b")}], "newest"),
 ]
 failures = 0
 for name, versions, expect_kind in cases:
