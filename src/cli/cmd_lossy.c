@@ -17,45 +17,45 @@ struct lossy_args {
 	int keep_set, every_set, chain_set;
 };
 
-static int parse_count(const char *arg, unsigned long max, unsigned long *out)
+/* arg as a count in [min, max] into *out, and *set; else the usage
+ * error "OPTION: expected WHAT, not 'arg'". */
+static int count_opt(const char *arg, unsigned long min, unsigned long max, const char *what,
+		     unsigned long *out, int *set)
 {
 	char *end;
 
 	errno = 0;
 	*out = strtoul(arg, &end, 10);
-	return errno || end == arg || *end || arg[0] == '-' || *out > max ? -1 : 0;
+	if (errno || end == arg || *end || arg[0] == '-' || *out < min || *out > max) {
+		cli_error("%s, not '%s'", what, arg);
+		return CK_EXIT_USAGE;
+	}
+	*set = 1;
+	return 0;
 }
 
 static int on_opt(void *ctx, int c, const char *arg)
 {
 	struct lossy_args *a = ctx;
 	unsigned long v;
+	int rc;
 
 	switch (c) {
 	case 'E':
-		if (parse_count(arg, 1000000, &v) < 0 || v == 0) {
-			cli_error("--keep-exact: expected a count of at least 1, not '%s'", arg);
-			return CK_EXIT_USAGE;
-		}
-		a->p.keep_newest = (unsigned)v;
-		a->keep_set = 1;
-		return 0;
+		rc = count_opt(arg, 1, 1000000, "--keep-exact: expected a count of at least 1", &v, &a->keep_set);
+		if (!rc)
+			a->p.keep_newest = (unsigned)v;
+		return rc;
 	case 'e':
-		if (parse_count(arg, ULONG_MAX, &v) < 0) {
-			cli_error("--exact-every: expected a step count, not '%s'", arg);
-			return CK_EXIT_USAGE;
-		}
-		a->p.exact_every = v;
-		a->every_set = 1;
-		return 0;
+		rc = count_opt(arg, 0, ULONG_MAX, "--exact-every: expected a step count", &v, &a->every_set);
+		if (!rc)
+			a->p.exact_every = v;
+		return rc;
 	case 'c':
-		if (parse_count(arg, 64, &v) < 0 || v == 0) {
-			cli_error("--chain: expected 1..64, not '%s'", arg);
-			return CK_EXIT_USAGE;
-		}
-		a->p.chain = (unsigned)v;
-		a->chain_set = 1;
-		return 0;
+		rc = count_opt(arg, 1, 64, "--chain: expected 1..64", &v, &a->chain_set);
+		if (!rc)
+			a->p.chain = (unsigned)v;
+		return rc;
 	}
 	return CK_EXIT_USAGE;
 }
