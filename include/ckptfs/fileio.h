@@ -56,6 +56,14 @@ int ck_mkdir_durable(const char *path);
  * process): callers serialise them (the store's commit lock does). */
 int ck_file_replace(const char *path, const void *data, size_t len, struct ck_error *err);
 
+/* A descriptor (O_PATH, close-on-exec) of the directory rel names below the
+ * directory root (a descriptor), reached without following any symbolic
+ * link and whatever rel's length: a path longer than PATH_MAX is walked in
+ * pieces.  rel is relative, '/'-separated, without "." or ".." components;
+ * "" is root itself.  The descriptor (>= 0) or -errno: -ENOTDIR or -ELOOP
+ * when a component is not a directory or is a symbolic link. */
+int ck_open_dir_beneath(int root, const char *rel);
+
 /* "a/b" (a copy of the other when a or b is empty), allocated; NULL when
  * out of memory. */
 char *ck_path_join(const char *a, const char *b);

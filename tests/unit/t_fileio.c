@@ -154,6 +154,47 @@ static void join(void)
 	free(r);
 }
 
+/* ck_open_dir_beneath: paths longer than PATH_MAX, never through a link. */
+static void beneath(void)
+{
+	char name[256], rel[8192] = "";
+	int rootfd = open(root, O_PATH | O_DIRECTORY), fd, cur;
+	struct stat a, b;
+
+	SETUP(rootfd >= 0);
+	memset(name, 'x', 250);
+	name[250] = '\0';
+	cur = dup(rootfd);
+	for (int i = 0; i < 24; i++) {
+		int next;
+
+		SETUP(mkdirat(cur, name, 0755) == 0);
+		next = openat(cur, name, O_PATH | O_DIRECTORY);
+		SETUP(next >= 0);
+		close(cur);
+		cur = next;
+		strcat(rel, i ? "/" : "");
+		strcat(rel, name);
+	}
+	fd = ck_open_dir_beneath(rootfd, rel);
+	CHECK(fd >= 0 && fstat(fd, &a) == 0 && fstat(cur, &b) == 0 && a.st_ino == b.st_ino,
+	      "a path of %zu bytes: %d", strlen(rel), fd);
+	if (fd >= 0)
+		close(fd);
+	close(cur);
+	fd = ck_open_dir_beneath(rootfd, "");
+	CHECK(fd >= 0 && fstat(fd, &a) == 0 && fstat(rootfd, &b) == 0 && a.st_ino == b.st_ino, "\"\" is root");
+	if (fd >= 0)
+		close(fd);
+	SETUP(symlinkat(".", rootfd, "dirlink") == 0);
+	fd = ck_open_dir_beneath(rootfd, "dirlink");
+	CHECK(fd == -ELOOP || fd == -ENOTDIR, "a link to a directory was followed: %d", fd);
+	fd = ck_open_dir_beneath(rootfd, "dirlink/made");
+	CHECK(fd == -ELOOP || fd == -ENOTDIR, "a link on the way was followed: %d", fd);
+	CHECK(ck_open_dir_beneath(rootfd, "nothing") == -ENOENT, "a missing directory");
+	close(rootfd);
+}
+
 int main(void)
 {
 	char cmd[600];
@@ -164,6 +205,7 @@ int main(void)
 	replace();
 	dirs();
 	join();
+	beneath();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", root);
 	if (system(cmd) != 0)
 		fprintf(stderr, "cannot remove %s\n", root);
