@@ -48,6 +48,13 @@ struct ck_ingest_prev {
  * -ENOMEM.  prev may be NULL. */
 int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_rules *rules,
 		   const struct ck_ingest_prev *prev, struct ck_ingest *out);
+/* Fills out for what lies at path when it is a symbolic link
+ * (CK_FILE_SYMLINK, its target recorded) or a directory (CK_FILE_DIR):
+ * what a checkpoint committed through a writable mount keeps of them.
+ * Their identity and owner are lstat's.  0 (anything else, or a link that
+ * cannot be read, is indexed as CK_FILE_BAD with info.error set) or
+ * -ENOMEM. */
+int ck_ingest_entry(const char *path, const char *relpath, struct ck_ingest *out);
 void ck_ingest_clear(struct ck_ingest *in);
 /* Tells an import report callback (may be NULL) how a file went: refused
  * with its reason, or indexed with its kind and tensor count. */

@@ -19,7 +19,10 @@ enum ck_file_kind {
 	CK_FILE_SAFETENSORS,
 	CK_FILE_SAFETENSORS_INDEX,/* *.safetensors.index.json: regenerated for composites */
 	CK_FILE_BAD,              /* looked like a checkpoint but failed to parse; error recorded, not served */
+	CK_FILE_SYMLINK,          /* a symbolic link committed through a writable mount: target recorded */
+	CK_FILE_DIR,              /* an empty directory committed through a writable mount */
 };
+#define CK_FILE_KIND_LAST CK_FILE_DIR
 
 struct ck_file_info {
 	uint64_t id;
@@ -31,6 +34,7 @@ struct ck_file_info {
 	int64_t mtime_ns;
 	uint32_t ntensors;
 	char *error;         /* CK_FILE_BAD: why */
+	char *target;        /* CK_FILE_SYMLINK: what the link holds */
 	int has_owner;       /* owner holds the file's at import (0: imported before owners
 				were recorded, docs/format.md) */
 	struct ck_owner owner;   /* uid, gid, permission bits */
@@ -61,7 +65,16 @@ void ck_file_info_free(struct ck_file_info *v, size_t n);
 void ck_storage_info_free(struct ck_storage_info *v, size_t n);
 void ck_tensor_info_free(struct ck_tensor_info *v, size_t n);
 
-/* "other", "torch", "safetensors", "safetensors-index", "bad". */
+/* Whether a file of this kind has bytes the store serves, packs and
+ * verifies (not a refused file, a symbolic link or an empty directory,
+ * which the index alone describes). */
+static inline int ck_file_kind_has_bytes(enum ck_file_kind kind)
+{
+	return kind != CK_FILE_BAD && kind != CK_FILE_SYMLINK && kind != CK_FILE_DIR;
+}
+
+/* "other", "torch", "safetensors", "safetensors-index", "bad", "symlink",
+ * "dir". */
 const char *ck_file_kind_name(enum ck_file_kind kind);
 
 /* The identity recorded for a file: (dev, ino, size, mtime).  On a shared

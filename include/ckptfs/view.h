@@ -49,7 +49,7 @@ struct ck_view_opts {
 
 struct ck_vattr {
 	uint64_t ino;
-	mode_t mode;        /* S_IFDIR or S_IFREG, and the permission bits (see below) */
+	mode_t mode;        /* S_IFDIR, S_IFREG or S_IFLNK, and the permission bits (see below) */
 	uint32_t uid, gid;
 	uint64_t size;
 	uint32_t nlink;
@@ -136,6 +136,10 @@ int ck_vnode_file_kind(const struct ck_vnode *n);
  * longer the imported one shows what the index recorded at import; a
  * directory that is gone shows as its parent does. */
 int ck_view_getattr(struct ck_view *v, const struct ck_vnode *n, struct ck_vattr *out);
+
+/* The target of symbolic link n (a checkpoint committed with one), valid
+ * while the view is: 0, or -EINVAL for a node that is no symbolic link. */
+int ck_view_readlink(struct ck_view *v, const struct ck_vnode *n, const char **target);
 
 /* Whether c may do mask (CK_MAY_READ, _WRITE, _EXEC) on n as a local
  * filesystem would decide on what n is made of: n's own owner and mode as

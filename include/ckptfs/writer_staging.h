@@ -2,11 +2,16 @@
  *
  * Directories being written live in STORE/staging/<series>/<dir>/; the
  * real files there are the truth.  This table gives them inode numbers
- * and remembers where each node is, named by (parent, name): a rename
- * moves one node and its subtree follows.  Inode numbers have
- * CK_STAGING_BIT set, so they never meet the view's, and are never reused
- * while the table lives (a forgotten number cannot come back as another
- * file).
+ * and remembers where each node is by its names (parent, name): one for a
+ * directory, one per hard link for a regular file, the first giving its
+ * path.  A rename moves one name and a directory's subtree follows.
+ * Inode numbers have CK_STAGING_BIT set, so they never meet the view's,
+ * and are never reused while the table lives (a forgotten number cannot
+ * come back as another file).  Nodes are reached with the *at system
+ * calls (ck_staging_at), below STORE/staging without following a symbolic
+ * link and whatever the length of their path; a file whose names are all
+ * gone while handles are still open is reached through one of them
+ * (ck_staging_held_fd), as a local filesystem serves an unlinked file.
  *
  * Three kinds of node:
  *   series node   STORE/staging/<series> itself: a series with no committed
@@ -37,6 +42,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
+#include <sys/stat.h>
 
 #include "ckptfs/perm.h"
 
@@ -64,17 +70,49 @@ void ck_staging_free(struct ck_staging *s);
 /* Finds or adds a node and counts one lookup: parent 0 with name NULL is
  * the series node of series; parent 0 with a name, the top node name of
  * series; otherwise child name of staged node parent (series ignored).
- * 0 and *ino, or -ENOMEM. */
+ * st (or NULL): what lstat says of the real entry now; a regular file
+ * with several links that the table knows under another name still
+ * leading to it gets this name too (the same node).  0 and *ino, or
+ * -ENOMEM. */
 int ck_staging_get(struct ck_staging *s, uint64_t parent, const char *series, const char *name,
-		   uint64_t *ino);
+		   const struct stat *st, uint64_t *ino);
 /* Drops nlookup lookups of ino.  A node with no lookup left is freed once
- * it has no name (removed or renamed over); a named one stays, as it may
- * be a parent.  Unknown numbers are ignored. */
+ * it has no name (removed or renamed over) and no handle; a named one
+ * stays, as it may be a parent.  Unknown numbers are ignored. */
 void ck_staging_forget(struct ck_staging *s, uint64_t ino, uint64_t nlookup);
 /* The real path of node ino, or of its child name (child NULL: the node
- * itself), allocated.  0, -ESTALE for a node removed or renamed away (or
- * unknown), -ENOMEM. */
+ * itself), allocated: for messages, for the commit rules that look at its
+ * first components, and for files the indexer parses.  It may be longer
+ * than a system call takes and may not be used for one (ck_staging_at).
+ * 0, -ESTALE for a node removed or renamed away (or unknown), -ENOMEM. */
 int ck_staging_path(struct ck_staging *s, uint64_t ino, const char *child, char **path);
+
+/* Where a node is, for the *at system calls: dir, a descriptor (O_PATH)
+ * of the directory that holds it, and name, its name there. */
+struct ck_staged_at {
+	int dir;
+	char *name;
+};
+/* *at of node ino (child NULL: by its first name) or of its child name:
+ * the directory reached from STORE/staging by names, never through a
+ * symbolic link (a component that became one gives -ELOOP or -ENOTDIR).
+ * Free with ck_staging_at_free.  0, -ESTALE for a node without a name (or
+ * below one), -ENOENT when STORE/staging is missing, -errno. */
+int ck_staging_at(struct ck_staging *s, uint64_t ino, const char *child, struct ck_staged_at *at);
+/* *at of STORE/staging/<series>/<name> (name NULL: STORE/staging/<series>). */
+int ck_staging_top_at(struct ck_staging *s, const char *series, const char *name, struct ck_staged_at *at);
+/* Closes and frees what ck_staging_*at filled (and only that); at may be
+ * freed twice. */
+void ck_staging_at_free(struct ck_staged_at *at);
+
+/* After an open of file node ino gave descriptor fd (its handle counted
+ * by ck_staging_open_begin): the node keeps a copy while any handle is
+ * open, so that it is still reached once its names are gone.  Directory
+ * handles (ck_staging_opendir) keep one the same way. */
+void ck_staging_hold(struct ck_staging *s, uint64_t ino, int fd);
+/* A new descriptor (the caller closes it) of the file of node ino kept by
+ * ck_staging_hold, or -ESTALE when no handle is open on it. */
+int ck_staging_held_fd(struct ck_staging *s, uint64_t ino);
 /* STORE/staging/<series>[/<name>] (name NULL: the series directory),
  * allocated; NULL when out of memory.  ck_staging_top_path(s, "", NULL)
  * is "STORE/staging/", the prefix of every staged path.  No lock taken. */
@@ -93,15 +131,24 @@ int ck_staging_top_of(struct ck_staging *s, uint64_t ino, char **series, char **
 int ck_staging_is_series_file(struct ck_staging *s, uint64_t ino);
 
 /* After a rename of (parent, name) to (newparent, newname) within series
- * (parent/newparent 0: top names of series): the node follows, and a node
- * that was at the destination is left without a name.  Out of memory, the
- * moved node loses its name (its next use gets -ESTALE). */
+ * (parent/newparent 0: top names of series): the name follows, and the
+ * node that was at the destination loses that name, or with exchange
+ * (RENAME_EXCHANGE) takes the source's; nothing changes when both are
+ * names of one file (rename(2) of a link over another does nothing).  Out
+ * of memory, a node loses its name (its next use gets -ESTALE). */
 void ck_staging_moved(struct ck_staging *s, uint64_t parent, const char *series, const char *name,
-		      uint64_t newparent, const char *newname);
+		      uint64_t newparent, const char *newname, int exchange);
+/* After link(2) made newname in staged directory newparent for file node
+ * ino: the node gets that name, and one more lookup (the kernel's new
+ * entry).  0, -ESTALE (unknown node), -ENOMEM. */
+int ck_staging_linked(struct ck_staging *s, uint64_t ino, uint64_t newparent, const char *newname);
+/* Whether staged nodes a and b are in the same top directory (one
+ * checkpoint being written). */
+int ck_staging_same_top(struct ck_staging *s, uint64_t a, uint64_t b);
 /* Whether top node name of series is in the table (with its name). */
 int ck_staging_known(struct ck_staging *s, const char *series, const char *name);
 /* After an unlink, rmdir or commit: the node at (parent, series, name), if
- * any, has no name any more. */
+ * any, loses that name. */
 void ck_staging_removed(struct ck_staging *s, uint64_t parent, const char *series, const char *name);
 
 /* Creates STORE/staging/<series>/<name> (name NULL: STORE/staging/<series>)
@@ -117,20 +164,17 @@ int ck_staging_mkdir(struct ck_staging *s, const char *series, const char *name,
  * (docs/design.md, "Owners and modes").  A process that is not root
  * keeps the owner (it could not give files away) and sets only the mode. */
 
-/* Gives the node just made at path (fd: open on it, or -1) the owner of
- * what c makes with mode (the umask applied) in a directory of owner
+/* Gives the node just made (through fd when >= 0, else at at) the owner
+ * of what c makes with mode (the umask applied) in a directory of owner
  * parent: c's uid, c's gid or parent's with setgid (ck_perm_new_owner).
  * 0 or -errno (the node stays as made). */
-int ck_staging_give(const char *path, int fd, const struct ck_owner *parent, const struct ck_cred *c, mode_t mode,
-		    int is_dir);
+int ck_staging_give(const struct ck_staged_at *at, int fd, const struct ck_owner *parent, const struct ck_cred *c,
+		    mode_t mode, int is_dir);
 /* Makes STORE/staging/<series> when it is missing, owned as o says (the
  * series directory the mount shows, which the commit's
  * STORE/data/<series> then copies; NULL: 0755, the process's).  0 or
  * -errno; 0 when it was there. */
 int ck_staging_series_dir(struct ck_staging *s, const char *series, const struct ck_owner *o);
-/* chown(2) of the node at path (fd, or -1) to uid and gid (-1: kept) for c,
- * under chown(2)'s rule (ck_perm_chown_ok): 0, -EPERM, or -errno. */
-int ck_staging_chown(const char *path, int fd, const struct ck_cred *c, uint32_t uid, uint32_t gid);
 /* Whether c may commit top directory name of series without renaming it
  * (the user.ckptfs.commit attribute): what renaming it inside its series
  * directory, of owner series_dir, would need (ck_perm_may_delete).  0,
@@ -179,10 +223,10 @@ int ck_staging_tops(struct ck_staging *s, const char *series, char ***names, siz
 
 /* ---- Directory handles ---- */
 
-/* Opens the real directory at path as a handle the table tracks, so that
- * one never closed by its user is closed by ck_staging_free.  0 or -errno
- * from opendir. */
-int ck_staging_opendir(struct ck_staging *s, const char *path, struct ck_staged_dir **out);
+/* Opens the real directory of node ino (ck_staging_at) as a handle the
+ * table tracks, so that one never closed by its user is closed by
+ * ck_staging_free.  0 or -errno. */
+int ck_staging_opendir(struct ck_staging *s, uint64_t ino, struct ck_staged_dir **out);
 /* The handle's stream, for readdir/seekdir by one thread at a time. */
 DIR *ck_staged_dir_stream(struct ck_staged_dir *d);
 void ck_staging_closedir(struct ck_staging *s, struct ck_staged_dir *d);

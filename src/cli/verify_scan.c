@@ -268,6 +268,8 @@ static int check_file(struct scan_file *sf)
 
 	if (f->kind == CK_FILE_BAD)
 		return add_bad(sf->r, sf->c, f);
+	if (!ck_file_kind_has_bytes(f->kind))
+		return 0;   /* a link or an empty directory: the index is all of it */
 	sf->r->files++;
 	if (ck_store_file_packed(sf->st, f->id) == 1)
 		return check_packed(sf);
@@ -304,7 +306,7 @@ int verify_count(struct ck_store *st, const struct ck_ckpt_info *ckpts, size_t n
 			struct ck_storage_info *s;
 			size_t ns;
 
-			if (f[j].kind == CK_FILE_BAD)
+			if (!ck_file_kind_has_bytes(f[j].kind))
 				continue;
 			rc = ck_store_list_storages(st, f[j].id, &s, &ns);
 			for (size_t k = 0; k < ns && rc == 0; k++)

@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -76,8 +77,8 @@ static int view_owner(struct ckfs *fs, const struct ck_vnode *n, struct ck_owner
 
 int ckfs_dir_owner(struct ckfs *fs, const struct ckfs_dir_ctx *c, struct ck_owner *o)
 {
+	struct ck_staged_at at = { -1, NULL };
 	struct stat st;
-	char *path = NULL;
 	int rc = 0;
 
 	if (c->kind == CKFS_DIR_ROOT)
@@ -87,13 +88,13 @@ int ckfs_dir_owner(struct ckfs *fs, const struct ckfs_dir_ctx *c, struct ck_owne
 	if (c->kind == CKFS_DIR_VIEW)
 		return -EROFS;
 	if (c->kind == CKFS_DIR_SERIES)
-		rc = (path = ck_staging_top_path(fs->staging, c->series, NULL)) ? 0 : -ENOMEM;
+		rc = ck_staging_top_at(fs->staging, c->series, NULL, &at);
 	else
-		rc = ck_staging_path(fs->staging, c->staged, NULL, &path);
-	if (rc == 0 && lstat(path, &st) < 0)
+		rc = ck_staging_at(fs->staging, c->staged, NULL, &at);
+	if (rc == 0 && fstatat(at.dir, at.name, &st, AT_SYMLINK_NOFOLLOW) < 0)
 		rc = -errno;
 	if (rc == 0)
 		ck_owner_from_stat(o, &st);
-	free(path);
+	ck_staging_at_free(&at);
 	return rc;
 }

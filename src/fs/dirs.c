@@ -5,7 +5,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ckptfs/writer_staging.h"
 #include "dirs.h"
 #include "nodes.h"
 
@@ -68,19 +67,18 @@ int ckfs_dir_in_view(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *
 	return c->view_dir && ck_view_lookup(fs->view, c->view_dir, name, &n) == 0;
 }
 
-int ckfs_child_path(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name, char **path)
+int ckfs_child_at(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name, struct ck_staged_at *at)
 {
+	at->dir = -1;
+	at->name = NULL;
 	switch (c->kind) {
 	case CKFS_DIR_ROOT:
-		*path = ck_staging_top_path(fs->staging, name, NULL);
-		break;
+		return ck_staging_top_at(fs->staging, name, NULL, at);
 	case CKFS_DIR_SERIES:
-		*path = ck_staging_top_path(fs->staging, c->series, name);
-		break;
+		return ck_staging_top_at(fs->staging, c->series, name, at);
 	case CKFS_DIR_STAGED:
-		return ck_staging_path(fs->staging, c->staged, name, path);
+		return ck_staging_at(fs->staging, c->staged, name, at);
 	default:
 		return -EROFS;
 	}
-	return *path ? 0 : -ENOMEM;
 }

@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "ckptfs/view.h"
+#include "ckptfs/writer_staging.h"
 #include "lowlevel.h"
 #include "mount.h"
 
@@ -37,8 +38,8 @@ int ckfs_dir_ctx(struct ckfs *fs, fuse_ino_t ino, struct ckfs_dir_ctx *c);
 void ckfs_dir_ctx_free(struct ckfs_dir_ctx *c);
 /* Whether the view has name in the directory of c. */
 int ckfs_dir_in_view(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name);
-/* The real path of the child name of c (allocated): 0, -EROFS in the
- * view, -ESTALE, -ENOMEM. */
-int ckfs_child_path(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name, char **path);
+/* Where the child name of c is, for the *at system calls (free with
+ * ck_staging_at_free): 0, -EROFS in the view, -ESTALE, -errno. */
+int ckfs_child_at(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name, struct ck_staged_at *at);
 
 #endif

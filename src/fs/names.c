@@ -22,6 +22,7 @@
 #include "ckptfs/writer_rules.h"
 #include "ckptfs/log.h"
 #include "ckptfs/writer_staging.h"
+#include "ckptfs/writer_staged_ops.h"
 #include "creds.h"
 #include "delete.h"
 #include "dirs.h"
@@ -33,24 +34,22 @@
 static int staged_entry(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name,
 			struct fuse_entry_param *e)
 {
-	char *path;
+	struct ck_staged_at at;
 	uint64_t ino;
-	int rc = ckfs_child_path(fs, c, name, &path);
+	int rc = ckfs_child_at(fs, c, name, &at);
 
-	if (rc)
-		return rc;
 	memset(e, 0, sizeof(*e));
-	if (lstat(path, &e->attr) != 0)
+	if (rc == 0 && fstatat(at.dir, at.name, &e->attr, AT_SYMLINK_NOFOLLOW) != 0)
 		rc = -errno;
-	free(path);
+	ck_staging_at_free(&at);
 	if (rc)
 		return rc;
 	if (c->kind == CKFS_DIR_ROOT)
-		rc = ck_staging_get(fs->staging, 0, name, NULL, &ino);
+		rc = ck_staging_get(fs->staging, 0, name, NULL, &e->attr, &ino);
 	else if (c->kind == CKFS_DIR_SERIES)
-		rc = ck_staging_get(fs->staging, 0, c->series, name, &ino);
+		rc = ck_staging_get(fs->staging, 0, c->series, name, &e->attr, &ino);
 	else
-		rc = ck_staging_get(fs->staging, c->staged, NULL, name, &ino);
+		rc = ck_staging_get(fs->staging, c->staged, NULL, name, &e->attr, &ino);
 	if (rc)
 		return rc;
 	e->ino = ino;
@@ -115,7 +114,7 @@ void ckfs_rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	struct ckfs_dir_ctx c;
 	struct fuse_entry_param e;
 	struct ck_owner dir_owner;
-	char *path = NULL;
+	struct ck_staged_at at = { -1, NULL };
 	int rc = ckfs_dir_ctx(fs, parent, &c);
 
 	if (rc == 0 && ckfs_dir_in_view(fs, &c, name))
@@ -124,10 +123,9 @@ void ckfs_rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 		rc = -EBUSY;	/* being committed */
 	if (rc == 0)
 		rc = ckfs_dir_owner(fs, &c, &dir_owner);
-	if (rc == 0)
-		rc = ckfs_child_path(fs, &c, name, &path);
 	if (rc == 0 && c.kind == CKFS_DIR_STAGED) {
-		if (mkdir(path, mode) != 0)
+		rc = ckfs_child_at(fs, &c, name, &at);
+		if (rc == 0 && mkdirat(at.dir, at.name, mode) != 0)
 			rc = -errno;
 	} else if (rc == 0 && c.kind == CKFS_DIR_ROOT) {
 		rc = ck_staging_mkdir(fs->staging, name, NULL, mode);	/* a new series */
@@ -140,19 +138,21 @@ void ckfs_rw_mkdir(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t m
 	} else if (rc == 0) {
 		rc = -EROFS;
 	}
+	if (rc == 0 && at.dir < 0)
+		rc = ckfs_child_at(fs, &c, name, &at);
 	if (rc == 0) {
 		/* Made as root: whoever asked gets it, as a local mkdir gives it. */
 		struct ckfs_cred cred;
 		int given;
 
 		ckfs_cred_get(req, &cred);
-		given = ck_staging_give(path, -1, &dir_owner, &cred.c, mode, 1);
+		given = ck_staging_give(&at, -1, &dir_owner, &cred.c, mode, 1);
 		ckfs_cred_put(&cred);
 		if (given < 0)
-			ck_warn("%s: cannot give it to its creator: %s", path, strerror(-given));
+			ck_warn("%s: cannot give it to its creator: %s", name, strerror(-given));
 		rc = staged_entry(fs, &c, name, &e);
 	}
-	free(path);
+	ck_staging_at_free(&at);
 	ckfs_dir_ctx_free(&c);
 	if (rc)
 		fuse_reply_err(req, -rc);
@@ -164,7 +164,7 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int
 {
 	struct ckfs *fs = ckfs_of(req);
 	struct ckfs_dir_ctx c;
-	char *path = NULL;
+	struct ck_staged_at at = { -1, NULL };
 	int rc = ckfs_dir_ctx(fs, parent, &c);
 
 	if (rc == 0 && ckfs_dir_in_view(fs, &c, name)) {
@@ -178,8 +178,8 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int
 	if (rc == 0 && c.kind == CKFS_DIR_STAGED && ck_staging_busy(fs->staging, c.staged))
 		rc = -EBUSY;	/* being committed */
 	if (rc == 0)
-		rc = ckfs_child_path(fs, &c, name, &path);
-	if (rc == 0 && (is_dir ? rmdir(path) : unlink(path)) != 0)
+		rc = ckfs_child_at(fs, &c, name, &at);
+	if (rc == 0 && unlinkat(at.dir, at.name, is_dir ? AT_REMOVEDIR : 0) != 0)
 		rc = -errno;
 	if (rc == 0) {
 		if (c.kind == CKFS_DIR_ROOT)
@@ -189,7 +189,7 @@ static void remove_name(fuse_req_t req, fuse_ino_t parent, const char *name, int
 		else
 			ck_staging_removed(fs->staging, c.staged, NULL, name);
 	}
-	free(path);
+	ck_staging_at_free(&at);
 	ckfs_dir_ctx_free(&c);
 	fuse_reply_err(req, -rc);
 }
@@ -218,7 +218,8 @@ void ckfs_rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 {
 	struct ckfs *fs = ckfs_of(req);
 	struct ckfs_dir_ctx a, b;
-	char *from = NULL, *to = NULL;
+	struct ck_staged_at from = { -1, NULL }, to = { -1, NULL };
+	char *to_path = NULL;
 	int rc = ckfs_dir_ctx(fs, parent, &a);
 
 	if (rc) {
@@ -248,21 +249,166 @@ void ckfs_rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		goto out;
 	}
 	if (rc == 0)
-		rc = ckfs_child_path(fs, &a, name, &from);
+		rc = ckfs_child_at(fs, &a, name, &from);
 	if (rc == 0)
-		rc = ckfs_child_path(fs, &b, newname, &to);
-	if (rc == 0 && renameat2(AT_FDCWD, from, AT_FDCWD, to, flags) != 0)
+		rc = ckfs_child_at(fs, &b, newname, &to);
+	/* A file with other names stays in their checkpoint: each commit
+	 * takes its own files, never one another's. */
+	if (rc == 0 && a.kind == CKFS_DIR_STAGED && !ck_staging_same_top(fs->staging, a.staged, b.staged)) {
+		struct stat st;
+
+		if (fstatat(from.dir, from.name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+		    st.st_nlink > 1)
+			rc = -EXDEV;
+	}
+	if (rc == 0 && renameat2(from.dir, from.name, to.dir, to.name, flags) != 0)
 		rc = -errno;
 	if (rc == 0)
 		ck_staging_moved(fs->staging, a.kind == CKFS_DIR_STAGED ? a.staged : 0, a.series, name,
-				 b.kind == CKFS_DIR_STAGED ? b.staged : 0, newname);
+				 b.kind == CKFS_DIR_STAGED ? b.staged : 0, newname, (flags & RENAME_EXCHANGE) != 0);
+	if (rc == 0 && b.kind == CKFS_DIR_STAGED)
+		ck_staging_path(fs->staging, b.staged, newname, &to_path);
+	else if (rc == 0)
+		to_path = ck_staging_top_path(fs->staging, b.series, newname);
 	fuse_reply_err(req, -rc);
 	/* DCP's .metadata.tmp -> .metadata: the marker lands by rename. */
-	if (rc == 0 && to)
-		ck_writer_marker_check(fs->writer, to);
+	if (to_path)
+		ck_writer_marker_check(fs->writer, to_path);
 out:
-	free(from);
-	free(to);
+	ck_staging_at_free(&from);
+	ck_staging_at_free(&to);
+	free(to_path);
 	ckfs_dir_ctx_free(&a);
 	ckfs_dir_ctx_free(&b);
+}
+
+/* Where a new non-directory name may go: inside an in-progress directory
+ * (the caller checks the kind of node), or a series marker right in a
+ * series directory.  Elsewhere a checkpoint's files cannot be: EPERM
+ * (EROFS in a committed checkpoint, which is read-only).  0 or -errno,
+ * with at and the directory's owner. */
+static int new_name_at(struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name, int marker_ok,
+		       struct ck_staged_at *at, struct ck_owner *dir_owner)
+{
+	int rc = 0;
+
+	if (ckfs_dir_in_view(fs, c, name))
+		rc = -EEXIST;
+	else if (c->kind == CKFS_DIR_VIEW)
+		rc = -EROFS;
+	else if (c->kind == CKFS_DIR_STAGED)
+		rc = ck_staging_busy(fs->staging, c->staged) ? -EBUSY : 0;   /* being committed */
+	else if (!(marker_ok && c->kind == CKFS_DIR_SERIES && ck_rule_series_marker(name)))
+		rc = -EPERM;
+	if (rc == 0)
+		rc = ckfs_dir_owner(fs, c, dir_owner);
+	if (rc == 0)
+		rc = ckfs_child_at(fs, c, name, at);
+	return rc;
+}
+
+/* Answers a request that made name in the directory of c: its entry, or
+ * the error. */
+static void reply_new_entry(fuse_req_t req, struct ckfs *fs, const struct ckfs_dir_ctx *c, const char *name,
+			    int rc)
+{
+	struct fuse_entry_param e;
+
+	if (rc == 0)
+		rc = staged_entry(fs, c, name, &e);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
+}
+
+/* Makes a new entry at at for caller c, in a directory of owner dir. */
+typedef int (*make_fn)(const struct ck_staged_at *at, const void *arg, const struct ck_owner *dir,
+		       const struct ck_cred *c);
+
+/* A new non-directory entry name in parent, made by make, answered with
+ * its entry; refused first with refuse when it is not 0. */
+static void make_entry(fuse_req_t req, fuse_ino_t parent, const char *name, int marker_ok, int refuse, make_fn make,
+		       const void *arg)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct ck_staged_at at = { -1, NULL };
+	struct ck_owner dir_owner;
+	struct ckfs_dir_ctx c;
+	int rc = ckfs_dir_ctx(fs, parent, &c);
+
+	if (rc == 0 && refuse)
+		rc = c.kind == CKFS_DIR_VIEW ? -EROFS : refuse;
+	if (rc == 0)
+		rc = new_name_at(fs, &c, name, marker_ok, &at, &dir_owner);
+	if (rc == 0 && c.kind == CKFS_DIR_SERIES)
+		ck_staging_series_dir(fs->staging, c.series, c.view_dir ? &dir_owner : NULL);
+	if (rc == 0) {
+		struct ckfs_cred cred;
+
+		ckfs_cred_get(req, &cred);
+		rc = make(&at, arg, &dir_owner, &cred.c);
+		ckfs_cred_put(&cred);
+	}
+	ck_staging_at_free(&at);
+	reply_new_entry(req, fs, &c, name, rc);
+	ckfs_dir_ctx_free(&c);
+}
+
+static int make_symlink(const struct ck_staged_at *at, const void *target, const struct ck_owner *dir,
+			const struct ck_cred *c)
+{
+	return ck_staged_symlink(at, target, dir, c);
+}
+
+static int make_node(const struct ck_staged_at *at, const void *mode, const struct ck_owner *dir,
+		     const struct ck_cred *c)
+{
+	return ck_staged_mknod(at, *(const mode_t *)mode, dir, c);
+}
+
+void ckfs_rw_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name)
+{
+	make_entry(req, parent, name, 0, 0, make_symlink, target);
+}
+
+void ckfs_rw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev)
+{
+	(void)rdev;
+	/* Fifos, devices and sockets are not checkpoint data. */
+	make_entry(req, parent, name, 1, S_ISREG(mode) ? 0 : -EPERM, make_node, &mode);
+}
+
+void ckfs_rw_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname)
+{
+	struct ckfs *fs = ckfs_of(req);
+	struct ck_staged_at at = { -1, NULL };
+	struct fuse_entry_param e;
+	struct ck_owner dir_owner;
+	struct ckfs_dir_ctx c;
+	int rc = ckfs_dir_ctx(fs, newparent, &c);
+
+	if (rc == 0)
+		rc = new_name_at(fs, &c, newname, 0, &at, &dir_owner);
+	/* One file in two checkpoints would let a write to the one still in
+	 * progress change the other once committed. */
+	if (rc == 0 && (!ck_staging_is_staged(ino) || !ck_staging_same_top(fs->staging, ino, c.staged)))
+		rc = -EXDEV;
+	if (rc == 0)
+		rc = ck_staged_link(fs->staging, ino, &at);
+	if (rc == 0)
+		rc = ck_staging_linked(fs->staging, ino, c.staged, newname);
+	if (rc == 0) {
+		memset(&e, 0, sizeof(e));
+		rc = ck_staged_stat(fs->staging, ino, &e.attr);
+		e.ino = ino;
+		e.attr.st_ino = ino;
+		e.generation = 1;
+	}
+	ck_staging_at_free(&at);
+	ckfs_dir_ctx_free(&c);
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_entry(req, &e);
 }

@@ -15,6 +15,11 @@ void ckfs_rw_unlink(fuse_req_t req, fuse_ino_t parent, const char *name);
 void ckfs_rw_rmdir(fuse_req_t req, fuse_ino_t parent, const char *name);
 void ckfs_rw_rename(fuse_req_t req, fuse_ino_t parent, const char *name,
 		    fuse_ino_t newparent, const char *newname, unsigned int flags);
+/* symlink, mknod (regular files only: EPERM for what a checkpoint cannot
+ * hold) and link, inside in-progress directories. */
+void ckfs_rw_symlink(fuse_req_t req, const char *target, fuse_ino_t parent, const char *name);
+void ckfs_rw_mknod(fuse_req_t req, fuse_ino_t parent, const char *name, mode_t mode, dev_t rdev);
+void ckfs_rw_link(fuse_req_t req, fuse_ino_t ino, fuse_ino_t newparent, const char *newname);
 /* Commits top directory name of series as final (ck_writer_commit_now),
  * answers req (0 or -errno), then tells the kernel the names changed in
  * dir, the series directory's node.  For a rename or setxattr commit. */

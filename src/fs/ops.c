@@ -170,3 +170,17 @@ void ckfs_op_access(fuse_req_t req, fuse_ino_t ino, int mask)
 	else
 		fuse_reply_err(req, (mask & W_OK) ? EROFS : 0);
 }
+
+/* A symbolic link a checkpoint was committed with, from the index. */
+void ckfs_op_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	struct ckfs *fs = ckfs_of(req);
+	const struct ck_vnode *n = ckfs_node(fs, ino);
+	const char *target;
+	int rc = n ? ck_view_readlink(fs->view, n, &target) : -ESTALE;
+
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		fuse_reply_readlink(req, target);
+}

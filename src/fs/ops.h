@@ -24,5 +24,6 @@ void ckfs_op_readdirplus(fuse_req_t req, fuse_ino_t ino, size_t size, off_t off,
 void ckfs_op_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi);
 void ckfs_op_statfs(fuse_req_t req, fuse_ino_t ino);
 void ckfs_op_access(fuse_req_t req, fuse_ino_t ino, int mask);
+void ckfs_op_readlink(fuse_req_t req, fuse_ino_t ino);
 
 #endif

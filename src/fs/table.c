@@ -19,6 +19,7 @@ const struct fuse_lowlevel_ops ckfs_ops = {
 	.releasedir = ckfs_op_releasedir,
 	.statfs = ckfs_op_statfs,
 	.access = ckfs_op_access,
+	.readlink = ckfs_op_readlink,
 	.open = ckfs_op_open,
 	.read = ckfs_op_read,
 	.release = ckfs_op_release,

@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <stdio.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,7 @@
 #include "ckptfs/writer.h"
 #include "ckptfs/writer_rules.h"
 #include "ckptfs/writer_staging.h"
+#include "ckptfs/writer_staged_ops.h"
 #include "store/staging.h"
 #include "creds.h"
 #include "dirs.h"
@@ -38,9 +40,24 @@
 #define COMMIT_XATTR "user.ckptfs.commit"
 #define STATE_XATTR "user.ckptfs.state"
 
+/* A staged file's handle: its descriptor, and whether it counts as
+ * open for writing (a create counts so whatever its flags: it made the
+ * file; the release must uncount what the open counted). */
+#define FH_WRITING ((uint64_t)1 << 32)
+
 static int fd_of(const struct fuse_file_info *fi)
 {
-	return (int)fi->fh;
+	return (int)(fi->fh & 0xffffffffu);
+}
+
+static int fh_writing(const struct fuse_file_info *fi)
+{
+	return (fi->fh & FH_WRITING) != 0;
+}
+
+static uint64_t staged_fh(int fd, int writing)
+{
+	return (uint64_t)(unsigned)fd | (writing ? FH_WRITING : 0);
 }
 
 /* The view's node of staged node ino (at path) as committed: a marker
@@ -85,18 +102,26 @@ static int staged_open_error(struct ckfs *fs, fuse_ino_t ino, const char *path, 
 static int staged_stat(struct ckfs *fs, fuse_ino_t ino, struct stat *st)
 {
 	const struct ck_vnode *n;
-	char *path;
-	int rc = ck_staging_path(fs->staging, ino, NULL, &path);
+	char *path = NULL;
+	int rc = ck_staged_stat(fs->staging, ino, st);
 
-	if (rc)
-		return rc;
-	if (lstat(path, st) != 0) {
-		rc = -errno;
-		if (rc == -ENOENT && (rc = committed_node(fs, ino, path, &n)) == 0)
-			rc = ckfs_stat(fs, n, st);
-	}
+	if (rc == -ENOENT && ck_staging_path(fs->staging, ino, NULL, &path) == 0 &&
+	    (rc = committed_node(fs, ino, path, &n)) == 0)
+		rc = ckfs_stat(fs, n, st);
 	free(path);
 	st->st_ino = ino;
+	return rc;
+}
+
+/* What an open of staged node ino that failed with rc answers (for
+ * staged_open_error, which needs the node's path). */
+static int staged_open_failed(struct ckfs *fs, fuse_ino_t ino, int rc)
+{
+	char *path = NULL;
+
+	if (rc == -ENOENT && ck_staging_path(fs->staging, ino, NULL, &path) == 0)
+		rc = staged_open_error(fs, ino, path, rc);
+	free(path);
 	return rc;
 }
 
@@ -139,7 +164,7 @@ static void rw_getattr(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static void rw_access(fuse_req_t req, fuse_ino_t ino, int mask)
 {
 	struct ckfs *fs = ckfs_of(req);
-	char *path = NULL;
+	struct ck_staged_at at;
 	int rc;
 
 	if (!ck_staging_is_staged(ino)) {
@@ -152,10 +177,10 @@ static void rw_access(fuse_req_t req, fuse_ino_t ino, int mask)
 		ckfs_op_access(req, ino, mask);
 		return;
 	}
-	rc = ck_staging_path(fs->staging, ino, NULL, &path);
-	if (rc == 0 && access(path, mask) != 0)
+	rc = ck_staging_at(fs->staging, ino, NULL, &at);
+	if (rc == 0 && faccessat(at.dir, at.name, mask, 0) != 0)
 		rc = -errno;
-	free(path);
+	ck_staging_at_free(&at);
 	fuse_reply_err(req, -rc);
 }
 
@@ -199,7 +224,7 @@ static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 {
 	struct ck_staging *s = ckfs_of(req)->staging;
 	struct ck_staged_dir *d = NULL;
-	char *path, *series;
+	char *series;
 	int rc;
 
 	if (!ck_staging_is_staged(ino)) {
@@ -211,12 +236,8 @@ static void rw_opendir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		free(series);
 		return;
 	}
-	rc = ck_staging_path(s, ino, NULL, &path);
-	if (rc == 0) {
-		ck_crash_point("staged-open");   /* test hook: looked up, not yet opened */
-		rc = staged_open_error(ckfs_of(req), ino, path, ck_staging_opendir(s, path, &d));
-		free(path);
-	}
+	ck_crash_point("staged-open");   /* test hook: looked up, not yet opened */
+	rc = staged_open_failed(ckfs_of(req), ino, ck_staging_opendir(s, ino, &d));
 	if (rc) {
 		fuse_reply_err(req, -rc);
 		return;
@@ -318,10 +339,11 @@ static void rw_releasedir(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info 
 }
 
 /* Where create may make a file: inside an in-progress directory, or a
- * series marker right in a series directory.  The real path, node parent,
- * series (for a marker) and owner of the directory of the new name; 0 or
- * -errno. */
-static int create_target(struct ckfs *fs, fuse_ino_t parent, const char *name, char **path,
+ * series marker right in a series directory (elsewhere EPERM: a series
+ * holds checkpoints; EROFS in a committed one).  Where the new name is,
+ * node parent, series (for a marker) and owner of the directory of the
+ * new name; 0 or -errno. */
+static int create_target(struct ckfs *fs, fuse_ino_t parent, const char *name, struct ck_staged_at *at,
 			 uint64_t *node_parent, char **series, struct ck_owner *dir_owner)
 {
 	struct ckfs_dir_ctx c;
@@ -334,9 +356,9 @@ static int create_target(struct ckfs *fs, fuse_ino_t parent, const char *name, c
 	else if (c.kind == CKFS_DIR_SERIES && ck_rule_series_marker(name))
 		rc = 0;
 	else
-		rc = -EROFS;	/* files only inside in-progress directories */
+		rc = c.kind == CKFS_DIR_VIEW ? -EROFS : -EPERM;	/* files only inside in-progress directories */
 	if (rc == 0)
-		rc = ckfs_child_path(fs, &c, name, path);
+		rc = ckfs_child_at(fs, &c, name, at);
 	if (rc == 0)
 		rc = ckfs_dir_owner(fs, &c, dir_owner);
 	if (rc == 0 && c.kind == CKFS_DIR_SERIES) {
@@ -358,14 +380,15 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	struct ckfs *fs = ckfs_of(req);
 	struct fuse_entry_param e;
 	struct ck_owner dir_owner;
-	char *path = NULL, *series = NULL;
+	struct ck_staged_at at = { -1, NULL };
+	char *series = NULL;
 	uint64_t node_parent = 0, ino = 0;
-	int fd = -1, counted = 0, rc = create_target(fs, parent, name, &path, &node_parent, &series, &dir_owner);
+	int fd = -1, counted = 0, rc = create_target(fs, parent, name, &at, &node_parent, &series, &dir_owner);
 
 	/* The handle counts (and holds its directory's writers lock, which a
 	 * commit on another node may hold) before the file exists. */
 	if (rc == 0)
-		rc = ck_staging_get(fs->staging, node_parent, series, name, &ino);
+		rc = ck_staging_get(fs->staging, node_parent, series, name, NULL, &ino);
 	if (rc == 0) {
 		rc = ck_staging_open_begin(fs->staging, ino, 1);
 		if (rc)
@@ -375,23 +398,25 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 	if (rc == 0) {
 		/* A file made now belongs to whoever asked; one that was there
 		 * already keeps its owner (O_CREAT without O_EXCL). */
-		fd = open(path, (fi->flags | O_CREAT | O_EXCL | O_CLOEXEC) & ~O_NOCTTY, mode);
+		int flags = (fi->flags | O_CLOEXEC | O_NOFOLLOW) & ~O_NOCTTY;
+
+		fd = openat(at.dir, at.name, flags | O_CREAT | O_EXCL, mode);
 		if (fd >= 0) {
 			struct ckfs_cred c;
 			int given;
 
 			ckfs_cred_get(req, &c);
-			given = ck_staging_give(path, fd, &dir_owner, &c.c, mode, 0);
+			given = ck_staging_give(NULL, fd, &dir_owner, &c.c, mode, 0);
 			ckfs_cred_put(&c);
 			if (given < 0)
-				ck_warn("%s: cannot give it to its creator: %s", path, strerror(-given));
+				ck_warn("%s: cannot give it to its creator: %s", name, strerror(-given));
 		} else if (errno == EEXIST && !(fi->flags & O_EXCL)) {
-			fd = open(path, (fi->flags | O_CLOEXEC) & ~(O_CREAT | O_NOCTTY));
+			fd = openat(at.dir, at.name, flags & ~O_CREAT);
 		}
 		if (fd < 0)
 			rc = -errno;
 	}
-	free(path);
+	ck_staging_at_free(&at);
 	if (rc == 0) {
 		memset(&e, 0, sizeof(e));
 		if (fstat(fd, &e.attr) != 0)
@@ -411,7 +436,8 @@ static void rw_create(fuse_req_t req, fuse_ino_t parent, const char *name, mode_
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	fi->fh = (uint64_t)fd;
+	ck_staging_hold(fs->staging, ino, fd);
+	fi->fh = staged_fh(fd, 1);
 	if (fuse_reply_create(req, &e, fi) == -ENOENT) {
 		close(fd);
 		ck_staging_open_end(fs->staging, ino, 1);
@@ -423,7 +449,6 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 	struct ckfs *fs = ckfs_of(req);
 	/* What release sees (the kernel drops O_TRUNC from the flags it keeps). */
 	int writing = (fi->flags & O_ACCMODE) != O_RDONLY;
-	char *path;
 	int fd = -1, rc;
 
 	if (!ck_staging_is_staged(ino)) {
@@ -437,20 +462,15 @@ static void rw_open(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi)
 		fuse_reply_err(req, -rc);
 		return;
 	}
-	rc = ck_staging_path(fs->staging, ino, NULL, &path);
-	if (rc == 0) {
-		ck_crash_point("staged-open");   /* test hook: looked up, not yet opened */
-		fd = open(path, (fi->flags | O_CLOEXEC) & ~(O_CREAT | O_EXCL | O_NOCTTY));
-		if (fd < 0)
-			rc = staged_open_error(fs, ino, path, -errno);
-		free(path);
-	}
-	if (rc) {
+	ck_crash_point("staged-open");   /* test hook: looked up, not yet opened */
+	fd = ck_staged_open(fs->staging, ino, fi->flags);
+	if (fd < 0) {
 		ck_staging_open_end(fs->staging, ino, writing);
-		fuse_reply_err(req, -rc);
+		fuse_reply_err(req, -staged_open_failed(fs, ino, fd));
 		return;
 	}
-	fi->fh = (uint64_t)fd;
+	ck_staging_hold(fs->staging, ino, fd);
+	fi->fh = staged_fh(fd, writing);
 	if (fuse_reply_open(req, fi) == -ENOENT) {
 		close(fd);
 		ck_staging_open_end(fs->staging, ino, writing);
@@ -525,7 +545,7 @@ static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 		ckfs_op_release(req, ino, fi);
 		return;
 	}
-	int wrote = (fi->flags & O_ACCMODE) != O_RDONLY;
+	int wrote = fh_writing(fi);
 	unsigned left;
 
 	close(fd_of(fi));
@@ -538,43 +558,26 @@ static void rw_release(fuse_req_t req, fuse_ino_t ino, struct fuse_file_info *fi
 static int staged_setattr(fuse_req_t req, struct ckfs *fs, fuse_ino_t ino, const struct stat *attr, int to_set,
 			  struct fuse_file_info *fi)
 {
-	char *path;
-	int rc = ck_staging_path(fs->staging, ino, NULL, &path);
-	int fd = fi ? fd_of(fi) : -1;
+	struct ck_staged_set set = { 0 };
+	struct ckfs_cred c;
+	int rc;
 
-	if (rc)
-		return rc;
-	/* chown(2)'s rule, whatever -o permissions says: who owns a file is not
-	 * a matter of trust.  Before the mode, which a chown may clear bits of. */
-	if (to_set & (FUSE_SET_ATTR_UID | FUSE_SET_ATTR_GID)) {
-		struct ckfs_cred c;
-
-		ckfs_cred_get(req, &c);
-		rc = ck_staging_chown(path, fd, &c.c, to_set & FUSE_SET_ATTR_UID ? (uint32_t)attr->st_uid : (uint32_t)-1,
-				      to_set & FUSE_SET_ATTR_GID ? (uint32_t)attr->st_gid : (uint32_t)-1);
-		ckfs_cred_put(&c);
-	}
-	if (rc == 0 && (to_set & FUSE_SET_ATTR_MODE) &&
-	    (fd >= 0 ? fchmod(fd, attr->st_mode) : chmod(path, attr->st_mode)) != 0)
-		rc = -errno;
-	if (rc == 0 && (to_set & FUSE_SET_ATTR_SIZE) &&
-	    (fd >= 0 ? ftruncate(fd, attr->st_size) : truncate(path, attr->st_size)) != 0)
-		rc = -errno;
-	if (rc == 0 && (to_set & (FUSE_SET_ATTR_ATIME | FUSE_SET_ATTR_MTIME))) {
-		struct timespec tv[2] = { { 0, UTIME_OMIT }, { 0, UTIME_OMIT } };
-
-		if (to_set & FUSE_SET_ATTR_ATIME_NOW)
-			tv[0].tv_nsec = UTIME_NOW;
-		else if (to_set & FUSE_SET_ATTR_ATIME)
-			tv[0] = attr->st_atim;
-		if (to_set & FUSE_SET_ATTR_MTIME_NOW)
-			tv[1].tv_nsec = UTIME_NOW;
-		else if (to_set & FUSE_SET_ATTR_MTIME)
-			tv[1] = attr->st_mtim;
-		if ((fd >= 0 ? futimens(fd, tv) : utimensat(AT_FDCWD, path, tv, AT_SYMLINK_NOFOLLOW)) != 0)
-			rc = -errno;
-	}
-	free(path);
+	set.what = (to_set & FUSE_SET_ATTR_MODE ? CK_SET_MODE : 0) | (to_set & FUSE_SET_ATTR_UID ? CK_SET_UID : 0) |
+		   (to_set & FUSE_SET_ATTR_GID ? CK_SET_GID : 0) | (to_set & FUSE_SET_ATTR_SIZE ? CK_SET_SIZE : 0) |
+		   (to_set & FUSE_SET_ATTR_ATIME ? CK_SET_ATIME : 0) | (to_set & FUSE_SET_ATTR_MTIME ? CK_SET_MTIME : 0);
+	set.mode = attr->st_mode;
+	set.uid = (uint32_t)attr->st_uid;
+	set.gid = (uint32_t)attr->st_gid;
+	set.size = attr->st_size;
+	set.atime = attr->st_atim;
+	set.mtime = attr->st_mtim;
+	if (to_set & FUSE_SET_ATTR_ATIME_NOW)
+		set.atime.tv_nsec = UTIME_NOW;
+	if (to_set & FUSE_SET_ATTR_MTIME_NOW)
+		set.mtime.tv_nsec = UTIME_NOW;
+	ckfs_cred_get(req, &c);
+	rc = ck_staged_setattr(fs->staging, ino, fi ? fd_of(fi) : -1, &c.c, &set);
+	ckfs_cred_put(&c);
 	return rc;
 }
 
@@ -616,13 +619,12 @@ static void rw_setxattr(fuse_req_t req, fuse_ino_t ino, const char *name, const 
 	char *series = NULL, *dir = NULL, *final = NULL;
 	int rc;
 
-	(void)flags;
 	if (!ck_staging_is_staged(ino)) {
 		fuse_reply_err(req, EROFS);
 		return;
 	}
 	if (strcmp(name, COMMIT_XATTR) != 0) {
-		fuse_reply_err(req, ENOTSUP);
+		fuse_reply_err(req, -ck_staged_setxattr(fs->staging, ino, name, value, size, flags));
 		return;
 	}
 	rc = ck_staging_top(fs->staging, ino, &series, &dir);
@@ -670,19 +672,37 @@ static void reply_xattr_value(fuse_req_t req, const struct ck_buf *v, size_t siz
 static int staged_state(struct ckfs *fs, fuse_ino_t ino, struct ck_buf *out)
 {
 	struct stat st;
-	char *path;
-	int rc = ck_staging_path(fs->staging, ino, NULL, &path);
+	char *path = NULL;
+	int rc = ck_staged_stat(fs->staging, ino, &st);
 
-	if (rc)
-		return rc;
-	if (lstat(path, &st) != 0)
-		rc = -errno;
-	else if (!S_ISREG(st.st_mode) || ck_staging_is_series_file(fs->staging, ino))
+	if (rc == 0 && (!S_ISREG(st.st_mode) || ck_staging_is_series_file(fs->staging, ino)))
 		rc = -ENODATA;
-	else
+	if (rc == 0)
+		rc = ck_staging_path(fs->staging, ino, NULL, &path);
+	if (rc == 0)
 		rc = ck_writer_file_state(fs->writer, path, out);
 	free(path);
 	return rc;
+}
+
+/* A user.* attribute of an in-progress node, kept in its real file. */
+static void reply_user_xattr(fuse_req_t req, struct ck_staging *s, fuse_ino_t ino, const char *name, size_t size)
+{
+	char *buf = size ? malloc(size) : NULL;
+	ssize_t n;
+
+	if (size && !buf) {
+		fuse_reply_err(req, ENOMEM);
+		return;
+	}
+	n = ck_staged_getxattr(s, ino, name, buf, size);
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else if (size == 0)
+		fuse_reply_xattr(req, (size_t)n);
+	else
+		fuse_reply_buf(req, buf, (size_t)n);
+	free(buf);
 }
 
 static void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t size)
@@ -694,7 +714,11 @@ static void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 		ckfs_op_getxattr(req, ino, name, size);
 		return;
 	}
-	rc = strcmp(name, STATE_XATTR) == 0 ? staged_state(ckfs_of(req), ino, &v) : -ENODATA;
+	if (strcmp(name, STATE_XATTR) != 0) {
+		reply_user_xattr(req, ckfs_of(req)->staging, ino, name, size);
+		return;
+	}
+	rc = staged_state(ckfs_of(req), ino, &v);
 	if (rc)
 		fuse_reply_err(req, -rc);
 	else
@@ -704,20 +728,107 @@ static void rw_getxattr(fuse_req_t req, fuse_ino_t ino, const char *name, size_t
 
 static void rw_listxattr(fuse_req_t req, fuse_ino_t ino, size_t size)
 {
+	struct ckfs *fs = ckfs_of(req);
 	struct ck_buf v = CK_BUF_INIT;
 	struct ck_buf names = CK_BUF_INIT;
+	ssize_t n;
+	int rc = 0;
 
 	if (!ck_staging_is_staged(ino)) {
 		ckfs_op_listxattr(req, ino, size);
 		return;
 	}
-	if (staged_state(ckfs_of(req), ino, &v) == 0 && ck_buf_put(&names, STATE_XATTR, sizeof(STATE_XATTR)) != 0) {
-		fuse_reply_err(req, ENOMEM);
-	} else {
-		reply_xattr_value(req, &names, size);	/* size 0 is also a valid empty list */
+	if (staged_state(fs, ino, &v) == 0)
+		rc = ck_buf_put(&names, STATE_XATTR, sizeof(STATE_XATTR));
+	/* Then the user.* names of the real file (a retry if they grew). */
+	for (int tries = 0; rc == 0 && tries < 3; tries++) {
+		n = ck_staged_listxattr(fs->staging, ino, NULL, 0);
+		if (n < 0) {
+			rc = (int)n;
+		} else if ((rc = ck_buf_reserve(&names, (size_t)n)) == 0) {
+			n = ck_staged_listxattr(fs->staging, ino, (char *)names.data + names.len, (size_t)n);
+			if (n == -ERANGE)
+				continue;
+			if (n < 0)
+				rc = (int)n;
+			else
+				names.len += (size_t)n;
+		}
+		break;
 	}
+	if (rc)
+		fuse_reply_err(req, -rc);
+	else
+		reply_xattr_value(req, &names, size);	/* size 0 is also a valid empty list */
 	ck_buf_free(&v);
 	ck_buf_free(&names);
+}
+
+static void rw_removexattr(fuse_req_t req, fuse_ino_t ino, const char *name)
+{
+	if (!ck_staging_is_staged(ino))
+		fuse_reply_err(req, EROFS);
+	else
+		fuse_reply_err(req, -ck_staged_removexattr(ckfs_of(req)->staging, ino, name));
+}
+
+static void rw_readlink(fuse_req_t req, fuse_ino_t ino)
+{
+	char target[PATH_MAX];
+	ssize_t n;
+
+	if (!ck_staging_is_staged(ino)) {
+		ckfs_op_readlink(req, ino);
+		return;
+	}
+	n = ck_staged_readlink(ckfs_of(req)->staging, ino, target, sizeof(target));
+	if (n < 0)
+		fuse_reply_err(req, (int)-n);
+	else
+		fuse_reply_readlink(req, target);
+}
+
+/* fallocate on the real file; a size change is a change: not while committed. */
+static void rw_fallocate(fuse_req_t req, fuse_ino_t ino, int mode, off_t offset, off_t length,
+			 struct fuse_file_info *fi)
+{
+	int rc = 0;
+
+	if (!ck_staging_is_staged(ino))
+		rc = EROFS;
+	else if (ck_staging_busy(ckfs_of(req)->staging, ino))
+		rc = EBUSY;
+	else if (fallocate(fd_of(fi), mode, offset, length) != 0)
+		rc = errno;
+	fuse_reply_err(req, rc);
+}
+
+/* Between two in-progress files the real files copy (reflinks where the
+ * store's filesystem has them); from a committed file, EXDEV: the caller
+ * copies by reading. */
+static void rw_copy_file_range(fuse_req_t req, fuse_ino_t ino_in, off_t off_in, struct fuse_file_info *fi_in,
+			       fuse_ino_t ino_out, off_t off_out, struct fuse_file_info *fi_out, size_t len,
+			       int flags)
+{
+	ssize_t n;
+
+	if (!ck_staging_is_staged(ino_out)) {
+		fuse_reply_err(req, EROFS);
+		return;
+	}
+	if (!ck_staging_is_staged(ino_in)) {
+		fuse_reply_err(req, EXDEV);
+		return;
+	}
+	if (ck_staging_busy(ckfs_of(req)->staging, ino_out)) {
+		fuse_reply_err(req, EBUSY);
+		return;
+	}
+	n = copy_file_range(fd_of(fi_in), &off_in, fd_of(fi_out), &off_out, len, (unsigned)flags);
+	if (n < 0)
+		fuse_reply_err(req, errno);
+	else
+		fuse_reply_write(req, (size_t)n);
 }
 
 const struct fuse_lowlevel_ops ckfs_rw_ops = {
@@ -747,12 +858,11 @@ const struct fuse_lowlevel_ops ckfs_rw_ops = {
 	.getxattr = rw_getxattr,
 	.listxattr = rw_listxattr,
 	.setxattr = rw_setxattr,
-
-	/* Not for checkpoints (yet): EROFS everywhere. */
-	.mknod = ckfs_rofs_mknod,
-	.symlink = ckfs_rofs_symlink,
-	.link = ckfs_rofs_link,
-	.removexattr = ckfs_rofs_removexattr,
-	.fallocate = ckfs_rofs_fallocate,
-	.copy_file_range = ckfs_rofs_copy_file_range,
+	.removexattr = rw_removexattr,
+	.readlink = rw_readlink,
+	.mknod = ckfs_rw_mknod,
+	.symlink = ckfs_rw_symlink,
+	.link = ckfs_rw_link,
+	.fallocate = rw_fallocate,
+	.copy_file_range = rw_copy_file_range,
 };

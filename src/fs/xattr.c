@@ -1,7 +1,8 @@
 /* Extended attributes: provenance of composites ("user.ckptfs.sources" is
- * JSON), step and kind, produced by the view, and "user.ckptfs.io", how the
- * daemon serves a file's reads.  Read-only: setting or
- * removing attributes is EROFS (readonly.c).
+ * JSON), step and kind, produced by the view, the user.* attributes a
+ * trainer gave a file it wrote through the mount (the view reads them
+ * from the file), and "user.ckptfs.io", how the daemon serves a file's
+ * reads.  Read-only: setting or removing attributes is EROFS (readonly.c).
  */
 #include "config.h"
 

@@ -14,6 +14,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -126,6 +127,43 @@ static int set_names(struct ck_ingest *in, const char *path, const char *relpath
 	in->info.src_path = strdup(path);
 	in->info.relpath = strdup(relpath);
 	return in->info.src_path && in->info.relpath ? 0 : -ENOMEM;
+}
+
+int ck_ingest_entry(const char *path, const char *relpath, struct ck_ingest *out)
+{
+	char target[PATH_MAX];
+	struct stat sb;
+	ssize_t n;
+
+	memset(out, 0, sizeof(*out));
+	if (set_names(out, path, relpath) < 0) {
+		ck_ingest_clear(out);
+		return -ENOMEM;
+	}
+	if (lstat(path, &sb) < 0)
+		return ck_ingest_bad(out, "cannot stat: %s", strerror(errno));
+	ck_file_identity_set(&out->info, &sb, ck_fs_shared_path(path, NULL) == 1);
+	out->info.has_owner = 1;
+	ck_owner_from_stat(&out->info.owner, &sb);
+	if (S_ISDIR(sb.st_mode)) {
+		out->info.kind = CK_FILE_DIR;
+		out->info.size = 0;
+		return 0;
+	}
+	if (!S_ISLNK(sb.st_mode))
+		return ck_ingest_bad(out, "not a symbolic link or directory");
+	n = readlink(path, target, sizeof(target) - 1);
+	if (n <= 0)
+		return ck_ingest_bad(out, "cannot read the link: %s", n < 0 ? strerror(errno) : "empty");
+	target[n] = '\0';
+	out->info.kind = CK_FILE_SYMLINK;
+	out->info.size = (uint64_t)n;
+	out->info.target = strdup(target);
+	if (!out->info.target) {
+		ck_ingest_clear(out);
+		return -ENOMEM;
+	}
+	return 0;
 }
 
 int ck_ingest_file(const char *path, const char *relpath, const struct ck_layer_rules *rules,

@@ -10,7 +10,8 @@ void ck_file_info_clear(struct ck_file_info *f)
 	free(f->relpath);
 	free(f->src_path);
 	free(f->error);
-	f->relpath = f->src_path = f->error = NULL;
+	free(f->target);
+	f->relpath = f->src_path = f->error = f->target = NULL;
 }
 
 void ck_storage_info_clear(struct ck_storage_info *s)
@@ -67,6 +68,10 @@ const char *ck_file_kind_name(enum ck_file_kind kind)
 		return "safetensors-index";
 	case CK_FILE_BAD:
 		return "bad";
+	case CK_FILE_SYMLINK:
+		return "symlink";
+	case CK_FILE_DIR:
+		return "dir";
 	}
 	return "unknown";
 }

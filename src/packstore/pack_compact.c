@@ -476,7 +476,7 @@ void ck_compact_refs_load(struct compact *c, MDB_txn *txn, struct ck_file_info *
 	for (size_t k = 0; k < nother && r->n < NEWER_MAX; k++) {
 		const struct ck_file_info *g = same_path(nf[k], nn[k], relpath);
 
-		if (!g || g->kind == CK_FILE_BAD || ck_compact_fver_load(c->st, g, &r->v[r->n]) < 0)
+		if (!g || !ck_file_kind_has_bytes(g->kind) || ck_compact_fver_load(c->st, g, &r->v[r->n]) < 0)
 			continue;
 		if (ck_fmap_lookup(txn, c->st, g->id, &r->m[r->n]) == 0 && r->m[r->n].nchunks == r->v[r->n].lay.n &&
 		    ck_layout_index(&r->v[r->n].lay) == 0) {
@@ -508,7 +508,7 @@ static int do_checkpoint(struct compact *c, const struct ck_ckpt_info *ck, const
 		struct ck_fmap old, map;
 		struct fver v;
 
-		if (f->kind == CK_FILE_BAD)
+		if (!ck_file_kind_has_bytes(f->kind))
 			continue;
 		rc = ck_fmap_lookup(j.txn, c->st, f->id, &old);
 		if (rc == 0) {

@@ -384,7 +384,7 @@ static int drawn_exact(struct compact *c, struct lossy *L, size_t at, const stru
 			struct ck_tensor_info *t = NULL;
 			size_t nt = 0;
 
-			if (strcmp(f[k].relpath, v->f->relpath) != 0 || f[k].kind == CK_FILE_BAD)
+			if (strcmp(f[k].relpath, v->f->relpath) != 0 || !ck_file_kind_has_bytes(f[k].kind))
 				continue;
 			rc = ck_store_list_tensors(c->st, f[k].id, &t, &nt);
 			for (size_t q = 0; q < nt && rc == 0; q++) {
@@ -892,7 +892,7 @@ static void lossy_refs(struct compact *c, struct lossy *L, MDB_txn *txn, struct 
 		for (size_t i = 0; i < on[k] && !g; i++)
 			if (strcmp(of[k][i].relpath, relpath) == 0)
 				g = &of[k][i];
-		if (!g || g->kind == CK_FILE_BAD || ck_compact_fver_load(c->st, g, &r->v[r->n]) < 0)
+		if (!g || !ck_file_kind_has_bytes(g->kind) || ck_compact_fver_load(c->st, g, &r->v[r->n]) < 0)
 			continue;
 		rc = c->dry ? dry_map(L, g->id, &r->m[r->n]) : -ENOENT;
 		if (rc == -ENOENT)
@@ -931,7 +931,7 @@ static int lossy_checkpoint(struct compact *c, void *arg)
 		struct fver v;
 		int have;
 
-		if (f->kind == CK_FILE_BAD)
+		if (!ck_file_kind_has_bytes(f->kind))
 			continue;
 		rc = ck_fmap_lookup(j.txn, c->st, f->id, &old);
 		have = rc == 0;

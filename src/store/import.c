@@ -25,6 +25,7 @@
 #include "ckptfs/str.h"
 #include "commit.h"
 #include "index.h"
+#include "staging.h"
 #include "ckptfs/ingest.h"
 
 #define MAX_DIR_DEPTH 32
@@ -50,6 +51,7 @@ struct import_ctx {
 	ck_import_report_fn report;
 	void *rctx;
 	struct ck_error *err;
+	int committed;   /* from STORE/data: listed and kept as a commit keeps it (recovery) */
 };
 
 static void report(const struct import_ctx *ic, const char *path, int status, const char *msg)
@@ -382,6 +384,18 @@ static const struct ck_ingest_prev *previous_find(const struct previous *pv, con
 	return NULL;
 }
 
+/* Whether abs lies in STORE/data: a checkpoint committed into the store. */
+static int in_data_area(const struct ck_store *st, const char *abs)
+{
+	char *area = ck_path_join(st->path, CK_STORE_DATA_DIR), *real = area ? realpath(area, NULL) : NULL;
+	size_t n = real ? strlen(real) : 0;
+	int inside = real && strncmp(abs, real, n) == 0 && abs[n] == '/';
+
+	free(area);
+	free(real);
+	return inside;
+}
+
 static int import_checkpoint(const struct import_ctx *ic, const char *series, const char *pattern,
 			     const struct plan_entry *e)
 {
@@ -393,10 +407,16 @@ static int import_checkpoint(const struct import_ctx *ic, const char *series, co
 	size_t i, n = 0;
 	int rc;
 
-	if (e->is_file)
+	if (e->is_file) {
 		rc = push_str(&fl.rel, &fl.n, &fl.cap, strdup(""));
-	else
+	} else if (ic->committed) {
+		struct ck_buf ignored = CK_BUF_INIT;   /* validated by its commit */
+
+		rc = ck_tree_list(e->path, &fl.rel, &fl.n, &ignored, ic->err);
+		ck_buf_free(&ignored);
+	} else {
 		rc = collect(ic, e->path, "", 0, &fl);
+	}
 	if (rc < 0)
 		goto out_list;
 	if (fl.n > 1)
@@ -413,9 +433,14 @@ static int import_checkpoint(const struct import_ctx *ic, const char *series, co
 	}
 	for (i = 0; i < fl.n; i++) {
 		char *path = e->is_file ? strdup(e->path) : ck_path_join(e->path, fl.rel[i]);
+		struct stat sb;
 
-		rc = path ? ck_ingest_file(path, fl.rel[i], ic->st->rules, previous_find(&pv, fl.rel[i]), &files[n])
-			  : -ENOMEM;
+		if (path && ic->committed && lstat(path, &sb) == 0 && (S_ISLNK(sb.st_mode) || S_ISDIR(sb.st_mode)))
+			rc = ck_ingest_entry(path, fl.rel[i], &files[n]);
+		else
+			rc = path ? ck_ingest_file(path, fl.rel[i], ic->st->rules, previous_find(&pv, fl.rel[i]),
+						   &files[n])
+				  : -ENOMEM;
 		free(path);
 		if (rc < 0) {
 			ck_fail(ic->err, -rc, "out of memory");
@@ -461,6 +486,7 @@ int ck_store_import(struct ck_store *st, const char *src, const struct ck_import
 	abs = realpath(src, NULL);
 	if (!abs)
 		return ck_fail(err, errno, "%s: %s", src, strerror(errno));
+	ic.committed = in_data_area(st, abs);
 	rc = plan_build(abs, series_opt, user_pattern, &p, err);
 	if (rc == 0 && !user_pattern) {
 		/* A series imported earlier with --pattern keeps using it. */

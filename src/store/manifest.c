@@ -68,13 +68,24 @@ static int check_string(const char *s)
 	return s && strlen(s) <= CK_MANIFEST_MAX_STRING ? 0 : -EINVAL;
 }
 
-/* The version m is written in: the one it was read in, else the current
- * one, or 1 when its files have no owners recorded. */
+/* Whether kind needs version 4. */
+static int kind_v4(enum ck_file_kind kind)
+{
+	return kind == CK_FILE_SYMLINK || kind == CK_FILE_DIR;
+}
+
+/* The version m is written in: the one it was read in, else 4 when a file
+ * needs it, 3, or 1 when its files have no owners recorded. */
 static int manifest_version(const struct ck_manifest *m)
 {
 	if (m->version)
 		return m->version;
-	return m->nfiles && !m->files[0].info.has_owner ? CK_MANIFEST_VERSION_NO_OWNER : CK_MANIFEST_VERSION;
+	if (m->nfiles && !m->files[0].info.has_owner)
+		return CK_MANIFEST_VERSION_NO_OWNER;
+	for (size_t i = 0; i < m->nfiles; i++)
+		if (kind_v4(m->files[i].info.kind))
+			return CK_MANIFEST_VERSION;
+	return CK_MANIFEST_VERSION_PLAIN;
 }
 
 /* A recorded path: absolute, or (version 3 on) relative to the store's
@@ -120,10 +131,19 @@ static int validate(const struct ck_manifest *m, struct ck_error *err)
 		if (check_recorded_path(m, f->info.src_path))
 			return ck_fail(err, EINVAL, "file '%s': physical path is not absolute%s", f->info.relpath,
 				       manifest_version(m) >= 3 ? " or one inside the store" : "");
-		if ((unsigned)f->info.kind > CK_FILE_BAD)
-			return ck_fail(err, EINVAL, "file '%s': unknown kind %d", f->info.relpath, (int)f->info.kind);
+		if ((unsigned)f->info.kind > CK_FILE_KIND_LAST ||
+		    (kind_v4(f->info.kind) && manifest_version(m) < CK_MANIFEST_VERSION))
+			return ck_fail(err, EINVAL, "file '%s': kind %d in a manifest of version %d", f->info.relpath,
+				       (int)f->info.kind, manifest_version(m));
 		if (f->info.error && check_string(f->info.error))
 			return ck_fail(err, EINVAL, "file '%s': error text too long", f->info.relpath);
+		if ((f->info.kind == CK_FILE_SYMLINK) != !!f->info.target ||
+		    (f->info.target && (check_string(f->info.target) || !f->info.target[0])))
+			return ck_fail(err, EINVAL, "file '%s': a link target only and always for a symlink",
+				       f->info.relpath);
+		if (kind_v4(f->info.kind) && (f->nst || f->nt || f->info.error))
+			return ck_fail(err, EINVAL, "file '%s': a %s holds no tensors", f->info.relpath,
+				       ck_file_kind_name(f->info.kind));
 		if (f->nst > UINT32_MAX || f->nt > UINT32_MAX)
 			return ck_fail(err, E2BIG, "file '%s': too many storages or tensors", f->info.relpath);
 		for (j = 0; j < f->nst; j++) {
@@ -173,7 +193,7 @@ static int kind_from_token(const char *s, size_t n, enum ck_file_kind *out)
 {
 	int i;
 
-	for (i = 0; i <= CK_FILE_BAD; i++) {
+	for (i = 0; i <= CK_FILE_KIND_LAST; i++) {
 		const char *name = ck_file_kind_name((enum ck_file_kind)i);
 
 		if (strlen(name) == n && memcmp(name, s, n) == 0) {
@@ -284,8 +304,13 @@ static void w_file(struct wr *w, const struct ck_ingest *f)
 	w_u64(w, f->nst);
 	w_raw(w, " tensors=");
 	w_u64(w, f->nt);
-	w_raw(w, " error=");
-	w_opt_str(w, f->info.error);
+	if (f->info.kind == CK_FILE_SYMLINK) {
+		w_raw(w, " target=");
+		w_str(w, f->info.target);
+	} else {
+		w_raw(w, " error=");
+		w_opt_str(w, f->info.error);
+	}
 	w_raw(w, "\n");
 	for (i = 0; i < f->nst; i++) {
 		w_raw(w, "storage key=");
@@ -794,8 +819,13 @@ static void parse_file(struct cur *c, struct ck_manifest *m, uint64_t version)
 	count(c, &nst, UINT32_MAX, "storages");
 	lit(c, " tensors=");
 	count(c, &nt, UINT32_MAX, "tensors");
-	lit(c, " error=");
-	opt_str(c, &f->info.error);
+	if (f->info.kind == CK_FILE_SYMLINK) {
+		lit(c, " target=");
+		str(c, &f->info.target);
+	} else {
+		lit(c, " error=");
+		opt_str(c, &f->info.error);
+	}
 	eol(c);
 	for (i = 0; i < nst && !c->rc; i++)
 		parse_storage(c, f);

@@ -20,10 +20,14 @@
 
 /* Version 1: files without owners, absolute paths; version 2 adds each
  * file's owner, group and mode; version 3 (with owners) records paths
- * inside the store relative to its root.  Readers read all three; writers
- * write 3, or 1 for a checkpoint whose files have no owners recorded (one
- * imported before owners were, rewritten by a reclaim). */
-#define CK_MANIFEST_VERSION 3
+ * inside the store relative to its root; version 4 may also hold symbolic
+ * links (kind=symlink, with their target) and empty directories (kind=dir).
+ * Readers read all four; writers write 4 for a checkpoint that holds a
+ * link or an empty directory, else 3, or 1 for a checkpoint whose files
+ * have no owners recorded (one imported before owners were, rewritten by
+ * a reclaim). */
+#define CK_MANIFEST_VERSION 4
+#define CK_MANIFEST_VERSION_PLAIN 3
 #define CK_MANIFEST_VERSION_NO_OWNER 1
 #define CK_MANIFEST_OLDEST 1
 #define CK_MANIFEST_DIR "manifests"
@@ -37,7 +41,7 @@
 /* Everything the index holds for one checkpoint and its series.  Ids are
  * not part of it: they are the index's own and change on reindex. */
 struct ck_manifest {
-	int version;                  /* format: 0 writes CK_MANIFEST_VERSION; parse sets what it read */
+	int version;                  /* format: 0 writes the one its files need; parse sets what it read */
 	struct ck_ckpt_info ckpt;     /* series, name, step, is_file, src_path (id unused); paths
 					 as recorded: absolute, or (version 2) relative to the store */
 	int64_t imported_ns;

@@ -307,6 +307,7 @@ int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, const char *root, struct
 
 /* ---- file: ver u8, kind u8, flags u16, ntensors u32, id u64, dev u64, ino u64,
  *      size u64, mtime_ns i64, nstorages u32, src_len u32, err_len u32, then
+ *      (err: the error of a bad file, the target of a symlink)
  *      format 1 (flags 0): rsv u32 | src err
  *      format 2: mode u32, uid u32, gid u32 | src err [relpath]
  *      flags: FILE_OWNER (mode, uid, gid: the file's owner at import),
@@ -322,7 +323,8 @@ int ck_rec_get_ckpt(const MDB_val *k, const MDB_val *v, const char *root, struct
 int ck_rec_put_file(struct ck_buf *b, const char *root, const struct ck_file_info *f, uint32_t nstorages)
 {
 	const char *src = root ? ck_store_rel_path(root, f->src_path) : f->src_path;
-	size_t ns = strlen(src), ne = f->error ? strlen(f->error) : 0;
+	const char *text = f->kind == CK_FILE_SYMLINK ? f->target : f->error;
+	size_t ns = strlen(src), ne = text ? strlen(text) : 0;
 	uint16_t flags = (f->has_owner ? FILE_OWNER : 0) | (relpath_shortened(f->relpath) ? FILE_RELPATH : 0);
 
 	if (ck_buf_putc(b, flags ? FILE_FORMAT_2 : CK_STORE_FORMAT) < 0 || ck_buf_putc(b, (uint8_t)f->kind) < 0 ||
@@ -336,7 +338,7 @@ int ck_rec_put_file(struct ck_buf *b, const char *root, const struct ck_file_inf
 	if (flags && (ck_buf_put_le32(b, f->has_owner ? f->owner.uid : 0) < 0 ||
 		      ck_buf_put_le32(b, f->has_owner ? f->owner.gid : 0) < 0))
 		return -ENOMEM;
-	if (ck_buf_put(b, src, ns) < 0 || ck_buf_put(b, f->error, ne) < 0)
+	if (ck_buf_put(b, src, ns) < 0 || ck_buf_put(b, text, ne) < 0)
 		return -ENOMEM;
 	if ((flags & FILE_RELPATH) && ck_buf_put(b, f->relpath, strlen(f->relpath)) < 0)
 		return -ENOMEM;
@@ -375,7 +377,7 @@ int ck_rec_get_file(const MDB_val *k, const MDB_val *v, const char *root, struct
 		gid = rd_u32(&r);
 	}
 	/* One way to write each record: format 2 only for what format 1 cannot hold. */
-	if (kind > CK_FILE_BAD || (format2 ? !flags || (flags & ~(FILE_OWNER | FILE_RELPATH)) : flags != 0) ||
+	if (kind > CK_FILE_KIND_LAST || (format2 ? !flags || (flags & ~(FILE_OWNER | FILE_RELPATH)) : flags != 0) ||
 	    (!(flags & FILE_OWNER) && (mode || uid || gid)) || (mode & ~07777u))
 		r.bad = 1;
 	if (flags & FILE_OWNER) {
@@ -386,8 +388,8 @@ int ck_rec_get_file(const MDB_val *k, const MDB_val *v, const char *root, struct
 	}
 	out->kind = (enum ck_file_kind)kind;
 	rc = rd_str(&r, ns, &out->src_path);
-	if (rc == 0 && ne)
-		rc = rd_str(&r, ne, &out->error);
+	if (rc == 0 && (ne || kind == CK_FILE_SYMLINK))
+		rc = rd_str(&r, ne, kind == CK_FILE_SYMLINK ? &out->target : &out->error);
 	if (rc == 0 && (flags & FILE_RELPATH) && !r.bad && r.off < r.len)
 		rc = rd_str(&r, r.len - r.off, &out->relpath);
 	if (rc == 0)

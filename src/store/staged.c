@@ -92,6 +92,16 @@ static int validate(struct staged *s)
 		char *path = ck_path_join(s->src, s->rel[i]);
 		const struct ck_ingest_prev *prev = NULL;
 
+		struct stat sb;
+
+		if (path && lstat(path, &sb) == 0 && (S_ISLNK(sb.st_mode) || S_ISDIR(sb.st_mode))) {
+			rc = ck_ingest_entry(path, s->rel[i], &s->files[i]);
+			free(path);
+			if (rc < 0)
+				return ck_fail(s->err, -rc, "out of memory");
+			s->ningested++;
+			continue;
+		}
 		if (path && s->preparsed)
 			prev = ck_preparsed_prev(s->preparsed(s->pctx, path));
 		rc = path ? ck_ingest_file(path, s->rel[i], s->st->rules, prev, &s->files[i]) : -ENOMEM;

@@ -21,9 +21,19 @@
 
 #define MAX_DEPTH 32
 
+/* A regular file seen with several links: all of them must be in the tree. */
+struct linked {
+	dev_t dev;
+	ino_t ino;
+	nlink_t nlink;
+	char *rel;      /* its first name (a copy) */
+};
+
 struct tree {
 	char **rel;
 	size_t n, cap;
+	struct linked *links;
+	size_t nlinks, caplinks;
 	struct ck_buf *reasons;
 	struct ck_error *err;
 };
@@ -41,10 +51,60 @@ static int tree_push(struct tree *t, char *s)
 	return 0;
 }
 
+static int note_linked(struct tree *t, const struct stat *sb, const char *rel)
+{
+	if (t->nlinks == t->caplinks) {
+		struct linked *v = ck_grow(t->links, &t->caplinks, sizeof(*v), 8);
+
+		if (!v)
+			return -ENOMEM;
+		t->links = v;
+	}
+	t->links[t->nlinks].dev = sb->st_dev;
+	t->links[t->nlinks].ino = sb->st_ino;
+	t->links[t->nlinks].nlink = sb->st_nlink;
+	t->links[t->nlinks].rel = strdup(rel);
+	if (!t->links[t->nlinks].rel)
+		return -ENOMEM;
+	t->nlinks++;
+	return 0;
+}
+
+static int linked_cmp(const void *a, const void *b)
+{
+	const struct linked *x = a, *y = b;
+
+	if (x->dev != y->dev)
+		return x->dev < y->dev ? -1 : 1;
+	return x->ino < y->ino ? -1 : x->ino > y->ino;
+}
+
+/* A file with a link outside the tree (another checkpoint being written)
+ * would be one file in two checkpoints, changed through the other after
+ * this one is committed. */
+static int check_links(struct tree *t)
+{
+	int rc = 0;
+
+	if (t->nlinks > 1)
+		qsort(t->links, t->nlinks, sizeof(*t->links), linked_cmp);
+	for (size_t i = 0, j; i < t->nlinks && rc == 0; i = j) {
+		for (j = i + 1; j < t->nlinks && !linked_cmp(&t->links[i], &t->links[j]); j++)
+			;
+		if (t->links[i].nlink > j - i)
+			rc = ck_reason_add(t->reasons, "%s: also linked from outside the checkpoint", t->links[i].rel);
+	}
+	for (size_t i = 0; i < t->nlinks; i++)
+		free(t->links[i].rel);
+	free(t->links);
+	return rc;
+}
+
 static int walk(struct tree *t, const char *root, const char *rel, int depth)
 {
 	char *dir = ck_path_join(root, rel);
 	struct dirent *de;
+	size_t entries = 0;
 	DIR *d;
 	int rc = 0;
 
@@ -62,6 +122,7 @@ static int walk(struct tree *t, const char *root, const char *rel, int depth)
 
 		if (!strcmp(de->d_name, ".") || !strcmp(de->d_name, ".."))
 			continue;
+		entries++;
 		child = ck_path_join(rel, de->d_name);
 		if (!child) {
 			rc = ck_fail(t->err, ENOMEM, "out of memory");
@@ -75,12 +136,16 @@ static int walk(struct tree *t, const char *root, const char *rel, int depth)
 						   MAX_DEPTH);
 			else
 				rc = walk(t, root, child, depth + 1);
-		} else if (S_ISREG(sb.st_mode)) {
-			rc = tree_push(t, child);
-			child = NULL;
+		} else if (S_ISREG(sb.st_mode) || S_ISLNK(sb.st_mode)) {
+			if (S_ISREG(sb.st_mode) && sb.st_nlink > 1)
+				rc = note_linked(t, &sb, child);
+			if (rc == 0)
+				rc = tree_push(t, child);
+			if (rc == 0)
+				child = NULL;
 		} else {
-			rc = ck_reason_add(t->reasons, "%s: not a regular file or directory (%s)", child,
-					   S_ISLNK(sb.st_mode) ? "a symbolic link" : "a special file");
+			rc = ck_reason_add(t->reasons, "%s: a special file (a checkpoint holds files, directories "
+					   "and symbolic links)", child);
 		}
 		if (rc == -ENOMEM)
 			ck_fail(t->err, ENOMEM, "out of memory");
@@ -88,14 +153,24 @@ static int walk(struct tree *t, const char *root, const char *rel, int depth)
 	}
 	closedir(d);
 	free(dir);
+	/* An empty directory is an entry of its own (the root is the checkpoint). */
+	if (rc == 0 && entries == 0 && *rel) {
+		char *copy = strdup(rel);
+
+		rc = copy ? tree_push(t, copy) : -ENOMEM;
+		if (rc)
+			free(copy);
+	}
 	return rc;
 }
 
 int ck_tree_list(const char *root, char ***rel, size_t *n, struct ck_buf *reasons, struct ck_error *err)
 {
 	struct tree t = { .reasons = reasons, .err = err };
-	int rc = walk(&t, root, "", 0);
+	int rc = walk(&t, root, "", 0), lrc = check_links(&t);
 
+	if (rc == 0 && lrc < 0)
+		rc = ck_fail(err, ENOMEM, "out of memory");
 	if (rc < 0) {
 		ck_strv_free(t.rel, t.n);
 		return rc;
@@ -142,10 +217,15 @@ int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error 
 
 	for (i = 0; i < n; i++) {
 		char *path = ck_path_join(root, rel[i]);
+		struct stat sb;
 
 		if (!path)
 			return ck_fail(err, ENOMEM, "out of memory");
-		rc = ck_fsync_file(path);
+		/* A symbolic link is made durable by its directory's fsync. */
+		if (lstat(path, &sb) == 0 && S_ISLNK(sb.st_mode))
+			rc = 0;
+		else
+			rc = S_ISDIR(sb.st_mode) ? ck_fsync_dir(path) : ck_fsync_file(path);
 		if (rc < 0) {
 			rc = ck_fail(err, -rc, "%s: fsync: %s", path, strerror(-rc));
 			free(path);

@@ -20,10 +20,11 @@
  * tests stop a commit between any two steps, or act while it waits. */
 void ck_crash_point(const char *stage);
 
-/* The regular files under root, as paths relative to it in byte order.
- * Entries that are neither directories nor regular files (symlinks,
- * sockets...) cannot be committed: each adds a "relpath: why" line to
- * reasons.  0 or -errno with err. */
+/* What a checkpoint directory root holds, as paths relative to it in byte
+ * order: its regular files, symbolic links and empty directories.  Special
+ * files (fifos, sockets, devices) and regular files with a link outside
+ * root cannot be committed: each adds a "relpath: why" line to reasons.
+ * 0 or -errno with err. */
 int ck_tree_list(const char *root, char ***rel, size_t *n, struct ck_buf *reasons, struct ck_error *err);
 /* fsync of every listed file and of every directory under root, root too. */
 int ck_tree_fsync(const char *root, char *const *rel, size_t n, struct ck_error *err);

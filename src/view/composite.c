@@ -681,6 +681,8 @@ int composite_build(struct ck_view *v, struct ck_vnode *n, struct ck_vfile **out
 		       newest->info.error ? newest->info.error : "unreadable");
 		return -EIO;
 	}
+	if (newest->info.kind == CK_FILE_SYMLINK || newest->info.kind == CK_FILE_DIR)
+		return -ELOOP;   /* no bytes: a link is read with readlink */
 	rc = collect_versions(v, n, &pfs, &np);
 	if (rc)
 		return rc;

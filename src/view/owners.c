@@ -295,6 +295,8 @@ void view_node_owner(struct ck_view *v, struct ck_vnode *n, struct ck_owner *out
 {
 	if (n->is_dir || !n->nversions)
 		dir_owner(v, n, out);
+	else if (n->versions[0].pf->info.kind == CK_FILE_SYMLINK)
+		*out = n->versions[0].pf->info.owner;   /* served from the index alone */
 	else
 		file_owner(v, n, out);
 }

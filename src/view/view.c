@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/xattr.h>
 #include <sys/stat.h>
 #include <time.h>
 
@@ -98,13 +99,18 @@ static int add_version(struct ck_vnode *n, struct phys_file *pf)
 
 /* Places pf (a file of an earlier or the same checkpoint) under the
  * checkpoint directory node at its relative path; the first placement of a
- * path is the newest version.  A path that is a directory in a newer
- * checkpoint and a file in an older one (or the reverse) keeps the newer. */
-static int place_file(struct ck_view *v, struct ck_vnode *ckdir, struct view_ckpt *ck, struct phys_file *pf)
+ * path is the newest version (*placed, when it is pf's node).  A path that
+ * is a directory in a newer checkpoint and a file in an older one (or the
+ * reverse) keeps the newer.  An empty directory (CK_FILE_DIR) is a
+ * directory node with no children of its own. */
+static int place_file(struct ck_view *v, struct ck_vnode *ckdir, struct view_ckpt *ck, struct phys_file *pf,
+		      struct ck_vnode **placed)
 {
 	const char *p = pf->info.relpath;
+	int dir_entry = pf->info.kind == CK_FILE_DIR;
 	struct ck_vnode *dir = ckdir, *n;
 
+	*placed = NULL;
 	for (;;) {
 		const char *slash = strchr(p, '/');
 		size_t len = slash ? (size_t)(slash - p) : strlen(p);
@@ -116,7 +122,7 @@ static int place_file(struct ck_view *v, struct ck_vnode *ckdir, struct view_ckp
 			continue;
 		}
 		n = child_named(dir, p, len);
-		if (!slash) {
+		if (!slash && !dir_entry) {
 			if (!n) {
 				n = node_new(v, dir, p, len, 0);
 				if (!n)
@@ -128,6 +134,8 @@ static int place_file(struct ck_view *v, struct ck_vnode *ckdir, struct view_ckp
 			}
 			if (pf->info.mtime_ns > ckdir->mtime_ns || ckdir->mtime_ns == v->open_time_ns)
 				ckdir->mtime_ns = pf->info.mtime_ns;
+			if (!n->nversions)
+				*placed = n;
 			return add_version(n, pf);
 		}
 		if (!n) {
@@ -135,9 +143,13 @@ static int place_file(struct ck_view *v, struct ck_vnode *ckdir, struct view_ckp
 			if (!n)
 				return -ENOMEM;
 			n->ckpt = ck;
+			if (!slash)
+				n->mtime_ns = pf->info.mtime_ns;
 		} else if (!n->is_dir) {
 			return 0;
 		}
+		if (!slash)
+			return 0;
 		dir = n;
 		p = slash + 1;
 	}
@@ -382,6 +394,59 @@ static int ensure_children(struct ck_view *v, const struct ck_vnode *dir)
 	return view_dcp_populate(v, (struct ck_vnode *)dir) ? -EIO : 0;
 }
 
+struct named_file {
+	const struct phys_file *pf;
+	struct ck_vnode *node;
+};
+
+static int named_file_cmp(const void *a, const void *b)
+{
+	const struct phys_file *x = ((const struct named_file *)a)->pf, *y = ((const struct named_file *)b)->pf;
+
+	if (x->info.dev != y->info.dev)
+		return x->info.dev < y->info.dev ? -1 : 1;
+	return x->info.ino < y->info.ino ? -1 : x->info.ino > y->info.ino;
+}
+
+/* Whether node n serves its newest version alone (no older version of its
+ * kind merged in): then two such names of one physical file are one file. */
+static int served_alone(const struct ck_vnode *n)
+{
+	enum ck_file_kind kind = n->versions[0].pf->info.kind;
+
+	if (kind != CK_FILE_TORCH && kind != CK_FILE_SAFETENSORS)
+		return kind == CK_FILE_OTHER;
+	for (size_t i = 1; i < n->nversions; i++)
+		if (n->versions[i].pf->info.kind == kind)
+			return 0;
+	return 1;
+}
+
+/* Hard links a trainer made in checkpoint ck (its files with one identity,
+ * own[k] the node of ck->files[k] when it is the newest version there)
+ * show as one file: every name answers the first one's inode, and it
+ * counts them. */
+static int link_names(struct view_ckpt *ck, struct ck_vnode **own)
+{
+	struct named_file *v = calloc(ck->nfiles, sizeof(*v));
+	size_t n = 0;
+
+	if (!v)
+		return -ENOMEM;
+	for (size_t k = 0; k < ck->nfiles; k++)
+		if (own[k] && ck->files[k]->info.ino && served_alone(own[k]))
+			v[n++] = (struct named_file){ ck->files[k], own[k] };
+	if (n > 1)
+		qsort(v, n, sizeof(*v), named_file_cmp);
+	for (size_t i = 0, j; i < n; i = j) {
+		for (j = i + 1; j < n && !named_file_cmp(&v[i], &v[j]); j++)
+			v[j].node->link_of = v[i].node;
+		v[i].node->nlinks = (uint32_t)(j - i);
+	}
+	free(v);
+	return 0;
+}
+
 /* The node of checkpoint i: its own files first (the newest versions), then
  * those of every earlier checkpoint of the series (union of paths), except
  * data files of DCP saves other than the one each save directory shows. */
@@ -390,12 +455,15 @@ static int add_checkpoint_node(struct ck_view *v, struct view_series *s, size_t 
 	struct view_ckpt *ck = s->ckpts[i];
 	struct ck_vnode *cn = node_new(v, s->dir, ck->info.name, strlen(ck->info.name), !ck->info.is_file);
 	struct dcp_owners owners = { NULL, 0, 0 };
+	struct ck_vnode **own = NULL;
 	int rc = 0;
 
 	if (!cn)
 		return -ENOMEM;
 	cn->ckpt = ck;
 	ck->node = cn;
+	if (!ck->info.is_file && ck->nfiles && !(own = calloc(ck->nfiles, sizeof(*own))))
+		return -ENOMEM;
 	for (size_t j = i + 1; j-- > 0 && !rc;) {
 		const struct view_ckpt *older = s->ckpts[j];
 
@@ -410,10 +478,17 @@ static int add_checkpoint_node(struct ck_view *v, struct view_series *s, size_t 
 				if (!older->files[k]->info.relpath[0])
 					rc = add_version(cn, older->files[k]);
 			} else if (!other_save(&owners, older, older->files[k]->info.relpath)) {
-				rc = place_file(v, cn, ck, older->files[k]);
+				struct ck_vnode *placed;
+
+				rc = place_file(v, cn, ck, older->files[k], &placed);
+				if (j == i)
+					own[k] = placed;
 			}
 		}
 	}
+	if (!rc && own)
+		rc = link_names(ck, own);
+	free(own);
 	if (!rc)
 		rc = add_dcp_from(v, cn, &owners);
 	free(owners.v);
@@ -1177,7 +1252,7 @@ int ck_view_open_file(struct ck_view *v, const struct ck_vnode *cn, struct ck_vf
 
 int ck_view_getattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_vattr *out)
 {
-	struct ck_vnode *n = (struct ck_vnode *)cn;
+	struct ck_vnode *n = cn->link_of ? cn->link_of : (struct ck_vnode *)cn;
 	struct ck_vfile *f;
 	struct ck_owner o;
 
@@ -1201,8 +1276,13 @@ int ck_view_getattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_vatt
 		out->nlink = 2 + subdirs;
 		return 0;
 	}
+	out->nlink = n->nlinks ? n->nlinks : 1;
+	if (n->versions[0].pf->info.kind == CK_FILE_SYMLINK) {
+		out->mode = S_IFLNK | 0777;
+		out->size = n->versions[0].pf->info.size;
+		return 0;
+	}
 	out->mode = S_IFREG | o.mode;
-	out->nlink = 1;
 	if (!view_node_vfile(v, n, &f)) {
 		out->size = f->size;
 		ck_vfile_put(f);
@@ -1325,16 +1405,78 @@ static const char *kind_name(enum ck_file_kind k)
 	case CK_FILE_SAFETENSORS: return "safetensors";
 	case CK_FILE_SAFETENSORS_INDEX: return "safetensors-index";
 	case CK_FILE_BAD: return "bad";
+	case CK_FILE_SYMLINK: return "symlink";
 	default: return "file";
 	}
 }
 
+/* Whether name is a user attribute of the files themselves (user.*, but
+ * not the mount's own user.ckptfs.*). */
+static int files_own_xattr(const char *name)
+{
+	return !strncmp(name, "user.", 5) && strncmp(name, "user.ckptfs.", 12);
+}
+
+/* The user.* attribute name of the physical file of n's newest version,
+ * which a trainer set while writing it (raw files only: packing keeps the
+ * bytes, not the attributes). */
+static int phys_xattr(const struct ck_vnode *n, const char *name, struct ck_buf *out)
+{
+	const char *path = n->versions[0].pf->info.src_path;
+	ssize_t len = lgetxattr(path, name, NULL, 0);
+
+	if (len >= 0 && ck_buf_reserve(out, (size_t)len + 1) < 0)
+		return -ENOMEM;
+	if (len >= 0)
+		len = lgetxattr(path, name, out->data + out->len, (size_t)len);
+	if (len < 0)
+		return errno == ENOTSUP || errno == ENOENT || errno == ERANGE ? -ENODATA : -errno;
+	out->len += (size_t)len;
+	return 0;
+}
+
+/* Appends the user.* names of the physical file of n's newest version. */
+static int phys_xattr_names(const struct ck_vnode *n, struct ck_buf *out)
+{
+	const char *path = n->versions[0].pf->info.src_path;
+	ssize_t len = llistxattr(path, NULL, 0);
+	char *names;
+
+	if (len <= 0)
+		return 0;
+	names = malloc((size_t)len);
+	if (!names)
+		return -ENOMEM;
+	len = llistxattr(path, names, (size_t)len);
+	for (ssize_t i = 0; i < len;) {
+		size_t k = strlen(names + i) + 1;
+
+		if (files_own_xattr(names + i) && ck_buf_put(out, names + i, k) < 0) {
+			free(names);
+			return -ENOMEM;
+		}
+		i += (ssize_t)k;
+	}
+	free(names);
+	return 0;
+}
+
+/* Whether the user.ckptfs.* file attributes beyond step and checkpoint
+ * apply to n: files with bytes. */
+static int served_file(const struct ck_vnode *n)
+{
+	return !n->is_dir && n->nversions && n->versions[0].pf->info.kind != CK_FILE_SYMLINK;
+}
+
 int ck_view_getxattr(struct ck_view *v, const struct ck_vnode *cn, const char *name, struct ck_buf *out)
 {
-	struct ck_vnode *n = (struct ck_vnode *)cn;
+	struct ck_vnode *n = cn->link_of ? cn->link_of : (struct ck_vnode *)cn;
 
 	if (!n->ckpt)
 		return -ENODATA;
+	if (files_own_xattr(name))
+		return served_file(n) && ck_file_kind_has_bytes(n->versions[0].pf->info.kind) ? phys_xattr(n, name, out)
+											   : -ENODATA;
 	if (!strcmp(name, "user.ckptfs.step"))
 		return ck_buf_printf(out, "%lld", (long long)n->ckpt->info.step);
 	if (!strcmp(name, "user.ckptfs.checkpoint"))
@@ -1343,6 +1485,8 @@ int ck_view_getxattr(struct ck_view *v, const struct ck_vnode *cn, const char *n
 		return -ENODATA;
 	if (!strcmp(name, "user.ckptfs.kind"))
 		return ck_buf_puts(out, dcp_is_metadata(n) ? "dcp-metadata" : kind_name(n->versions[0].pf->info.kind));
+	if (!served_file(n))
+		return -ENODATA;
 	if (!strcmp(name, "user.ckptfs.error")) {
 		struct ck_vfile *f;
 		int rc;
@@ -1366,7 +1510,7 @@ int ck_view_getxattr(struct ck_view *v, const struct ck_vnode *cn, const char *n
 
 int ck_view_listxattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_buf *out)
 {
-	struct ck_vnode *n = (struct ck_vnode *)cn;
+	struct ck_vnode *n = cn->link_of ? cn->link_of : (struct ck_vnode *)cn;
 	int rc = 0;
 
 	if (!n->ckpt)
@@ -1377,6 +1521,9 @@ int ck_view_listxattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_bu
 		const char *name = xattr_names[i];
 
 		if (n->is_dir && strcmp(name, "user.ckptfs.step") && strcmp(name, "user.ckptfs.checkpoint"))
+			continue;
+		if (!n->is_dir && !served_file(n) && strcmp(name, "user.ckptfs.step") &&
+		    strcmp(name, "user.ckptfs.checkpoint") && strcmp(name, "user.ckptfs.kind"))
 			continue;
 		if (!strcmp(name, "user.ckptfs.error")) {
 			struct ck_vfile *f;
@@ -1398,6 +1545,8 @@ int ck_view_listxattr(struct ck_view *v, const struct ck_vnode *cn, struct ck_bu
 		}
 		rc = ck_buf_put(out, name, strlen(name) + 1);
 	}
+	if (rc == 0 && served_file(n) && ck_file_kind_has_bytes(n->versions[0].pf->info.kind))
+		rc = phys_xattr_names(n, out);
 	return rc;
 }
 
@@ -1414,6 +1563,16 @@ int ck_view_series_pattern(struct ck_view *v, const char *series, char **pattern
 int ck_vnode_is_series_dir(struct ck_view *v, const struct ck_vnode *n)
 {
 	return n && n->is_dir && !n->ckpt && n->parent == v->nodes[0];
+}
+
+int ck_view_readlink(struct ck_view *v, const struct ck_vnode *n, const char **target)
+{
+	(void)v;
+	if (n->is_dir || !n->nversions || n->versions[0].pf->info.kind != CK_FILE_SYMLINK ||
+	    !n->versions[0].pf->info.target)
+		return -EINVAL;
+	*target = n->versions[0].pf->info.target;
+	return 0;
 }
 
 int ck_vnode_file_kind(const struct ck_vnode *n)

@@ -100,6 +100,8 @@ struct ck_vnode {
 	struct ck_owner owner;      /* directories: what they show (owners.c; view->lock) */
 	int owner_known;
 	char *own_relpath;          /* relpath when the view made it up (older DCP data files) */
+	struct ck_vnode *link_of;   /* a hard link of another node of its checkpoint: that node */
+	uint32_t nlinks;            /* the node its links point to: how many names it has */
 	struct ck_vnode *dcp_meta;  /* a DCP save's directory of older data files
 				     * (CK_VIEW_DCP_FROM): the .metadata node beside it */
 	atomic_int dcp_pending;     /* ... whose children are not made yet (view_dcp_populate) */

@@ -1,60 +1,82 @@
 /* The in-progress inode table of a writable mount: directories being
- * written under STORE/staging/<series>/ and everything in them, as nodes
- * named by (parent, name).  The real filesystem is the truth; a node only
- * remembers where it is, so a rename moves one node and its subtree
- * follows.  Inode numbers are CK_STAGING_BIT | slot, slots never reused
- * while mounted (so a forgotten number cannot come back as another file).
- * Lookups by name go through a hash of (parent, series, name): a long run
- * creates many thousands of files, and every one of them stays a slot.
- * Directory handles are kept on a list so that those whose RELEASEDIR was
- * lost at unmount are still closed.
+ * written under STORE/staging/<series>/ and everything in them.  The real
+ * filesystem is the truth; a node remembers where it is by its names
+ * (parent, name), one per hard link, so a rename moves one name and a
+ * directory's subtree follows it.  Inode numbers are CK_STAGING_BIT | slot,
+ * slots never reused while mounted (so a forgotten number cannot come back
+ * as another file).  Names are found through a hash of (parent, series,
+ * name): a long run creates many thousands of files, and every one of
+ * them stays a slot.  Directory handles are kept on a list so that those
+ * whose RELEASEDIR was lost at unmount are still closed.
  */
 #include "config.h"
 
 #include <errno.h>
 #include <dirent.h>
+#include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <xxhash.h>
 
 #include "ckptfs/buf.h"
+#include "ckptfs/fileio.h"
 #include "ckptfs/log.h"
 #include "ckptfs/store.h"
 #include "ckptfs/writer_staging.h"
 
+/* One name of a node.  Directories and series markers have one; a
+ * regular file has one per hard link, the first giving its path. */
+struct sname {
+	uint64_t parent;        /* a staged ino, or 0 for series and top names */
+	char *series;           /* series and top names */
+	char *name;             /* NULL for a series node's name */
+	long slot;              /* its node */
+	struct sname *next;     /* the node's next name */
+	struct sname *hnext;    /* next in its hash chain */
+};
+
 struct snode {
-	uint64_t parent;        /* a staged ino, or 0 for series and top nodes */
-	char *series;           /* series and top nodes */
-	char *name;             /* NULL once removed or renamed over */
+	struct sname *names;    /* NULL once removed or renamed over */
 	int is_series;
 	uint64_t nlookup;
 	unsigned open;          /* file handles open on it */
+	unsigned dirs_open;     /* directory handles open on it */
 	unsigned writing;       /* of those, open for writing */
 	long wtop;              /* the top node's slot they count in (-1: none) */
+	int hold_fd;            /* while handles are open: a copy of one (fstat after unlink) */
+	dev_t dev;              /* the real file, once seen: links found by lookup */
+	ino_t rino;
+	int linked;             /* seen with more than one link */
 	int busy;               /* top node: being committed */
 	unsigned writers;       /* top node: handles open for writing in it */
 	int writers_fd;         /* top node: its writers lock, held shared, or -1 */
 	int writers_off;        /* top node: the lock given up for a commit */
-	long hnext;             /* next slot in its hash chain; -1 ends it */
 };
 
 /* An open in-progress directory (fi->fh of opendir). */
 struct ck_staged_dir {
 	DIR *dir;
+	uint64_t ino;
 	struct ck_staged_dir *prev, *next;
 };
 
 struct ck_staging {
 	char *store;
 	char *staging_dir;      /* STORE/staging */
+	atomic_int root_fd;     /* STORE/staging, O_PATH, once it exists; -1 before */
 	pthread_mutex_t lock;
 	pthread_cond_t unclaimed;   /* a commit released its directory */
 	size_t nbusy;           /* top nodes claimed: listings skip the scan for them at 0 */
 	struct snode **nodes;   /* slot i is ino CK_STAGING_BIT | (i + 1) */
 	size_t n, cap;
-	long *buckets;          /* first slot of each hash chain, -1 if none */
+	size_t nnames;          /* names in the hash */
+	size_t nlinked;         /* nodes seen with more than one link */
+	struct sname **buckets; /* hash chains of names */
 	size_t nbuckets;        /* a power of two */
 	struct ck_staged_dir *dirs;   /* open directory handles */
 };
@@ -78,20 +100,34 @@ int ck_staging_new(const char *store, struct ck_staging **out)
 		free(s);
 		return -ENOMEM;
 	}
+	atomic_init(&s->root_fd, -1);
 	pthread_mutex_init(&s->lock, NULL);
 	pthread_cond_init(&s->unclaimed, NULL);
 	*out = s;
 	return 0;
 }
 
+static void sname_free(struct sname *nm)
+{
+	free(nm->series);
+	free(nm->name);
+	free(nm);
+}
+
 static void snode_free(struct snode *n)
 {
 	if (!n)
 		return;
+	while (n->names) {
+		struct sname *nm = n->names;
+
+		n->names = nm->next;
+		sname_free(nm);
+	}
 	if (n->writers_fd >= 0)
 		ck_writers_unlock(n->writers_fd);
-	free(n->series);
-	free(n->name);
+	if (n->hold_fd >= 0)
+		close(n->hold_fd);
 	free(n);
 }
 
@@ -105,11 +141,18 @@ void ck_staging_free(struct ck_staging *s)
 		snode_free(s->nodes[i]);
 	free(s->nodes);
 	free(s->buckets);
+	if (atomic_load(&s->root_fd) >= 0)
+		close(atomic_load(&s->root_fd));
 	free(s->staging_dir);
 	free(s->store);
 	pthread_mutex_destroy(&s->lock);
 	pthread_cond_destroy(&s->unclaimed);
 	free(s);
+}
+
+static long slot_of(uint64_t ino)
+{
+	return (long)((ino & ~CK_STAGING_BIT) - 1);
 }
 
 static struct snode *node_at(struct ck_staging *s, uint64_t ino)
@@ -126,152 +169,146 @@ static int same(const char *a, const char *b)
 	return (!a && !b) || (a && b && strcmp(a, b) == 0);
 }
 
-/* The hash of a node's key: (parent, name) inside a directory, (series,
- * name) for a top node, the series alone for a series node. */
-static uint64_t key_hash(uint64_t parent, int is_series, const char *series, const char *name)
+/* The hash of a name's key: (parent, name) inside a directory, (series,
+ * name) for a top name, the series alone for a series node's name. */
+static uint64_t key_hash(uint64_t parent, const char *series, const char *name)
 {
-	uint64_t h = XXH3_64bits_withSeed(name ? name : "", name ? strlen(name) : 0, parent * 2 + (uint64_t)is_series);
+	uint64_t h = XXH3_64bits_withSeed(name ? name : "", name ? strlen(name) : 0, parent * 2 + !name);
 
 	if (parent == 0 && series)
 		h ^= XXH3_64bits(series, strlen(series)) * 0x9E3779B97F4A7C15ull;
 	return h;
 }
 
-static uint64_t node_hash(const struct snode *n)
+static struct sname **chain_of(struct ck_staging *s, const struct sname *nm)
 {
-	return key_hash(n->parent, n->is_series, n->parent ? NULL : n->series, n->is_series ? NULL : n->name);
+	return &s->buckets[key_hash(nm->parent, nm->parent ? NULL : nm->series, nm->name) & (s->nbuckets - 1)];
 }
 
-static void hash_insert(struct ck_staging *s, long slot)
+static void hash_insert(struct ck_staging *s, struct sname *nm)
 {
-	size_t b = node_hash(s->nodes[slot]) & (s->nbuckets - 1);
+	struct sname **b = chain_of(s, nm);
 
-	s->nodes[slot]->hnext = s->buckets[b];
-	s->buckets[b] = slot;
+	nm->hnext = *b;
+	*b = nm;
 }
 
-/* Takes a named node out of its chain (before its key changes). */
-static void hash_remove(struct ck_staging *s, long slot)
+/* Takes a name out of its chain (before its key changes). */
+static void hash_remove(struct ck_staging *s, struct sname *nm)
 {
-	long *link = &s->buckets[node_hash(s->nodes[slot]) & (s->nbuckets - 1)];
+	struct sname **link = chain_of(s, nm);
 
-	while (*link >= 0 && *link != slot)
-		link = &s->nodes[*link]->hnext;
-	if (*link == slot)
-		*link = s->nodes[slot]->hnext;
+	while (*link && *link != nm)
+		link = &(*link)->hnext;
+	if (*link)
+		*link = nm->hnext;
 }
 
-/* Keeps chains short as slots accumulate: at most two slots a bucket.
- * 0 or -ENOMEM (the old table stays usable). */
+/* Keeps chains short as names accumulate: at most two a bucket.  0 or
+ * -ENOMEM (the old table stays usable). */
 static int hash_grow(struct ck_staging *s)
 {
 	size_t nb = s->nbuckets ? s->nbuckets * 2 : 256;
-	long *b;
+	struct sname **old = s->buckets, **b;
+	size_t oldn = s->nbuckets;
 
-	if (s->n < s->nbuckets * 2)
+	if (s->nnames + 1 < s->nbuckets * 2)
 		return 0;
-	b = malloc(nb * sizeof(*b));
+	b = calloc(nb, sizeof(*b));
 	if (!b)
 		return -ENOMEM;
-	free(s->buckets);
 	s->buckets = b;
 	s->nbuckets = nb;
-	for (size_t i = 0; i < nb; i++)
-		b[i] = -1;
-	for (size_t i = 0; i < s->n; i++)
-		if (s->nodes[i] && s->nodes[i]->name)
-			hash_insert(s, (long)i);
+	for (size_t i = 0; i < oldn; i++) {
+		for (struct sname *nm = old[i], *next; nm; nm = next) {
+			next = nm->hnext;
+			hash_insert(s, nm);
+		}
+	}
+	free(old);
 	return 0;
 }
 
-/* The slot of the named node, or -1.  name NULL with parent 0: a series node. */
-static long find(struct ck_staging *s, uint64_t parent, const char *series, const char *name)
+/* The name (parent, series, name), or NULL.  name NULL with parent 0: a
+ * series node's. */
+static struct sname *find(struct ck_staging *s, uint64_t parent, const char *series, const char *name)
 {
-	int is_series = parent == 0 && !name;
-	long i;
+	struct sname *nm;
 
 	if (!s->nbuckets)
-		return -1;
-	i = s->buckets[key_hash(parent, is_series, parent ? NULL : series, name) & (s->nbuckets - 1)];
-	for (; i >= 0; i = s->nodes[i]->hnext) {
-		struct snode *n = s->nodes[i];
-
-		if (n->parent != parent || n->is_series != is_series)
+		return NULL;
+	nm = s->buckets[key_hash(parent, parent ? NULL : series, name) & (s->nbuckets - 1)];
+	for (; nm; nm = nm->hnext) {
+		if (nm->parent != parent || !same(nm->name, name))
 			continue;
-		if (is_series ? same(n->series, series) :
-		    strcmp(n->name, name) == 0 && (parent || same(n->series, series)))
-			return i;
+		if (parent || same(nm->series, series))
+			return nm;
 	}
-	return -1;
+	return NULL;
 }
 
-int ck_staging_get(struct ck_staging *s, uint64_t parent, const char *series, const char *name,
-		     uint64_t *ino)
+static long find_slot(struct ck_staging *s, uint64_t parent, const char *series, const char *name)
 {
-	struct snode *n;
-	long slot;
-	int rc = 0;
+	struct sname *nm = find(s, parent, series, name);
 
-	pthread_mutex_lock(&s->lock);
-	slot = find(s, parent, series, name);
-	if (slot >= 0) {
-		s->nodes[slot]->nlookup++;
-		*ino = CK_STAGING_BIT | (uint64_t)(slot + 1);
-		goto out;
-	}
-	if (hash_grow(s)) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	if (s->n == s->cap) {
-		struct snode **nodes = ck_grow(s->nodes, &s->cap, sizeof(*nodes), 64);
+	return nm ? nm->slot : -1;
+}
 
-		if (!nodes) {
-			rc = -ENOMEM;
-			goto out;
-		}
-		s->nodes = nodes;
+/* A new name (parent, series, name) of node slot, last of its names.
+ * 0 or -ENOMEM. */
+static int add_name(struct ck_staging *s, long slot, uint64_t parent, const char *series, const char *name)
+{
+	struct sname *nm = calloc(1, sizeof(*nm)), **tail;
+
+	if (!nm || hash_grow(s)) {
+		free(nm);
+		return -ENOMEM;
 	}
-	n = calloc(1, sizeof(*n));
-	if (!n) {
-		rc = -ENOMEM;
-		goto out;
+	nm->parent = parent;
+	nm->slot = slot;
+	nm->name = name ? strdup(name) : NULL;
+	nm->series = parent == 0 ? strdup(series) : NULL;
+	if ((name && !nm->name) || (parent == 0 && !nm->series)) {
+		sname_free(nm);
+		return -ENOMEM;
 	}
-	n->parent = parent;
-	n->wtop = -1;
-	n->writers_fd = -1;
-	n->is_series = parent == 0 && !name;
-	n->name = strdup(name ? name : series);
-	n->series = parent == 0 ? strdup(series) : NULL;
-	if (!n->name || (parent == 0 && !n->series)) {
+	for (tail = &s->nodes[slot]->names; *tail; tail = &(*tail)->next)
+		;
+	*tail = nm;
+	hash_insert(s, nm);
+	s->nnames++;
+	return 0;
+}
+
+/* Frees node slot once nothing refers to it: no name, no lookup, no
+ * handle.  Lock held. */
+static void maybe_free(struct ck_staging *s, long slot)
+{
+	struct snode *n = s->nodes[slot];
+
+	if (n && !n->names && n->nlookup == 0 && n->open == 0 && n->dirs_open == 0) {
+		s->nodes[slot] = NULL;
+		if (n->linked)
+			s->nlinked--;
 		snode_free(n);
-		rc = -ENOMEM;
-		goto out;
 	}
-	n->nlookup = 1;
-	s->nodes[s->n++] = n;
-	hash_insert(s, (long)s->n - 1);
-	*ino = CK_STAGING_BIT | (uint64_t)s->n;
-out:
-	pthread_mutex_unlock(&s->lock);
-	return rc;
 }
 
-void ck_staging_forget(struct ck_staging *s, uint64_t ino, uint64_t nlookup)
+/* Takes name nm away from its node (unlink, rename over, commit). */
+static void drop_name(struct ck_staging *s, struct sname *nm)
 {
-	struct snode *n;
+	struct snode *n = s->nodes[nm->slot];
+	struct sname **link = &n->names;
+	long slot = nm->slot;
 
-	pthread_mutex_lock(&s->lock);
-	n = node_at(s, ino);
-	if (n) {
-		n->nlookup = nlookup < n->nlookup ? n->nlookup - nlookup : 0;
-		/* Only a removed node may go: a named one may be a parent. */
-		if (n->nlookup == 0 && !n->name) {
-			s->nodes[(ino & ~CK_STAGING_BIT) - 1] = NULL;
-			snode_free(n);
-		}
-	}
-	pthread_mutex_unlock(&s->lock);
+	while (*link && *link != nm)
+		link = &(*link)->next;
+	if (*link)
+		*link = nm->next;
+	hash_remove(s, nm);
+	s->nnames--;
+	sname_free(nm);
+	maybe_free(s, slot);
 }
 
 char *ck_staging_top_path(struct ck_staging *s, const char *series, const char *name)
@@ -290,29 +327,178 @@ char *ck_staging_top_path(struct ck_staging *s, const char *series, const char *
 	return (char *)ck_buf_steal(&p, NULL);
 }
 
-/* Appends the path of n below STORE/staging to p, lock held. */
-static int append_path(struct ck_staging *s, const struct snode *n, struct ck_buf *p, int depth)
+/* Appends the path of n below STORE/staging ("series/dir/...") to p, by
+ * its first names, lock held.  -ESTALE when a name on the way is gone. */
+static int path_rel(struct ck_staging *s, const struct snode *n, struct ck_buf *p, int depth)
 {
+	const struct sname *nm = n ? n->names : NULL;
 	int rc;
 
-	if (!n || !n->name || depth > 4096)
+	if (!nm || depth > 4096)
 		return -ESTALE;
-	if (n->parent == 0) {
+	if (nm->parent == 0) {
 		if (n->is_series)
-			return ck_buf_printf(p, "%s/%s", s->staging_dir, n->series);
-		return ck_buf_printf(p, "%s/%s/%s", s->staging_dir, n->series, n->name);
+			return ck_buf_puts(p, nm->series);
+		return ck_buf_printf(p, "%s/%s", nm->series, nm->name);
 	}
-	rc = append_path(s, node_at(s, n->parent), p, depth + 1);
-	return rc ? rc : ck_buf_printf(p, "/%s", n->name);
+	rc = path_rel(s, node_at(s, nm->parent), p, depth + 1);
+	return rc ? rc : ck_buf_printf(p, "/%s", nm->name);
+}
+
+/* ---- Reaching nodes with the *at system calls ---- */
+
+/* STORE/staging, opened once it exists.  The descriptor or -errno. */
+static int root_fd(struct ck_staging *s)
+{
+	int fd = atomic_load(&s->root_fd), expected = -1;
+
+	if (fd >= 0)
+		return fd;
+	fd = open(s->staging_dir, O_PATH | O_DIRECTORY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	if (!atomic_compare_exchange_strong(&s->root_fd, &expected, fd)) {
+		close(fd);
+		fd = expected;
+	}
+	return fd;
+}
+
+/* fstatat of STORE/staging/rel, reached as ck_staging_at reaches nodes. */
+static int stat_rel(struct ck_staging *s, const char *rel, struct stat *st)
+{
+	struct ck_staged_at at = { -1, NULL };
+	const char *slash = strrchr(rel, '/');
+	int root = root_fd(s), rc;
+	char *dir;
+
+	if (root < 0)
+		return root;
+	dir = slash ? strndup(rel, (size_t)(slash - rel)) : strdup("");
+	if (!dir)
+		return -ENOMEM;
+	at.dir = ck_open_dir_beneath(root, dir);
+	free(dir);
+	if (at.dir < 0)
+		return at.dir;
+	rc = fstatat(at.dir, slash ? slash + 1 : rel, st, AT_SYMLINK_NOFOLLOW) == 0 ? 0 : -errno;
+	close(at.dir);
+	return rc;
+}
+
+/* A named node of real identity (dev, ino), seen with several links, whose
+ * first name still leads to that file: another name of it, found by a
+ * lookup (a link made before the mount, or forgotten by the kernel).
+ * Lock held; a stat of the candidate's path under it (rare: only files
+ * that have several links).  Its slot or -1. */
+static long linked_node(struct ck_staging *s, const struct stat *st)
+{
+	for (size_t i = 0; s->nlinked && i < s->n; i++) {
+		struct snode *n = s->nodes[i];
+		struct ck_buf p = CK_BUF_INIT;
+		struct stat now;
+		int ok;
+
+		if (!n || !n->names || n->is_series || !n->linked || n->dev != st->st_dev || n->rino != st->st_ino)
+			continue;
+		ok = path_rel(s, n, &p, 0) == 0 && ck_buf_putc(&p, '\0') == 0 &&
+		     stat_rel(s, (const char *)p.data, &now) == 0 && now.st_dev == st->st_dev &&
+		     now.st_ino == st->st_ino;
+		ck_buf_free(&p);
+		if (ok)
+			return (long)i;
+	}
+	return -1;
+}
+
+static void note_identity(struct ck_staging *s, struct snode *n, const struct stat *st)
+{
+	if (!st || !S_ISREG(st->st_mode))
+		return;
+	if (!n->linked && st->st_nlink > 1) {
+		n->linked = 1;
+		s->nlinked++;
+	}
+	n->dev = st->st_dev;
+	n->rino = st->st_ino;
+}
+
+int ck_staging_get(struct ck_staging *s, uint64_t parent, const char *series, const char *name,
+		   const struct stat *st, uint64_t *ino)
+{
+	struct snode *n;
+	long slot;
+	int rc = 0;
+
+	pthread_mutex_lock(&s->lock);
+	slot = find_slot(s, parent, series, name);
+	if (slot < 0 && parent && st && S_ISREG(st->st_mode) && st->st_nlink > 1) {
+		slot = linked_node(s, st);
+		if (slot >= 0 && (rc = add_name(s, slot, parent, series, name)) != 0)
+			goto out;
+	}
+	if (slot >= 0) {
+		s->nodes[slot]->nlookup++;
+		note_identity(s, s->nodes[slot], st);
+		*ino = CK_STAGING_BIT | (uint64_t)(slot + 1);
+		goto out;
+	}
+	if (s->n == s->cap) {
+		struct snode **nodes = ck_grow(s->nodes, &s->cap, sizeof(*nodes), 64);
+
+		if (!nodes) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		s->nodes = nodes;
+	}
+	n = calloc(1, sizeof(*n));
+	if (!n) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	n->wtop = -1;
+	n->writers_fd = -1;
+	n->hold_fd = -1;
+	n->is_series = parent == 0 && !name;
+	n->nlookup = 1;
+	s->nodes[s->n] = n;
+	if (add_name(s, (long)s->n, parent, series, name)) {
+		s->nodes[s->n] = NULL;
+		snode_free(n);
+		rc = -ENOMEM;
+		goto out;
+	}
+	note_identity(s, n, st);
+	s->n++;
+	*ino = CK_STAGING_BIT | (uint64_t)s->n;
+out:
+	pthread_mutex_unlock(&s->lock);
+	return rc;
+}
+
+void ck_staging_forget(struct ck_staging *s, uint64_t ino, uint64_t nlookup)
+{
+	struct snode *n;
+
+	pthread_mutex_lock(&s->lock);
+	n = node_at(s, ino);
+	if (n) {
+		n->nlookup = nlookup < n->nlookup ? n->nlookup - nlookup : 0;
+		/* Only a nameless node may go: a named one may be a parent. */
+		maybe_free(s, slot_of(ino));
+	}
+	pthread_mutex_unlock(&s->lock);
 }
 
 int ck_staging_path(struct ck_staging *s, uint64_t ino, const char *child, char **path)
 {
 	struct ck_buf p = CK_BUF_INIT;
-	int rc;
+	int rc = ck_buf_printf(&p, "%s/", s->staging_dir);
 
 	pthread_mutex_lock(&s->lock);
-	rc = append_path(s, node_at(s, ino), &p, 0);
+	if (!rc)
+		rc = path_rel(s, node_at(s, ino), &p, 0);
 	pthread_mutex_unlock(&s->lock);
 	if (!rc && child)
 		rc = ck_buf_printf(&p, "/%s", child);
@@ -326,6 +512,125 @@ int ck_staging_path(struct ck_staging *s, uint64_t ino, const char *child, char 
 	return 0;
 }
 
+/* at for the directory rel below STORE/staging and the name leaf in it. */
+static int at_of(struct ck_staging *s, const char *rel, const char *leaf, struct ck_staged_at *at)
+{
+	int root = root_fd(s);
+
+	at->dir = -1;
+	at->name = NULL;
+	if (root < 0)
+		return root;
+	at->name = strdup(leaf);
+	if (!at->name)
+		return -ENOMEM;
+	at->dir = ck_open_dir_beneath(root, rel);
+	if (at->dir < 0) {
+		int rc = at->dir;
+
+		free(at->name);
+		at->name = NULL;
+		return rc;
+	}
+	return 0;
+}
+
+int ck_staging_at(struct ck_staging *s, uint64_t ino, const char *child, struct ck_staged_at *at)
+{
+	struct ck_buf dir = CK_BUF_INIT, leaf = CK_BUF_INIT;
+	struct snode *n;
+	int rc;
+
+	at->dir = -1;
+	at->name = NULL;
+	pthread_mutex_lock(&s->lock);
+	n = node_at(s, ino);
+	if (child) {
+		rc = path_rel(s, n, &dir, 0);
+		if (!rc)
+			rc = ck_buf_puts(&leaf, child);
+	} else if (!n || !n->names) {
+		rc = -ESTALE;
+	} else if (n->names->parent == 0) {
+		/* a series (in STORE/staging) or a top name (in its series) */
+		if (n->is_series)
+			rc = ck_buf_puts(&leaf, n->names->series);
+		else if ((rc = ck_buf_puts(&dir, n->names->series)) == 0)
+			rc = ck_buf_puts(&leaf, n->names->name);
+	} else {
+		rc = path_rel(s, node_at(s, n->names->parent), &dir, 0);
+		if (!rc)
+			rc = ck_buf_puts(&leaf, n->names->name);
+	}
+	pthread_mutex_unlock(&s->lock);
+	if (!rc && (ck_buf_putc(&dir, '\0') || ck_buf_putc(&leaf, '\0')))
+		rc = -ENOMEM;
+	if (!rc)
+		rc = at_of(s, (const char *)dir.data, (const char *)leaf.data, at);
+	ck_buf_free(&dir);
+	ck_buf_free(&leaf);
+	return rc;
+}
+
+int ck_staging_top_at(struct ck_staging *s, const char *series, const char *name, struct ck_staged_at *at)
+{
+	return name ? at_of(s, series, name, at) : at_of(s, "", series, at);
+}
+
+void ck_staging_at_free(struct ck_staged_at *at)
+{
+	if (at->dir >= 0)
+		close(at->dir);
+	free(at->name);
+	at->dir = -1;
+	at->name = NULL;
+}
+
+/* Keeps a copy of fd in n, lock held (while a handle is open on it). */
+static void hold(struct snode *n, int fd)
+{
+	if (n->hold_fd < 0)
+		n->hold_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+}
+
+/* Closes n's copy once no handle is open on it, lock held. */
+static void unhold(struct snode *n)
+{
+	if (n->open == 0 && n->dirs_open == 0 && n->hold_fd >= 0) {
+		close(n->hold_fd);
+		n->hold_fd = -1;
+	}
+}
+
+void ck_staging_hold(struct ck_staging *s, uint64_t ino, int fd)
+{
+	struct snode *n;
+
+	pthread_mutex_lock(&s->lock);
+	n = node_at(s, ino);
+	if (n && n->open)
+		hold(n, fd);
+	pthread_mutex_unlock(&s->lock);
+}
+
+int ck_staging_held_fd(struct ck_staging *s, uint64_t ino)
+{
+	struct snode *n;
+	int fd = -ESTALE;
+
+	pthread_mutex_lock(&s->lock);
+	n = node_at(s, ino);
+	if (n && n->hold_fd >= 0) {
+		fd = fcntl(n->hold_fd, F_DUPFD_CLOEXEC, 3);
+		if (fd < 0)
+			fd = -errno;
+	}
+	pthread_mutex_unlock(&s->lock);
+	return fd;
+}
+
+/* ---- Names ---- */
+
 static int top_info(struct ck_staging *s, uint64_t ino, int want_series, char **series, char **name)
 {
 	struct snode *n;
@@ -333,12 +638,12 @@ static int top_info(struct ck_staging *s, uint64_t ino, int want_series, char **
 
 	pthread_mutex_lock(&s->lock);
 	n = node_at(s, ino);
-	if (!n || !n->name || n->parent != 0 || n->is_series != want_series) {
+	if (!n || !n->names || n->names->parent != 0 || n->is_series != want_series) {
 		rc = -EINVAL;
 	} else {
-		*series = strdup(n->series);
+		*series = strdup(n->names->series);
 		if (name)
-			*name = strdup(n->name);
+			*name = strdup(n->names->name);
 		if (!*series || (name && !*name)) {
 			free(*series);
 			if (name)
@@ -360,61 +665,83 @@ int ck_staging_series(struct ck_staging *s, uint64_t ino, char **series)
 	return top_info(s, ino, 1, series, NULL);
 }
 
-static void unname(struct ck_staging *s, long slot)
+/* Gives name nm the key (parent, series, name), lock held.  0 or -ENOMEM
+ * (nm unchanged). */
+static int rekey(struct ck_staging *s, struct sname *nm, uint64_t parent, const char *series, const char *name)
 {
-	struct snode *n = s->nodes[slot];
+	char *n = strdup(name), *sr = parent == 0 ? strdup(series) : NULL;
 
-	hash_remove(s, slot);
-	free(n->name);
-	n->name = NULL;
-	if (n->nlookup == 0) {
-		s->nodes[slot] = NULL;
-		snode_free(n);
+	if (!n || (parent == 0 && !sr)) {
+		free(n);
+		free(sr);
+		return -ENOMEM;
 	}
+	hash_remove(s, nm);
+	free(nm->name);
+	free(nm->series);
+	nm->name = n;
+	nm->series = sr;
+	nm->parent = parent;
+	hash_insert(s, nm);
+	return 0;
 }
 
 void ck_staging_moved(struct ck_staging *s, uint64_t parent, const char *series, const char *name,
-			uint64_t newparent, const char *newname)
+		      uint64_t newparent, const char *newname, int exchange)
 {
-	long from, over;
-	char *copy = strdup(newname);
+	struct sname *from, *over;
 
 	pthread_mutex_lock(&s->lock);
 	from = find(s, parent, series, name);
 	over = find(s, newparent, series, newname);
-	if (over >= 0 && over != from)
-		unname(s, over);
-	if (from >= 0) {
-		struct snode *n = s->nodes[from];
-
-		if (copy) {
-			hash_remove(s, from);
-			free(n->name);
-			n->name = copy;
-			copy = NULL;
-			n->parent = newparent;
-			if (newparent) {
-				free(n->series);
-				n->series = NULL;
-			}
-			hash_insert(s, from);
-		} else {
-			unname(s, from);	/* out of memory: forget where it is */
-		}
-	}
+	/* Two links of one file: rename(2) does nothing, an exchange nothing seen. */
+	if (from && over && from != over && from->slot == over->slot)
+		goto out;
+	if (exchange && over && rekey(s, over, parent, series, name))
+		drop_name(s, over);	/* out of memory: forget where it is */
+	else if (!exchange && over && over != from)
+		drop_name(s, over);
+	if (from && rekey(s, from, newparent, series, newname))
+		drop_name(s, from);
+out:
 	pthread_mutex_unlock(&s->lock);
-	free(copy);
 }
 
 void ck_staging_removed(struct ck_staging *s, uint64_t parent, const char *series, const char *name)
 {
-	long slot;
+	struct sname *nm;
 
 	pthread_mutex_lock(&s->lock);
-	slot = find(s, parent, series, name);
-	if (slot >= 0)
-		unname(s, slot);
+	nm = find(s, parent, series, name);
+	if (nm)
+		drop_name(s, nm);
 	pthread_mutex_unlock(&s->lock);
+}
+
+int ck_staging_linked(struct ck_staging *s, uint64_t ino, uint64_t newparent, const char *newname)
+{
+	struct snode *n;
+	struct sname *over;
+	int rc = -ESTALE;
+
+	pthread_mutex_lock(&s->lock);
+	n = node_at(s, ino);
+	over = find(s, newparent, NULL, newname);
+	if (over)
+		drop_name(s, over);	/* a name the table kept after it went behind its back */
+	n = node_at(s, ino);
+	if (n && newparent) {
+		rc = add_name(s, slot_of(ino), newparent, NULL, newname);
+		if (rc == 0) {
+			n->nlookup++;	/* the kernel counts the entry it gets back */
+			if (!n->linked) {
+				n->linked = 1;
+				s->nlinked++;
+			}
+		}
+	}
+	pthread_mutex_unlock(&s->lock);
+	return rc;
 }
 
 /* The slot of the top node (directly under a series) that node ino is in,
@@ -423,10 +750,10 @@ static long top_slot(struct ck_staging *s, uint64_t ino)
 {
 	struct snode *n = node_at(s, ino);
 
-	for (int depth = 0; n && n->name && depth < 4096; depth++) {
-		if (n->parent == 0)
-			return n->is_series ? -1 : (long)((ino & ~CK_STAGING_BIT) - 1);
-		ino = n->parent;
+	for (int depth = 0; n && n->names && depth < 4096; depth++) {
+		if (n->names->parent == 0)
+			return n->is_series ? -1 : slot_of(ino);
+		ino = n->names->parent;
 		n = node_at(s, ino);
 	}
 	return -1;
@@ -436,13 +763,25 @@ static long top_slot(struct ck_staging *s, uint64_t ino)
  * removed or renamed away. */
 static struct snode *top_of(struct ck_staging *s, struct snode *n)
 {
-	for (int depth = 0; n && n->name && depth < 4096; depth++) {
-		if (n->parent == 0)
+	for (int depth = 0; n && n->names && depth < 4096; depth++) {
+		if (n->names->parent == 0)
 			return n->is_series ? NULL : n;
-		n = node_at(s, n->parent);
+		n = node_at(s, n->names->parent);
 	}
 	return NULL;
 }
+
+int ck_staging_same_top(struct ck_staging *s, uint64_t a, uint64_t b)
+{
+	int same_top;
+
+	pthread_mutex_lock(&s->lock);
+	same_top = top_slot(s, a) >= 0 && top_slot(s, a) == top_slot(s, b);
+	pthread_mutex_unlock(&s->lock);
+	return same_top;
+}
+
+/* ---- Open handles and claims ---- */
 
 /* One more handle open for writing on file node n (ino) in its top
  * directory: this node's shared hold of the directory's writers lock
@@ -454,17 +793,17 @@ static int writer_in(struct ck_staging *s, struct snode *n, uint64_t ino)
 	long slot = n->writing ? n->wtop : top_slot(s, ino);
 	struct snode *top = slot >= 0 ? s->nodes[slot] : NULL;
 
-	if (top == n || !top || !top->name)
+	if (top == n || !top || !top->names)
 		return 0;   /* a series marker, or a node moved away: nothing to hold */
 	if (top->writers == 0 && top->writers_fd < 0 && !top->writers_off) {
 		struct ck_error err = { { 0 } };
-		int rc = ck_writers_share(s->store, top->series, top->name, &top->writers_fd, &err);
+		int rc = ck_writers_share(s->store, top->names->series, top->names->name, &top->writers_fd, &err);
 
 		if (rc == -EBUSY)
 			return rc;
 		if (rc < 0)
 			ck_warn("%s/%s: other nodes' commits will not wait for this node's writes: %s",
-				top->series, top->name, err.msg);
+				top->names->series, top->names->name, err.msg);
 	}
 	top->writers++;
 	n->writing++;
@@ -474,7 +813,8 @@ static int writer_in(struct ck_staging *s, struct snode *n, uint64_t ino)
 
 /* One handle open for writing on n closed, lock held: the last one in its
  * top directory gives up this node's hold of the writers lock (the
- * caller closed its descriptor first). */
+ * caller closed its descriptor first, and the node's held copy is closed
+ * by now when it was the last handle). */
 static void writer_out(struct ck_staging *s, struct snode *n)
 {
 	struct snode *top = n->wtop >= 0 && (size_t)n->wtop < s->n ? s->nodes[n->wtop] : NULL;
@@ -528,12 +868,16 @@ unsigned ck_staging_open_end(struct ck_staging *s, uint64_t ino, int writing)
 
 	pthread_mutex_lock(&s->lock);
 	n = node_at(s, ino);
-	if (n && writing)
-		writer_out(s, n);
 	if (n && n->open)
 		n->open--;
 	if (n)
+		unhold(n);   /* before the writers lock goes: close-to-open */
+	if (n && writing)
+		writer_out(s, n);
+	if (n)
 		left = n->open;
+	if (n && left == 0)
+		maybe_free(s, slot_of(ino));
 	pthread_mutex_unlock(&s->lock);
 	return left;
 }
@@ -545,7 +889,7 @@ int ck_staging_claim(struct ck_staging *s, const char *series, const char *name,
 	int rc = 0;
 
 	pthread_mutex_lock(&s->lock);
-	slot = find(s, 0, series, name);
+	slot = find_slot(s, 0, series, name);
 	top = slot >= 0 ? s->nodes[slot] : NULL;
 	if (top && top->busy)
 		rc = -EBUSY;
@@ -576,7 +920,7 @@ int ck_staging_known(struct ck_staging *s, const char *series, const char *name)
 	int known;
 
 	pthread_mutex_lock(&s->lock);
-	known = find(s, 0, series, name) >= 0;
+	known = find_slot(s, 0, series, name) >= 0;
 	pthread_mutex_unlock(&s->lock);
 	return known;
 }
@@ -586,7 +930,7 @@ void ck_staging_writers_off(struct ck_staging *s, const char *series, const char
 	long slot;
 
 	pthread_mutex_lock(&s->lock);
-	slot = find(s, 0, series, name);
+	slot = find_slot(s, 0, series, name);
 	if (slot >= 0) {
 		struct snode *top = s->nodes[slot];
 
@@ -602,7 +946,7 @@ void ck_staging_writers_on(struct ck_staging *s, const char *series, const char 
 	long slot;
 
 	pthread_mutex_lock(&s->lock);
-	slot = find(s, 0, series, name);
+	slot = find_slot(s, 0, series, name);
 	if (slot >= 0) {
 		struct snode *top = s->nodes[slot];
 		struct ck_error err = { { 0 } };
@@ -621,7 +965,7 @@ void ck_staging_unclaim(struct ck_staging *s, const char *series, const char *na
 	long slot;
 
 	pthread_mutex_lock(&s->lock);
-	slot = find(s, 0, series, name);
+	slot = find_slot(s, 0, series, name);
 	if (slot >= 0 && s->nodes[slot]->busy) {
 		s->nodes[slot]->busy = 0;
 		s->nbusy--;
@@ -636,7 +980,7 @@ int ck_staging_wait_unclaimed(struct ck_staging *s, const char *series, const ch
 
 	pthread_mutex_lock(&s->lock);
 	for (;;) {
-		long slot = find(s, 0, series, name);
+		long slot = find_slot(s, 0, series, name);
 
 		if (slot < 0 || !s->nodes[slot]->busy)
 			break;
@@ -649,12 +993,12 @@ int ck_staging_wait_unclaimed(struct ck_staging *s, const char *series, const ch
 
 static int claimed_in(const struct snode *t, const char *series)
 {
-	return t && t->busy && t->name && same(t->series, series);
+	return t && t->busy && t->names && same(t->names->series, series);
 }
 
 static int top_in(const struct snode *t, const char *series)
 {
-	return t && t->name && t->parent == 0 && !t->is_series && same(t->series, series);
+	return t && t->names && t->names->parent == 0 && !t->is_series && same(t->names->series, series);
 }
 
 /* The names of the nodes that match (in series), allocated.  Lock held. */
@@ -676,7 +1020,7 @@ static int names_of(struct ck_staging *s, const char *series, int (*match)(const
 	for (size_t i = 0; i < s->n && rc == 0 && k < count; i++) {
 		if (!match(s->nodes[i], series))
 			continue;
-		(*names)[k] = strdup(s->nodes[i]->name);
+		(*names)[k] = strdup(s->nodes[i]->names->name);
 		if (!(*names)[k++])
 			rc = -ENOMEM;
 	}
@@ -723,8 +1067,8 @@ int ck_staging_top_of(struct ck_staging *s, uint64_t ino, char **series, char **
 	if (!top) {
 		rc = -EINVAL;
 	} else {
-		*series = strdup(top->series);
-		*name = strdup(top->name);
+		*series = strdup(top->names->series);
+		*name = strdup(top->names->name);
 		if (!*series || !*name) {
 			free(*series);
 			free(*name);
@@ -759,24 +1103,42 @@ int ck_staging_mkdir(struct ck_staging *s, const char *series, const char *name,
 	return rc;
 }
 
-int ck_staging_opendir(struct ck_staging *s, const char *path, struct ck_staged_dir **out)
+/* ---- Directory handles ---- */
+
+int ck_staging_opendir(struct ck_staging *s, uint64_t ino, struct ck_staged_dir **out)
 {
 	struct ck_staged_dir *d = calloc(1, sizeof(*d));
+	struct ck_staged_at at;
+	struct snode *n;
+	int fd, rc;
 
 	if (!d)
 		return -ENOMEM;
-	d->dir = opendir(path);
-	if (!d->dir) {
-		int rc = -errno;
-
+	rc = ck_staging_at(s, ino, NULL, &at);
+	if (rc == 0) {
+		fd = openat(at.dir, at.name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+		rc = fd < 0 ? -errno : 0;
+		if (rc == 0 && !(d->dir = fdopendir(fd))) {
+			rc = -errno;
+			close(fd);
+		}
+		ck_staging_at_free(&at);
+	}
+	if (rc) {
 		free(d);
 		return rc;
 	}
+	d->ino = ino;
 	pthread_mutex_lock(&s->lock);
 	d->next = s->dirs;
 	if (s->dirs)
 		s->dirs->prev = d;
 	s->dirs = d;
+	n = node_at(s, ino);
+	if (n) {
+		n->dirs_open++;
+		hold(n, dirfd(d->dir));   /* answers fstat once rmdir took its name */
+	}
 	pthread_mutex_unlock(&s->lock);
 	*out = d;
 	return 0;
@@ -789,6 +1151,8 @@ DIR *ck_staged_dir_stream(struct ck_staged_dir *d)
 
 void ck_staging_closedir(struct ck_staging *s, struct ck_staged_dir *d)
 {
+	struct snode *n;
+
 	pthread_mutex_lock(&s->lock);
 	if (d->prev)
 		d->prev->next = d->next;
@@ -796,6 +1160,12 @@ void ck_staging_closedir(struct ck_staging *s, struct ck_staged_dir *d)
 		s->dirs = d->next;
 	if (d->next)
 		d->next->prev = d->prev;
+	n = node_at(s, d->ino);
+	if (n && n->dirs_open) {
+		n->dirs_open--;
+		unhold(n);
+		maybe_free(s, slot_of(d->ino));
+	}
 	pthread_mutex_unlock(&s->lock);
 	closedir(d->dir);
 	free(d);
@@ -808,7 +1178,7 @@ int ck_staging_is_series_file(struct ck_staging *s, uint64_t ino)
 
 	pthread_mutex_lock(&s->lock);
 	n = node_at(s, ino);
-	top = n && n->parent == 0 && !n->is_series;
+	top = n && n->names && n->names->parent == 0 && !n->is_series;
 	pthread_mutex_unlock(&s->lock);
 	return top;
 }

@@ -124,7 +124,8 @@ static int same_manifest(const struct ck_manifest *a, const struct ck_manifest *
 		    x->info.mtime_ns != y->info.mtime_ns || x->info.ntensors != y->info.ntensors ||
 		    x->info.has_owner != y->info.has_owner || x->info.owner.uid != y->info.owner.uid ||
 		    x->info.owner.gid != y->info.owner.gid || x->info.owner.mode != y->info.owner.mode ||
-		    !same_str(x->info.error, y->info.error) || x->nst != y->nst || x->nt != y->nt)
+		    !same_str(x->info.error, y->info.error) || !same_str(x->info.target, y->info.target) ||
+		    x->nst != y->nst || x->nt != y->nt)
 			return 0;
 		for (j = 0; j < x->nst; j++) {
 			if (!same_str(x->st[j].key, y->st[j].key) || x->st[j].offset != y->st[j].offset ||
@@ -261,7 +262,7 @@ static void strictness(const struct ck_buf *text)
 	ck_manifest_clear(&m);
 	free(t);
 
-	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifest 4", -EPROTONOSUPPORT, "future version");
+	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifest 5", -EPROTONOSUPPORT, "future version");
 	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifest 0", -EPROTONOSUPPORT, "version 0");
 	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifesto 3", -EINVAL, "not a manifest");
 	expect_refused(text, "ckptfs-manifest 3", "ckptfs-manifest 1", -EINVAL, "owners in a version 1 manifest");
@@ -492,6 +493,35 @@ static void store_and_rollback(void)
 	CHECK(system(cmd) == 0, "cannot remove %s", dir);
 }
 
+/* Version 4: a symbolic link with its target and an empty directory, which
+ * only version 4 holds; a version 3 manifest naming either is refused, and
+ * so is a target on anything but a link. */
+static void links_and_dirs(void)
+{
+	struct ck_buf text = CK_BUF_INIT;
+	struct ck_manifest m;
+	struct ck_ingest *f;
+
+	sample(&m);
+	f = realloc(m.files, (m.nfiles + 2) * sizeof(*m.files));
+	SETUP(f);
+	m.files = f;
+	memmove(&m.files[2], &m.files[0], m.nfiles * sizeof(*m.files));   /* paths stay in order */
+	m.nfiles += 2;
+	file_init(&m.files[0], "\"last\" link", CK_FILE_SYMLINK, "/data/last");
+	m.files[0].info.target = xstrdup("../checkpoint-10/a.pt\n\x7f");
+	file_init(&m.files[1], "a.empty", CK_FILE_DIR, "/data/a.empty");
+	round_trip(&m, &text);
+	CHECK(text.len && !strncmp((const char *)text.data, "ckptfs-manifest 4\n", 18), "not written as version 4");
+	CHECK(text.len && strstr((const char *)text.data, " kind=symlink ") &&
+	      strstr((const char *)text.data, " target=\"../checkpoint-10/a.pt\\x0a\\x7f\"\n"), "no target field");
+	expect_refused(&text, "ckptfs-manifest 4", "ckptfs-manifest 3", -EINVAL, "a link in version 3");
+	expect_refused(&text, " kind=symlink ", " kind=other ", -EINVAL, "a target on a plain file");
+	expect_refused(&text, " kind=dir ", " kind=symlink ", -EINVAL, "a link without a target");
+	ck_buf_free(&text);
+	ck_manifest_clear(&m);
+}
+
 int main(void)
 {
 	struct ck_buf text = CK_BUF_INIT;
@@ -511,5 +541,6 @@ int main(void)
 	single_file();
 	paths();
 	store_and_rollback();
+	links_and_dirs();
 	return test_result();
 }

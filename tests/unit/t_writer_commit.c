@@ -89,7 +89,7 @@ static void test_rename_commits(struct ck_writer *w)
 	char *p;
 
 	stage("run", "tmp-5");
-	SETUP(ck_staging_get(s, 0, "run", "tmp-5", &top) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "tmp-5", NULL, &top) == 0);
 	env.inodes_calls = env.names_calls = 0;
 	CHECK(ck_writer_commit_now(w, "run", "tmp-5", "checkpoint-5") == 0, "commit of tmp-5");
 	CHECK(committed("run", "checkpoint-5"), "checkpoint-5 is not in the view and data/");
@@ -107,7 +107,7 @@ static void test_rename_commits(struct ck_writer *w)
 
 	/* Claimed by another commit: EBUSY, nothing moved. */
 	stage("run", "tmp-7");
-	SETUP(ck_staging_get(s, 0, "run", "tmp-7", &top) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "tmp-7", NULL, &top) == 0);
 	SETUP(ck_staging_claim(s, "run", "tmp-7", 0) == 0);
 	CHECK(ck_writer_commit_now(w, "run", "tmp-7", "checkpoint-7") == -EBUSY, "commit of a claimed dir");
 	CHECK(tw_exists(&env, "staging/run/tmp-7/model.safetensors"), "a refused commit moved the dir");
@@ -122,7 +122,7 @@ static void test_rename_commits(struct ck_writer *w)
 	/* Committed by another node meanwhile (here another process): done,
 	 * and the view shows it. */
 	stage("run", "tmp-9");
-	SETUP(ck_staging_get(s, 0, "run", "tmp-9", &top) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "tmp-9", NULL, &top) == 0);
 	pid = fork();
 	SETUP(pid >= 0);
 	if (pid == 0) {
@@ -148,7 +148,7 @@ static void test_moved_elsewhere(struct ck_writer *w)
 	pid_t pid;
 
 	stage("run", "checkpoint-12");
-	SETUP(ck_staging_get(s, 0, "run", "checkpoint-12", &top) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "checkpoint-12", NULL, &top) == 0);
 	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-12") == 0, "still staged, but moved elsewhere");
 	CHECK(ck_writer_moved_elsewhere(w, "run", "checkpoint-404") == 0, "never seen, but moved elsewhere");
 	pid = fork();
@@ -265,8 +265,8 @@ static void test_own_name_commits(struct ck_writer *w)
 
 	/* A file open in it: not now; a rename commit would not wait. */
 	stage("run", "checkpoint-11");
-	SETUP(ck_staging_get(s, 0, "run", "checkpoint-11", &top) == 0);
-	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", &file) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "checkpoint-11", NULL, &top) == 0);
+	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", NULL, &file) == 0);
 	SETUP(ck_staging_open_begin(s, file, 1) == 0);
 	CHECK(ck_writer_commit_dir(w, "run", "checkpoint-11", CK_WRITER_CLOSED) == -EAGAIN, "commit_dir with a file open");
 	CHECK(!ck_staging_busy(s, file), "a refused commit left its claim");
@@ -326,8 +326,8 @@ static void test_markers(void)
 	/* The marker is there, another file still open: its last close commits. */
 	tw_dcp(&env, "staging/run/checkpoint-24");
 	tw_safetensors(&env, "staging/run/checkpoint-24/model.safetensors", 0);
-	SETUP(ck_staging_get(s, 0, "run", "checkpoint-24", &top) == 0);
-	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", &file) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "checkpoint-24", NULL, &top) == 0);
+	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", NULL, &file) == 0);
 	SETUP(ck_staging_open_begin(s, file, 1) == 0);
 	marker_check(w, "staging/run/checkpoint-24/.metadata");
 	CHECK(!committed("run", "checkpoint-24"), "committed with a file open");
@@ -381,9 +381,9 @@ static void test_parse_at_close(struct ck_writer *w)
 
 	stage("run", "tmp-30");
 	tw_text(&env, "staging/run/latest", "tmp-30");
-	SETUP(ck_staging_get(s, 0, "run", "tmp-30", &top) == 0);
-	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", &file) == 0);
-	SETUP(ck_staging_get(s, 0, "run", "latest", &marker) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "tmp-30", NULL, &top) == 0);
+	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", NULL, &file) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "latest", NULL, &marker) == 0);
 	SETUP(ck_staging_open_begin(s, file, 1) == 0 && ck_staging_open_begin(s, file, 1) == 0);
 	ck_writer_released(w, file, 1, ck_staging_open_end(s, file, 1));
 	st = state_of(w, "staging/run/tmp-30/model.safetensors");
@@ -452,7 +452,7 @@ static void test_staged_names(struct ck_writer *w)
 	      "a dot name, a file or a committed checkpoint listed");
 	ck_strv_free(names, n);
 	/* Moved out by a commit, not in the view yet: still listed. */
-	SETUP(ck_staging_get(s, 0, "run", "moving", &top) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "moving", NULL, &top) == 0);
 	SETUP(ck_staging_claim(s, "run", "moving", 0) == 0);
 	SETUP(ck_writer_staged_names(w, "run", dir, &names, &n) == 0);
 	CHECK(has(names, n, "moving"), "a directory being committed vanished from the listing");

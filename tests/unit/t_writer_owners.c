@@ -2,8 +2,9 @@
  * a mount: a new file or directory belongs to its creator (the parent's
  * group under setgid, which a new directory inherits), a series directory
  * made for a committed series takes the owner it is given and an existing
- * one keeps its own, chown follows chown(2)'s rule, and a commit by
- * attribute needs what renaming the directory would.  Needs root. */
+ * one keeps its own, chown follows chown(2)'s rule (ck_staged_setattr),
+ * and a commit by attribute needs what renaming the directory would.
+ * Needs root. */
 #include "config.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "ckptfs/writer_staged_ops.h"
 #include "ckptfs/writer_staging.h"
 #include "testutil.h"
 
@@ -37,8 +39,12 @@ int main(void)
 	uint32_t alice_groups[] = { ML };
 	struct ck_cred alice = { ALICE, ALICE, alice_groups, 1 }, bob = { BOB, BOB, NULL, 0 };
 	struct ck_owner sdir = { ALICE, ML, 02775 }, plain = { 0, 0, 0755 }, sticky = { 0, 0, 01777 };
+	struct ck_staged_set take = { .what = CK_SET_UID, .uid = ALICE };
+	struct ck_staged_set bobs = { .what = CK_SET_GID, .gid = BOB }, mls = { .what = CK_SET_GID, .gid = ML };
 	struct ck_staging *s;
+	struct ck_staged_at at;
 	char path[600], *series, cmd[700];
+	uint64_t top, file;
 	int fd;
 
 	if (geteuid() != 0) {
@@ -64,20 +70,24 @@ int main(void)
 	 * setgid parent, setgid again on the directory. */
 	CHECK(ck_staging_mkdir(s, "run", "tmp-1", 0750) == 0, "mkdir");
 	pathf(path, sizeof(path), "%s/tmp-1", series);
-	CHECK(ck_staging_give(path, -1, &sdir, &bob, 0750, 1) == 0, "give a directory");
+	SETUP(ck_staging_top_at(s, "run", "tmp-1", &at) == 0);
+	CHECK(ck_staging_give(&at, -1, &sdir, &bob, 0750, 1) == 0, "give a directory");
+	ck_staging_at_free(&at);
 	expect(path, BOB, ML, 02750);
 	pathf(path, sizeof(path), "%s/tmp-1/a.txt", series);
 	fd = open(path, O_CREAT | O_EXCL | O_WRONLY, 0600);
 	SETUP(fd >= 0);
-	CHECK(ck_staging_give(path, fd, &sdir, &bob, 02640, 0) == 0, "give a file");
+	CHECK(ck_staging_give(NULL, fd, &sdir, &bob, 02640, 0) == 0, "give a file");
 	close(fd);
 	expect(path, BOB, ML, 0640);   /* setgid of a group bob is not in: dropped */
 
 	/* chown: the owner only by root, the group by the owner to its groups. */
-	CHECK(ck_staging_chown(path, -1, &alice, ALICE, (uint32_t)-1) == -EPERM, "alice takes bob's file");
-	CHECK(ck_staging_chown(path, -1, &bob, (uint32_t)-1, BOB) == 0, "bob gives it his group");
+	SETUP(ck_staging_get(s, 0, "run", "tmp-1", NULL, &top) == 0);
+	SETUP(ck_staging_get(s, top, NULL, "a.txt", NULL, &file) == 0);
+	CHECK(ck_staged_setattr(s, file, -1, &alice, &take) == -EPERM, "alice takes bob's file");
+	CHECK(ck_staged_setattr(s, file, -1, &bob, &bobs) == 0, "bob gives it his group");
 	expect(path, BOB, BOB, 0640);
-	CHECK(ck_staging_chown(path, -1, &bob, (uint32_t)-1, ML) == -EPERM, "bob gives it a group he is not in");
+	CHECK(ck_staged_setattr(s, file, -1, &bob, &mls) == -EPERM, "bob gives it a group he is not in");
 
 	/* A commit by attribute renames within the series. */
 	CHECK(ck_staging_may_commit(s, "run", "tmp-1", &sdir, &alice) == 0, "alice writes the series (group)");

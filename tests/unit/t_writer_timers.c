@@ -169,8 +169,8 @@ static void test_idle_scan(void)
 	stage(".checkpoint-13", -3600);	/* a dot name */
 	stage("checkpoint-14", 3600);	/* written "later": not at rest */
 	stage("checkpoint-15", -3600);	/* a file open */
-	SETUP(ck_staging_get(s, 0, "run", "checkpoint-15", &top) == 0);
-	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", &file) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "checkpoint-15", NULL, &top) == 0);
+	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", NULL, &file) == 0);
 	SETUP(ck_staging_open_begin(s, file, 0) == 0);
 	tw_mkdirs(&env, "staging/run/checkpoint-16/sub");	/* its file a level down */
 	tw_safetensors(&env, "staging/run/checkpoint-16/sub/model.safetensors", 0);
@@ -228,8 +228,8 @@ static void test_running_writer(void)
 	/* trainer_state.json with a file still open: no commit, however long. */
 	stage("checkpoint-18", 0);
 	tw_text(&env, "staging/run/checkpoint-18/trainer_state.json", "{}");
-	SETUP(ck_staging_get(s, 0, "run", "checkpoint-18", &top) == 0);
-	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", &file) == 0);
+	SETUP(ck_staging_get(s, 0, "run", "checkpoint-18", NULL, &top) == 0);
+	SETUP(ck_staging_get(s, top, NULL, "model.safetensors", NULL, &file) == 0);
 	SETUP(ck_staging_open_begin(s, file, 1) == 0);
 	ck_writer_marker_check(w, tw_path(&env, p, sizeof(p), "staging/run/checkpoint-18/trainer_state.json"));
 	CHECK(tw_exists(&env, "staging/run/checkpoint-18"), "committed at once despite the grace");
