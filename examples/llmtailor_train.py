@@ -21,8 +21,8 @@ step the trainer looks for OUT/trigger_checkpoint.flag, and when ckptfs has
 put one there (a GPU's risk score reached the threshold) it saves
 checkpoint-STEP at once and waits until ckptfs has committed it.  The save
 holds everything, or with --emergency-partial F and --store STORE the
-fraction F of the layers that changed most by `ckptctl stats`
-(ckptfs_emergency.py beside this file).
+fraction F of the layers that changed most by `ckptctl stats` (the ckptfs
+Python package's EmergencyWatch).
 
 Save policy (--policy llmtailor, the default; saves counted from 1):
   save 1, 1+F, 1+2F, ...   everything                        (F = --full-every)
@@ -41,7 +41,8 @@ A checkpoint directory holds, written in this order:
 Everything is seeded and runs on one CPU thread with deterministic
 algorithms, so a run that is killed and resumed from a full checkpoint ends
 bit-identical to one that never stopped.  Needs torch (Debian's
-python3-torch 1.13 works) and numpy.
+python3-torch 1.13 works), numpy and the ckptfs package (installed, or
+PYTHONPATH=python in the source tree).
 """
 
 import argparse
@@ -57,6 +58,12 @@ import time
 import numpy as np
 import torch
 from torch import nn
+
+try:
+    import ckptfs
+except ImportError:
+    sys.exit("%s needs the ckptfs Python package: install ckptfs, or run from a source tree with "
+             "PYTHONPATH=python" % os.path.basename(sys.argv[0]))
 
 # --- the model: Llama-shaped, byte-level, with HF Llama parameter names --------
 
@@ -298,28 +305,13 @@ def load_checkpoint(ckpt_dir, t):
     t.losses = [e["loss"] for e in state["log_history"]]
 
 
-def on_ckptfs(path):
-    """True if path lies in a ckptfs mount (the longest mount point above it)."""
-    path, best, fstype = os.path.realpath(path), "", ""
-    with open("/proc/self/mounts") as f:
-        for line in f:
-            fields = line.split()
-            mnt = fields[1].replace("\\040", " ")
-            if (path == mnt or path.startswith(mnt.rstrip("/") + "/")) and len(mnt) > len(best):
-                best, fstype = mnt, fields[2]
-    return fstype == "fuse.ckptfs"
-
-
 def is_committed(ckpt_dir, mounted):
-    """In a ckptfs mount, a committed checkpoint carries user.ckptfs.step (an
-    in-progress directory does not); elsewhere, HF's rule: the marker is there."""
+    """In a ckptfs mount, ckptfs's rule (a committed checkpoint carries
+    user.ckptfs.step, an in-progress directory does not); elsewhere, HF's:
+    the marker is there."""
     if not mounted:
         return os.path.exists(os.path.join(ckpt_dir, "trainer_state.json"))
-    try:
-        os.getxattr(ckpt_dir, "user.ckptfs.step")
-        return True
-    except OSError:
-        return False
+    return ckptfs.is_committed(ckpt_dir)
 
 
 def checkpoints(out):
@@ -338,7 +330,7 @@ def newest_committed(out, discard_others=False):
     wait for it.  With discard_others, what a killed run left half-written
     (in-progress directories) is removed, so the steps it covered can be
     saved again from scratch."""
-    mounted = on_ckptfs(out)
+    mounted = ckptfs.in_mount(out)
     newest = None
     for step, path in checkpoints(out):
         if mounted and os.path.exists(os.path.join(path, "trainer_state.json")):
@@ -385,9 +377,7 @@ def train(args):
     os.makedirs(args.out, exist_ok=True)
     watch = None
     if args.emergency:
-        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-        from ckptfs_emergency import EmergencyWatch
-        watch = EmergencyWatch(args.out, store=args.store, partial=args.emergency_partial,
+        watch = ckptfs.EmergencyWatch(args.out, store=args.store, partial=args.emergency_partial,
                                ckptctl=args.ckptctl)
     kill_at = args.kill_at
     t.model.train()
@@ -455,7 +445,7 @@ def parse_args(argv=None):
     p.add_argument("--emergency-partial", type=float, metavar="F",
                    help="emergency saves hold the fraction F of the layers that changed most (needs --store)")
     p.add_argument("--store", help="the ckptfs store behind the mount (for --emergency-partial)")
-    p.add_argument("--ckptctl", default="ckptctl", help="ckptctl to run (default: from PATH)")
+    p.add_argument("--ckptctl", help="ckptctl to run (default: $CKPTCTL, the source tree's, or PATH's)")
     p.add_argument("--kill-after-emergency", type=int, metavar="N",
                    help="SIGKILL itself N steps after an emergency save (a GPU that then fails)")
     p.add_argument("--step-delay", type=float, default=0.0, metavar="SEC",

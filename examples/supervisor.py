@@ -6,10 +6,10 @@ Training" (Ashfaq et al.) in small: it runs the training command; when the
 trainer dies (killed, or exits non-zero: a GPU failure takes the process
 with it), it asks ckptfs where to resume,
 
-    ckptctl resume-info STORE SERIES --json
+    ckptfs.settled_resume_info(STORE, SERIES)    # ckptctl resume-info STORE SERIES --json
 
 (the newest committed checkpoint whose every file the mount serves, and its
-path in the mount), waits a moment for saves still being committed, and
+path in the mount, once saves still being committed have settled), and
 starts the command again with the resume arguments filled in.
 
     supervisor.py --store /data/store --series run \\
@@ -28,41 +28,15 @@ import json
 import os
 import subprocess
 import sys
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from parallel_plan import plan   # noqa: E402
 
-
-def resume_info(args):
-    """resume-info's answer (a dict), or None when there is nothing to resume from."""
-    r = subprocess.run([args.ckptctl, "resume-info", args.store, args.series, "--json"]
-                       + (["--mount", args.mount] if args.mount else []),
-                       capture_output=True, text=True)
-    if r.returncode == 4:
-        return None
-    if r.returncode != 0:
-        raise RuntimeError("ckptctl resume-info failed (%d): %s" % (r.returncode, r.stderr.strip()))
-    return json.loads(r.stdout)
-
-
-def settled_info(args):
-    """resume-info once the saves in progress stop changing: a save whose
-    completion marker has landed commits within a second or two, and one a
-    dead trainer left half-written never does, so wait until the answer
-    holds still for a while (at most --settle seconds)."""
-    deadline = time.monotonic() + args.settle
-    info = resume_info(args)
-    stable_since = time.monotonic()
-    while time.monotonic() < deadline:
-        time.sleep(0.25)
-        now = resume_info(args)
-        key = lambda i: None if i is None else (i["checkpoint"], tuple(i["in_progress"]))   # noqa: E731
-        if key(now) != key(info):
-            info, stable_since = now, time.monotonic()
-        elif not (info and info["in_progress"]) or time.monotonic() - stable_since >= args.quiet:
-            break
-    return info
+try:
+    import ckptfs
+except ImportError:
+    sys.exit("%s needs the ckptfs Python package: install ckptfs, or run from a source tree with "
+             "PYTHONPATH=python" % os.path.basename(sys.argv[0]))
 
 
 def gpus_left(mount):
@@ -87,7 +61,7 @@ def main(argv=None):
     p.add_argument("--store", required=True)
     p.add_argument("--series", required=True)
     p.add_argument("--mount", help="the mount (default: the store's writable mount)")
-    p.add_argument("--ckptctl", default="ckptctl")
+    p.add_argument("--ckptctl", help="ckptctl to run (default: $CKPTCTL, the source tree's, or PATH's)")
     p.add_argument("--resume-arg", action="append", default=[], metavar="ARG",
                    help="appended to the command on a restart, placeholders filled in (repeatable)")
     p.add_argument("--max-restarts", type=int, default=3)
@@ -113,7 +87,10 @@ def main(argv=None):
         print("supervisor: the trainer died (%s)" % ("signal %d" % -rc if rc < 0 else "exit %d" % rc), flush=True)
         if attempt == args.max_restarts:
             break
-        info = settled_info(args)
+        # A save whose marker landed commits within a second or two; one
+        # the trainer left half-written never does.
+        info = ckptfs.settled_resume_info(args.store, args.series, args.settle, args.quiet, args.mount,
+                                          args.ckptctl)
         if info is None:
             print("supervisor: nothing committed yet: starting from scratch", flush=True)
             run = list(cmd)

@@ -3,9 +3,9 @@
 # under that machine's Python (torch 2.x with CUDA, safetensors,
 # transformers: map_location=cuda, safe_open(device=cuda), from_pretrained
 # and greedy generation on the weights views, torch 2.x's own DCP writer
-# and reader, the transformers Trainer through a writable mount), then the
-# health watcher against the real NVML.  Not part of `make check`: CI has
-# no GPU.
+# and reader, the transformers Trainer through a writable mount and with
+# the ckptfs package's EmergencyCallback), then the health watcher against
+# the real NVML.  Not part of `make check`: CI has no GPU.
 #
 #   tests/gpu/checks.sh BUILDDIR LOGDIR [TEST...]
 #
@@ -21,7 +21,10 @@ mkdir -p "$logs"
 src=$(cd "$(dirname "$0")/../.." && pwd)
 export CKPT_BUILDDIR="$build" CKPT_SRCDIR="$src" TORCH_PYTHON="${TORCH_PYTHON:-python3}"
 export CKPT_REQUIRE_ALL=1
-tests=${*:-real_clients eval_views eval_dcp dcp_merge composite_resume example_resume}
+tests=${*:-real_clients eval_views eval_dcp dcp_merge composite_resume example_resume python_pkg}
+# python_pkg raises the emergency flag through the fake NVML (a check
+# program: `make check` builds it, this script too).
+[ -f "$build/tests/nvml/libnvidia-ml.so.1" ] || make -C "$build" tests/nvml/libnvidia-ml.so.1 >/dev/null
 failed=0
 
 "$TORCH_PYTHON" - <<'EOF' | tee "$logs/versions.txt"

@@ -42,18 +42,7 @@ wait_rounds() {
 	done
 }
 now_ns() { date +%s%N; }
-# save SERIES STEP AGE: a checkpoint whose files are AGE seconds old,
-# written as tmp-checkpoint-STEP and committed by its rename.
-save() {
-	d=$mnt/$1/tmp-checkpoint-$2
-	mkdir -p "$d"
-	echo "{\"step\": $2}" >"$d/config.json"
-	echo "{\"global_step\": $2}" >"$d/trainer_state.json"
-	touch -d "@$(($(date +%s) - $3))" "$d/config.json" "$d/trainer_state.json"
-	mv "$d" "$mnt/$1/checkpoint-$2"
-	$PY -c 'import os, sys; os.getxattr(sys.argv[1], "user.ckptfs.step")' "$mnt/$1/checkpoint-$2" ||
-		fail "$1/checkpoint-$2 is not committed"
-}
+save() { ck_save_small "$mnt" "$@"; }
 # start_fg LOG OPTS: ckptfs in the foreground (its log in LOG), live.
 start_fg() {
 	_sf_log=$1

@@ -10,8 +10,11 @@ set -eu
 : "${CKPT_FIXTURES=$CKPT_SRCDIR/../shared/fixtures}"	# make check: ./configure --with-fixtures
 : "${TORCH_PYTHON:=/usr/bin/python3}"
 CKPTFS="$CKPT_BUILDDIR/ckptfs"
-CKPTCTL="$CKPT_BUILDDIR/ckptctl"
-export CKPT_BUILDDIR CKPT_SRCDIR CKPT_FIXTURES TORCH_PYTHON CKPTFS CKPTCTL
+CKPTCTL="$CKPT_BUILDDIR/ckptctl"	# also the one the ckptfs Python package runs
+# The ckptfs Python package, as the examples and tests import it from a
+# source tree.
+PYTHONPATH="$CKPT_SRCDIR/python${PYTHONPATH:+:$PYTHONPATH}"
+export CKPT_BUILDDIR CKPT_SRCDIR CKPT_FIXTURES TORCH_PYTHON CKPTFS CKPTCTL PYTHONPATH
 
 _ck_mounts=""
 _ck_fs_mounts=""
@@ -152,6 +155,20 @@ ck_mount() {
 ck_umount() {
 	fusermount3 -u "$1" || fail "fusermount3 -u $1 failed"
 	ck_until 5 unmounted "$1" || fail "$1 still mounted"
+}
+
+# ck_save_small MNT SERIES STEP AGE: a small checkpoint (config.json and
+# trainer_state.json) whose files are AGE seconds old, written into the
+# writable mount MNT as SERIES/tmp-checkpoint-STEP and committed by its
+# rename to checkpoint-STEP; fails unless it is committed.
+ck_save_small() {
+	_cs_d=$1/$2/tmp-checkpoint-$3
+	mkdir -p "$_cs_d"
+	echo "{\"step\": $3}" >"$_cs_d/config.json"
+	echo "{\"global_step\": $3}" >"$_cs_d/trainer_state.json"
+	touch -d "@$(($(date +%s) - $4))" "$_cs_d/config.json" "$_cs_d/trainer_state.json"
+	mv "$_cs_d" "$1/$2/checkpoint-$3"
+	getfattr -n user.ckptfs.step "$1/$2/checkpoint-$3" >/dev/null 2>&1 || fail "$2/checkpoint-$3 is not committed"
 }
 
 # ck_py SCRIPT ARGS...: runs tests/py/SCRIPT with the torch Python (no .pyc

@@ -249,18 +249,19 @@ def dcp_load(path, steps):
 HF_STEPS, HF_SAVE = 20, 5
 
 
-def hf_trainer(out_dir, stop_at):
+def hf_trainer(out_dir, stop_at, callbacks=()):
     """The transformers Trainer, fully deterministic, a run of HF_STEPS
     steps that stops after step stop_at, saving every HF_SAVE steps into
     out_dir (keeping two: its rotation deletes the others) and resuming
-    from the newest checkpoint there when it has one."""
+    from the newest checkpoint there when it has one; with callbacks
+    added to the Trainer's.  False where transformers is absent."""
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")
     try:
         from transformers import LlamaConfig, LlamaForCausalLM, Trainer, TrainerCallback, TrainingArguments
         from transformers.trainer_utils import get_last_checkpoint
     except ImportError as e:
         absent("the transformers Trainer", e)
-        return
+        return False
     stop_at = int(stop_at)
     want = {"output_dir": out_dir, "max_steps": HF_STEPS, "save_steps": HF_SAVE,
             "save_total_limit": 2, "per_device_train_batch_size": 4, "logging_steps": HF_SAVE,
@@ -285,8 +286,10 @@ def hf_trainer(out_dir, stop_at):
             if state.global_step >= stop_at:
                 control.should_training_stop = True
     last = get_last_checkpoint(out_dir) if os.path.isdir(out_dir) else None
-    Trainer(model=model, args=args, train_dataset=Data(), callbacks=[Stop()]).train(resume_from_checkpoint=last)
+    Trainer(model=model, args=args, train_dataset=Data(),
+            callbacks=[Stop()] + list(callbacks)).train(resume_from_checkpoint=last)
     print("transformers Trainer: to step %d in %s%s" % (stop_at, out_dir, ", resumed from " + last if last else ""))
+    return True
 
 
 def hf_same(a_dir, b_dir):
