@@ -56,6 +56,21 @@ skip() {
 }
 fail() { echo "FAIL: $*" >&2; exit 1; }
 
+# skip_part WHY: a part of the test cannot run here.  Where everything must
+# run (CKPT_REQUIRE_ALL=1) that fails the test; elsewhere the rest goes on
+# and the test ends as skipped (77), not passed (ck_done).
+_ck_skipped_parts=0
+skip_part() {
+	[ "${CKPT_REQUIRE_ALL:-0}" != 1 ] || fail "would skip a part, but CKPT_REQUIRE_ALL=1: $*"
+	echo "SKIP part: $*"
+	_ck_skipped_parts=$((_ck_skipped_parts + 1))
+}
+# ck_done: the end of a test that may have skipped parts: 77 if it did.
+ck_done() {
+	[ "$_ck_skipped_parts" = 0 ] || exit 77
+	exit 0
+}
+
 need_fuse() {
 	[ -c /dev/fuse ] || skip "no /dev/fuse"
 	command -v fusermount3 >/dev/null 2>&1 || skip "no fusermount3"

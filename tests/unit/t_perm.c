@@ -186,6 +186,6 @@ int main(void)
 	if (geteuid() == 0)
 		against_kernel();
 	else
-		printf("not root: the comparison with the kernel is skipped\n");
+		test_skip("not root: no comparison with the kernel's own checks");
 	return test_result();
 }

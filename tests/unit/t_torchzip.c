@@ -150,7 +150,7 @@ static void fixtures(void)
 	DIR *d;
 
 	if (!fixtures) {
-		fprintf(stderr, "note: CKPT_FIXTURES unset, fixtures skipped\n");
+		test_skip("CKPT_FIXTURES unset: no fixtures");
 		return;
 	}
 	snprintf(dir, sizeof(dir), "%s/torch2x", fixtures);

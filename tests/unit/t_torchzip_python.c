@@ -113,7 +113,7 @@ static void tz_write_for_python(const char *fixtures)
 		 python, src, dst);
 	rc = run_command(cmd, &out);
 	if (rc == 0 && !strcmp((char *)out.data, "no torch\n"))
-		fprintf(stderr, "note: no torch, torch.load part skipped\n");
+		test_skip("%s has no torch: no torch.load", python);
 	else
 		CHECK(rc == 0 && !strcmp((char *)out.data, "equal\n"), "torch.load: status %d: %s", rc, out.data);
 	ck_buf_free(&out);
@@ -192,7 +192,7 @@ int main(void)
 	if (fixtures)
 		tz_write_for_python(fixtures);
 	else
-		fprintf(stderr, "note: CKPT_FIXTURES unset, torch.load part skipped\n");
+		test_skip("CKPT_FIXTURES unset: no torch.load of the fixtures");
 	python_zip_for_tz_read();
 	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
 	if (system(cmd) != 0)

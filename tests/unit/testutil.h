@@ -26,8 +26,14 @@ void test_fail(const char *file, int line, const char *fmt, ...) __attribute__((
 		test_fail(__FILE__, __LINE__, __VA_ARGS__); \
 } while (0)
 
-/* The test's exit status: 0, or 1 after printing "N failure(s)" on stderr
- * when some check failed. */
+/* A part of the test that cannot run here (a missing Python, no
+ * fixtures): prints "SKIP part: <why>".  Where everything must run
+ * (CKPT_REQUIRE_ALL=1, as CI sets) it is a failure instead. */
+void test_skip(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* The test's exit status: 1 after printing "N failure(s)" on stderr when
+ * some check failed, else 77 (skipped, as automake counts it) when a part
+ * was skipped, else 0. */
 int test_result(void);
 
 /* The whole file in a new buffer (the caller frees it) with a NUL byte
@@ -56,9 +62,11 @@ int run_command(const char *cmd, struct ck_buf *out);
 char *run_output(const char *cmd);
 
 /* Writes len bytes to a temporary file, runs `PYTHON -c script FILE` and
- * returns its stdout as run_output does; NULL also when there is no Python
- * (see test_python) or no temporary file.  script goes between single
- * quotes in a shell command, so it must not contain any. */
+ * returns its stdout as run_output does.  NULL when there is no Python
+ * (see test_python: the part is skipped, test_skip) and when Python fails
+ * on the bytes or prints nothing (a failure is counted: what it was given
+ * must be what Python reads).  script goes between single quotes in a
+ * shell command, so it must not contain any. */
 char *python_on(const char *script, const void *bytes, size_t len);
 
 /* Test scaffolding that must work for the test to mean anything: on
