@@ -41,9 +41,7 @@ static int checkpoint_extension(const char *name)
 
 void ck_ingest_clear(struct ck_ingest *in)
 {
-	free(in->info.relpath);
-	free(in->info.src_path);
-	free(in->info.error);
+	ck_file_info_clear(&in->info);
 	ck_storage_info_free(in->st, in->nst);
 	ck_tensor_info_free(in->t, in->nt);
 	memset(in, 0, sizeof(*in));

@@ -668,9 +668,7 @@ void ck_view_close(struct ck_view *v)
 		struct phys_file *pf = v->phys[i];
 
 		/* The strings came from ck_store_list_files(); the array was freed at load. */
-		free(pf->info.relpath);
-		free(pf->info.src_path);
-		free(pf->info.error);
+		ck_file_info_clear(&pf->info);
 		phys_free(pf);
 	}
 	free(v->phys);
